@@ -1,0 +1,255 @@
+//! The `homestead.dev/v1alpha1` API: the cluster-scoped [`User`] custom resource (spec, status and
+//! conditions), the constants every part of Homestead shares (group, finalizer, labels,
+//! annotations, field manager), and name validation.
+//!
+//! Admission-time validation lives in the schema generated from these types (patterns, lengths,
+//! enums) and in CEL rules (`x-kubernetes-validations`), so `kubectl apply` refuses a bad User
+//! with a message that names the broken rule before the controller ever sees it. See
+//! <https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#validation-rules>.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, CustomResourceExt, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The API group of [`User`].
+pub const GROUP: &str = "homestead.dev";
+/// The API version of [`User`].
+pub const VERSION: &str = "v1alpha1";
+/// The name of the `users.homestead.dev` CustomResourceDefinition.
+pub const CRD_NAME: &str = "users.homestead.dev";
+/// The finalizer Homestead puts on every User before it creates anything for it.
+pub const FINALIZER: &str = "homestead.dev/cleanup";
+/// The server-side apply field manager of every write Homestead makes.
+pub const FIELD_MANAGER: &str = "homestead";
+
+/// Label naming the manager of an object (the Kubernetes recommended label).
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// Value of [`LABEL_MANAGED_BY`] on every object Homestead manages.
+pub const MANAGED_BY: &str = "homestead";
+/// Label naming the User (its `metadata.name`) a managed object belongs to.
+pub const LABEL_USER: &str = "homestead.dev/user";
+/// Annotation holding the `metadata.uid` of the owning User; with the two labels above it is
+/// what makes a Namespace the User's (a name match alone never is).
+pub const ANNOTATION_USER_UID: &str = "homestead.dev/user-uid";
+/// Label put on a Namespace kept under `deletionPolicy: Retain`, naming the User it came from.
+pub const LABEL_RETAINED_FROM: &str = "homestead.dev/retained-from";
+
+/// The condition type always present in [`UserStatus::conditions`].
+pub const CONDITION_READY: &str = "Ready";
+
+/// Label and annotation key prefixes a User may not set on its Namespace.
+pub const RESERVED_KEY_PREFIXES: [&str; 2] = ["homestead.dev/", "pod-security.kubernetes.io/"];
+
+/// The maximum length of a DNS-1123 label (a Namespace name), in characters.
+pub const DNS1123_LABEL_MAX_LEN: usize = 63;
+
+/// The CEL/regex pattern of a DNS-1123 label, as Kubernetes validates Namespace names.
+pub const DNS1123_LABEL_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+
+/// Whether `name` is a DNS-1123 label: at most 63 characters of lower-case alphanumerics and
+/// `-`, starting and ending with an alphanumeric. This is the rule for Namespace names
+/// (<https://kubernetes.io/docs/concepts/overview/working-with-objects/names/#dns-label-names>).
+pub fn is_dns1123_label(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    !bytes.is_empty()
+        && bytes.len() <= DNS1123_LABEL_MAX_LEN
+        && bytes.iter().all(|b| alnum(b) || *b == b'-')
+        && bytes.first().is_some_and(alnum)
+        && bytes.last().is_some_and(alnum)
+}
+
+/// Whether a label or annotation key is reserved for Homestead or the platform: any
+/// `homestead.dev/` or `pod-security.kubernetes.io/` key, and `app.kubernetes.io/managed-by`.
+pub fn is_reserved_key(key: &str) -> bool {
+    key == LABEL_MANAGED_BY || RESERVED_KEY_PREFIXES.iter().any(|p| key.starts_with(p))
+}
+
+/// CEL rule shared by the label and annotation maps: no reserved key.
+const NO_RESERVED_KEYS: &str = "self.all(k, !k.startsWith('homestead.dev/') && !k.startsWith('pod-security.kubernetes.io/') && k != 'app.kubernetes.io/managed-by')";
+
+/// A person who gets a home on the cluster: their own Namespace, with a RoleBinding granting
+/// them an allow-listed ClusterRole there. Created by HR/IT, one per person; deleting it
+/// offboards the person according to `deletionPolicy`.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "homestead.dev",
+    version = "v1alpha1",
+    kind = "User",
+    plural = "users",
+    singular = "user",
+    shortname = "hsuser",
+    category = "homestead",
+    status = "UserStatus",
+    derive = "PartialEq",
+    doc = "A person who gets a home on the cluster: a Namespace of their own and the RBAC to work in it. Homestead provisions, repairs and offboards it.",
+    printcolumn(name = "Namespace", type_ = "string", description = "The person's Namespace", json_path = ".status.namespace"),
+    printcolumn(name = "Role", type_ = "string", description = "The ClusterRole bound in the Namespace", json_path = ".spec.role"),
+    printcolumn(name = "Ready", type_ = "string", description = "Whether the Namespace and access are as declared", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "Reason", type_ = "string", description = "Why Ready is what it is", json_path = ".status.conditions[?(@.type==\"Ready\")].reason"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    validation = Rule::new("size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')").message("metadata.name must be a DNS-1123 label: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit"),
+)]
+#[x_kube(
+    validation = Rule::new("!has(oldSelf.namespace) || !has(oldSelf.namespace.name) || (has(self.namespace) && has(self.namespace.name) && self.namespace.name == oldSelf.namespace.name)").message("spec.namespace.name is immutable once set").reason(Reason::FieldValueForbidden)
+)]
+#[serde(rename_all = "camelCase")]
+pub struct UserSpec {
+    /// The person's name, for humans (for example "Alice Liddell"). Not used by Homestead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
+    pub display_name: Option<String>,
+
+    /// The person's e-mail address, for humans. Not used by Homestead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 320))]
+    pub email: Option<String>,
+
+    /// Who the cluster's authenticator says this person is: the subjects of the RoleBinding.
+    pub identity: Identity,
+
+    /// The ClusterRole bound in the person's Namespace. It must be in the operator's allow-list
+    /// (by default admin, edit, view); `cluster-admin` is always refused. Changing it replaces
+    /// the RoleBinding, since a RoleBinding's roleRef is immutable.
+    #[serde(default = "default_role")]
+    #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new("self != 'cluster-admin'").message("spec.role may not be cluster-admin: Homestead never grants cluster-wide administration").reason(Reason::FieldValueForbidden))]
+    pub role: String,
+
+    /// The person's Namespace. Optional: by default it is named `<prefix><metadata.name>` with
+    /// the operator's prefix (`user-` unless configured otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<NamespaceSpec>,
+
+    /// An optional ResourceQuota for the Namespace; its `hard` limits become the quota's
+    /// `spec.hard`. Without it the Namespace has no quota from Homestead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<QuotaSpec>,
+
+    /// True revokes the person's access (the RoleBinding is removed) while keeping the
+    /// Namespace and everything in it. False (the default) grants access again.
+    #[serde(default)]
+    pub suspended: bool,
+
+    /// What offboarding (deleting this User) does with the Namespace: `Delete` (the default)
+    /// deletes it and everything in it; `Retain` keeps it with access revoked and labels it
+    /// `homestead.dev/retained-from=<name>`.
+    #[serde(default)]
+    pub deletion_policy: DeletionPolicy,
+}
+
+fn default_role() -> String {
+    "admin".to_owned()
+}
+
+/// The identity the cluster's authenticator gives the person; RBAC subjects are built from it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Identity {
+    /// The user name the authenticator reports (for example the OIDC `email` claim), bound as
+    /// an RBAC subject of kind User. May not start with `system:`.
+    #[schemars(length(min = 1, max = 253))]
+    #[x_kube(validation = Rule::new("!self.startsWith('system:')").message("spec.identity.username may not start with 'system:': those names belong to Kubernetes components").reason(Reason::FieldValueForbidden))]
+    pub username: String,
+
+    /// Extra groups bound as RBAC subjects of kind Group. None may start with `system:`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16), inner(length(min = 1, max = 253)))]
+    #[x_kube(validation = Rule::new("self.all(g, !g.startsWith('system:'))").message("spec.identity.groups may not contain a group starting with 'system:'").reason(Reason::FieldValueForbidden))]
+    pub groups: Vec<String>,
+}
+
+/// Where the person's Namespace is and what extra metadata it carries.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NamespaceSpec {
+    /// The Namespace name, a DNS-1123 label. Default: `<prefix><metadata.name>`. Immutable once
+    /// set. An existing Namespace that Homestead did not create for this User is never taken over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub name: Option<String>,
+
+    /// Extra labels for the Namespace. Keys under `homestead.dev/` and
+    /// `pod-security.kubernetes.io/`, and `app.kubernetes.io/managed-by`, are reserved.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 32))]
+    #[x_kube(validation = Rule::new(NO_RESERVED_KEYS).message("spec.namespace.labels may not use reserved keys: homestead.dev/*, pod-security.kubernetes.io/*, app.kubernetes.io/managed-by").reason(Reason::FieldValueForbidden))]
+    pub labels: BTreeMap<String, String>,
+
+    /// Extra annotations for the Namespace, with the same reserved keys as `labels`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 32))]
+    #[x_kube(validation = Rule::new(NO_RESERVED_KEYS).message("spec.namespace.annotations may not use reserved keys: homestead.dev/*, pod-security.kubernetes.io/*, app.kubernetes.io/managed-by").reason(Reason::FieldValueForbidden))]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// A ResourceQuota for the person's Namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QuotaSpec {
+    /// Hard limits per resource name, as in a ResourceQuota's `spec.hard`, for example
+    /// `{requests.cpu: "4", requests.memory: 8Gi, pods: "20"}`.
+    #[schemars(extend("maxProperties" = 64))]
+    pub hard: BTreeMap<String, Quantity>,
+}
+
+/// What offboarding does with the person's Namespace.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum DeletionPolicy {
+    /// Delete the Namespace and everything in it, then release the User.
+    #[default]
+    Delete,
+    /// Keep the Namespace and its contents, revoke access, and release the User.
+    Retain,
+}
+
+/// The observed state of a User, following the Kubernetes API conventions for status
+/// (<https://github.com/kubernetes/community/blob/master/contributors/devel/sig-architecture/api-conventions.md#typical-status-properties>).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UserStatus {
+    /// The Namespace Homestead provisioned (or refuses to provision) for this User.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+
+    /// The `metadata.generation` of the spec this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// The latest observations of the User's state; `Ready` is always present once Homestead
+    /// has seen the User. A condition's `lastTransitionTime` changes only when its status does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
+impl User {
+    /// The `Ready` condition, if the status has one.
+    pub fn ready_condition(&self) -> Option<&Condition> {
+        self.status
+            .as_ref()?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_READY)
+    }
+}
+
+/// The `users.homestead.dev` CustomResourceDefinition as YAML, exactly what `crdgen` writes to
+/// `manifests/crd.yaml`.
+///
+/// # Panics
+/// Never in practice: the CRD is plain data that always serializes.
+pub fn crd_yaml() -> String {
+    let crd = User::crd();
+    let body = serde_saphyr::to_string(&crd).expect("a CRD always serializes to YAML");
+    format!(
+        "# Generated by `cargo run -p homestead-api --bin crdgen` (just generate) from crates/api.\n# Do not edit by hand: a test fails when this file differs from what the types generate.\n{body}"
+    )
+}

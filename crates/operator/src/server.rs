@@ -1,0 +1,97 @@
+//! The HTTP server for Prometheus and the kubelet: `/metrics` (Prometheus text format 0.0.4),
+//! `/healthz` (liveness: the process serves requests) and `/readyz` (readiness: see
+//! [`Health::set_ready`]).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use homestead_api::User;
+use homestead_reconciler::Metrics;
+use kube::runtime::reflector::Store;
+use prometheus::{Encoder, Registry, TextEncoder};
+
+/// What the server reports; shared with the operator, which flips readiness.
+#[derive(Clone)]
+pub struct Health {
+    ready: Arc<AtomicBool>,
+    registry: Registry,
+    metrics: Metrics,
+    users: Arc<OnceLock<Store<User>>>,
+}
+
+impl Health {
+    /// A not-yet-ready state serving `registry`.
+    pub fn new(registry: Registry, metrics: Metrics) -> Self {
+        Self {
+            ready: Arc::default(),
+            registry,
+            metrics,
+            users: Arc::default(),
+        }
+    }
+
+    /// Marks the operator ready (caches synced, or healthy standby) or not.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Release);
+    }
+
+    /// Gives `/metrics` the User cache, from which it computes `homestead_users`.
+    pub fn set_user_store(&self, store: Store<User>) {
+        let _ = self.users.set(store);
+    }
+}
+
+async fn metrics(State(health): State<Health>) -> impl IntoResponse {
+    if let Some(store) = health.users.get() {
+        health.metrics.observe_users(&store.state());
+    }
+    let mut body = Vec::new();
+    let encoder = TextEncoder::new();
+    match encoder.encode(&health.registry.gather(), &mut body) {
+        Ok(()) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, encoder.format_type().to_owned())],
+            body,
+        ),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            [(header::CONTENT_TYPE, "text/plain".to_owned())],
+            e.to_string().into_bytes(),
+        ),
+    }
+}
+
+async fn readyz(State(health): State<Health>) -> (StatusCode, &'static str) {
+    if health.ready.load(Ordering::Acquire) {
+        (StatusCode::OK, "ok")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "caches not synced")
+    }
+}
+
+/// Serves the endpoints on `address` until `shutdown` resolves.
+///
+/// # Errors
+/// When the address cannot be bound or the server fails.
+pub async fn serve(
+    address: SocketAddr,
+    health: Health,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .with_state(health);
+    let listener = tokio::net::TcpListener::bind(address).await?;
+    tracing::info!(%address, "serving /metrics, /healthz and /readyz");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}

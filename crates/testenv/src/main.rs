@@ -1,0 +1,78 @@
+//! `homestead-testenv up`: runs the local control plane in the foreground until SIGINT or
+//! SIGTERM, for `just up` / `just down`. It writes, into the state directory (default
+//! `.homestead`): `admin.kubeconfig` and `operator.kubeconfig`, `bin` (a symlink to the
+//! directory with the matching `kubectl`), `testenv.pid`, `testenv.dir` (the control plane's
+//! directory with its logs), and `ready` once the API server is ready.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use homestead_testenv::{ADMIN, ControlPlane, OPERATOR, Options};
+
+#[derive(Parser)]
+#[command(about = "Run Homestead's local Kubernetes control plane")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start etcd, kube-apiserver and kube-controller-manager and keep them running.
+    Up {
+        /// Where to write kubeconfigs, the pid file and the ready marker.
+        #[arg(long, default_value = ".homestead")]
+        state_dir: PathBuf,
+    },
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let Command::Up { state_dir } = Cli::parse().command;
+    std::fs::create_dir_all(&state_dir)?;
+    let ready = state_dir.join("ready");
+    let _ = std::fs::remove_file(&ready);
+    std::fs::write(
+        state_dir.join("testenv.pid"),
+        std::process::id().to_string(),
+    )?;
+
+    let plane = ControlPlane::start(Options::default()).await?;
+    plane.write_kubeconfig(ADMIN, &state_dir.join("admin.kubeconfig"))?;
+    plane.write_kubeconfig(OPERATOR, &state_dir.join("operator.kubeconfig"))?;
+    let bin = state_dir.join("bin");
+    let _ = std::fs::remove_file(&bin);
+    std::os::unix::fs::symlink(plane.bin_dir(), &bin)?;
+    std::fs::write(
+        state_dir.join("testenv.dir"),
+        plane.dir().display().to_string(),
+    )?;
+    std::fs::write(&ready, plane.server())?;
+    tracing::info!(
+        server = plane.server(),
+        "control plane running; stop it with SIGTERM (just down)"
+    );
+
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("stopping the control plane");
+    plane.stop();
+    for file in [
+        "ready",
+        "testenv.pid",
+        "admin.kubeconfig",
+        "operator.kubeconfig",
+        "bin",
+    ] {
+        let _ = std::fs::remove_file(state_dir.join(file));
+    }
+    Ok(())
+}

@@ -1,0 +1,99 @@
+# Homestead's tasks. `just` lists them.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+# Where `just up` keeps kubeconfigs, pid files and logs (git-ignored).
+state := ".homestead"
+# Address of the operator's /metrics, /healthz and /readyz under `just up`.
+metrics_address := env_var_or_default("HOMESTEAD_METRICS_ADDRESS", "127.0.0.1:8080")
+kubectl := state / "bin/kubectl --kubeconfig " + state / "admin.kubeconfig"
+
+default:
+    @just --list
+
+# Build etcd, kube-apiserver, kube-controller-manager and kubectl from Go modules (cached).
+control-plane:
+    @tools/control-plane/build.sh >/dev/null
+
+# Build every crate.
+build:
+    cargo build --workspace --all-targets
+
+# Regenerate manifests/crd.yaml from the Rust types.
+generate:
+    cargo run -q -p homestead-api --bin crdgen > manifests/crd.yaml
+
+# Format the code.
+fmt:
+    cargo fmt --all
+
+# Check formatting and lints (warnings are errors).
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets -- -D warnings
+
+# Run every test: unit tests, and integration tests on the real local control plane.
+test: control-plane
+    cargo test --workspace --all-targets -- --test-threads=4
+    just _no-leftovers
+
+# Fail if a control-plane process started by the tests outlived them (a running `just up` is fine).
+_no-leftovers:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    keep=$(cat {{state}}/testenv.dir 2>/dev/null || echo '^$')
+    for _ in $(seq 40); do
+      left=$(pgrep -af 'homestead-testenv-[0-9a-f]+' | grep -v -e "$keep" -e pgrep || true)
+      [ -z "$left" ] && { echo "no control-plane process left behind"; exit 0; }
+      sleep 0.5
+    done
+    echo "control-plane processes left behind by the tests:"; echo "$left"; exit 1
+
+# Start the local control plane, install the CRD, rbac/ and the operator (as its own identity), and apply manifests/samples/.
+up: control-plane
+    #!/usr/bin/env bash
+    set -euo pipefail
+    mkdir -p {{state}}
+    if [ -f {{state}}/testenv.pid ] && kill -0 "$(cat {{state}}/testenv.pid)" 2>/dev/null; then
+      echo "already up; run 'just down' first"; exit 1
+    fi
+    cargo build -q -p homestead-testenv -p homestead --bins
+    nohup target/debug/homestead-testenv up --state-dir {{state}} > {{state}}/testenv.log 2>&1 &
+    for _ in $(seq 240); do [ -f {{state}}/ready ] && break; kill -0 $! 2>/dev/null || break; sleep 0.5; done
+    [ -f {{state}}/ready ] || { echo "control plane did not start:"; tail -50 {{state}}/testenv.log; exit 1; }
+    {{kubectl}} apply -f manifests/namespace.yaml -f manifests/crd.yaml
+    {{kubectl}} wait --for condition=Established --timeout=60s crd/users.homestead.dev
+    {{kubectl}} apply -k rbac/
+    KUBECONFIG={{state}}/operator.kubeconfig POD_NAMESPACE=homestead-system POD_NAME=homestead-local \
+      nohup target/debug/homestead --log-format text --metrics-address {{metrics_address}} > {{state}}/operator.log 2>&1 &
+    echo $! > {{state}}/operator.pid
+    for _ in $(seq 60); do curl -fs http://{{metrics_address}}/readyz >/dev/null 2>&1 && break; sleep 0.5; done
+    {{kubectl}} apply -f manifests/samples/
+    # Wait until every sample User has a Ready condition (True or False, as README.md expects).
+    for _ in $(seq 120); do
+      missing=$({{kubectl}} get users -o jsonpath='{range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c '=$' || true)
+      [ "$missing" = 0 ] && break; sleep 0.5
+    done
+    {{kubectl}} get users
+    echo
+    echo "Homestead is up. Try:"
+    echo "  export PATH=\$PWD/{{state}}/bin:\$PATH KUBECONFIG=\$PWD/{{state}}/admin.kubeconfig"
+    echo "  kubectl get users; kubectl get namespaces; kubectl describe user alice"
+    echo "  curl http://{{metrics_address}}/metrics"
+    echo "Logs: {{state}}/operator.log, {{state}}/testenv.log. Stop with: just down"
+
+# Stop the operator and the control plane started by `just up`.
+down:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    for name in operator testenv; do
+      pidfile={{state}}/$name.pid
+      [ -f "$pidfile" ] || continue
+      pid=$(cat "$pidfile")
+      kill -TERM "$pid" 2>/dev/null || true
+      for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+      kill -0 "$pid" 2>/dev/null && { echo "$name ($pid) did not stop"; exit 1; }
+      rm -f "$pidfile"
+    done
+    rm -f {{state}}/testenv.dir
+    echo "stopped"
