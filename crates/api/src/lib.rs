@@ -69,6 +69,11 @@ pub fn is_reserved_key(key: &str) -> bool {
     key == LABEL_MANAGED_BY || RESERVED_KEY_PREFIXES.iter().any(|p| key.starts_with(p))
 }
 
+/// Message of the CEL rules that keep `spec.namespace.name` from changing or disappearing once
+/// set (three rules: on the field, on `spec.namespace`, and on `spec`, since CEL transition rules
+/// only run where both the old and the new value exist).
+const IMMUTABLE_NAMESPACE: &str = "spec.namespace.name is immutable once set";
+
 /// CEL rule shared by the label and annotation maps: no reserved key.
 const NO_RESERVED_KEYS: &str = "self.all(k, !k.startsWith('homestead.dev/') && !k.startsWith('pod-security.kubernetes.io/') && k != 'app.kubernetes.io/managed-by')";
 
@@ -95,7 +100,7 @@ const NO_RESERVED_KEYS: &str = "self.all(k, !k.startsWith('homestead.dev/') && !
     validation = Rule::new("size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')").message("metadata.name must be a DNS-1123 label: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit"),
 )]
 #[x_kube(
-    validation = Rule::new("!has(oldSelf.namespace) || !has(oldSelf.namespace.name) || (has(self.namespace) && has(self.namespace.name) && self.namespace.name == oldSelf.namespace.name)").message("spec.namespace.name is immutable once set").reason(Reason::FieldValueForbidden)
+    validation = Rule::new("!has(oldSelf.namespace) || !has(oldSelf.namespace.name) || has(self.namespace)").message(IMMUTABLE_NAMESPACE).reason(Reason::FieldValueForbidden)
 )]
 #[serde(rename_all = "camelCase")]
 pub struct UserSpec {
@@ -165,6 +170,7 @@ pub struct Identity {
 
 /// Where the person's Namespace is and what extra metadata it carries.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[x_kube(validation = Rule::new("!has(oldSelf.name) || has(self.name)").message(IMMUTABLE_NAMESPACE).reason(Reason::FieldValueForbidden))]
 #[serde(rename_all = "camelCase")]
 pub struct NamespaceSpec {
     /// The Namespace name, a DNS-1123 label. Default: `<prefix><metadata.name>`. Immutable once
