@@ -65,7 +65,7 @@ up: control-plane
     {{kubectl}} wait --for condition=Established --timeout=60s crd/users.homestead.dev
     {{kubectl}} apply -k rbac/
     KUBECONFIG={{state}}/operator.kubeconfig POD_NAMESPACE=homestead-system POD_NAME=homestead-local \
-      nohup target/debug/homestead --log-format text --metrics-address {{metrics_address}} > {{state}}/operator.log 2>&1 &
+      RUST_LOG=${RUST_LOG:-info} nohup target/debug/homestead --log-format text --metrics-address {{metrics_address}} > {{state}}/operator.log 2>&1 &
     echo $! > {{state}}/operator.pid
     for _ in $(seq 60); do curl -fs http://{{metrics_address}}/readyz >/dev/null 2>&1 && break; sleep 0.5; done
     {{kubectl}} apply -f manifests/samples/

@@ -141,10 +141,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let synced = {
         let health = health.clone();
         async move {
-            let _ = users.wait_until_ready().await;
-            let _ = namespaces.wait_until_ready().await;
-            let _ = role_bindings.wait_until_ready().await;
-            let _ = quotas.wait_until_ready().await;
+            wait_until_ready(&users).await;
+            wait_until_ready(&namespaces).await;
+            wait_until_ready(&role_bindings).await;
+            wait_until_ready(&quotas).await;
             tracing::info!("caches synced");
             health.set_ready(true);
         }
@@ -210,6 +210,22 @@ where
         .default_backoff()
         .touched_objects();
     (store, stream)
+}
+
+/// Waits until `store` has seen its first complete list.
+///
+/// `Store::wait_until_ready` wakes only the most recent of several concurrent waiters (its
+/// oneshot receiver keeps one waker), and the Controller waits on the User store too; so this
+/// polls again every 250 ms instead of relying on a wake-up. Once ready, it returns at once.
+async fn wait_until_ready<K>(store: &Store<K>)
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    let poll = std::time::Duration::from_millis(250);
+    while tokio::time::timeout(poll, store.wait_until_ready())
+        .await
+        .is_err()
+    {}
 }
 
 /// Maps a managed object back to its User by the `homestead.dev/user` label.

@@ -396,3 +396,225 @@ pub fn terminating_message(ns: &Namespace) -> String {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use homestead_api::UserStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+    use serde_json::json;
+
+    fn user(name: &str, spec: serde_json::Value) -> User {
+        let mut spec = spec;
+        spec["identity"] = json!({ "username": format!("{name}@example.com"), "groups": ["team"] });
+        serde_json::from_value(json!({
+            "apiVersion": "homestead.dev/v1alpha1",
+            "kind": "User",
+            "metadata": { "name": name, "uid": format!("uid-{name}") },
+            "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn namespace_name_prefers_spec_then_provisioned_status_then_prefix() {
+        let config = Config::default();
+        let mut u = user("alice", json!({}));
+        assert_eq!(namespace_name(&u, &config, |_| true), "user-alice");
+        u.status = Some(UserStatus {
+            namespace: Some("old-alice".into()),
+            ..UserStatus::default()
+        });
+        assert_eq!(
+            namespace_name(&u, &config, |n| n == "old-alice"),
+            "old-alice"
+        );
+        assert_eq!(namespace_name(&u, &config, |_| false), "user-alice");
+        let u = user("alice", json!({ "namespace": { "name": "lab" } }));
+        assert_eq!(namespace_name(&u, &config, |_| true), "lab");
+    }
+
+    #[test]
+    fn validate_refuses_reserved_invalid_and_unlisted() {
+        let config = Config {
+            reserved_namespaces: ["payroll".to_owned()].into(),
+            ..Config::default()
+        };
+        let u = user("alice", json!({}));
+        for ns in [
+            "default",
+            "kube-system",
+            "kube-anything",
+            "homestead-system",
+            "payroll",
+        ] {
+            assert_eq!(
+                validate(&u, ns, &config),
+                Err(Refusal::ReservedNamespace(ns.into()))
+            );
+        }
+        let long = format!("user-{}", "a".repeat(60));
+        assert_eq!(
+            validate(&u, &long, &config),
+            Err(Refusal::InvalidNamespaceName(long.clone()))
+        );
+        assert_eq!(validate(&u, "user-alice", &config), Ok(()));
+        let u = user("alice", json!({ "role": "cluster-admin" }));
+        assert!(matches!(
+            validate(&u, "user-alice", &config),
+            Err(Refusal::RoleNotAllowed(_))
+        ));
+        let config = Config {
+            allowed_roles: ["cluster-admin".to_owned()].into(),
+            ..Config::default()
+        };
+        assert!(matches!(
+            validate(&u, "user-alice", &config),
+            Err(Refusal::RoleNotAllowed(_))
+        ));
+    }
+
+    #[test]
+    fn ownership_needs_both_labels_and_the_uid() {
+        let u = user("alice", json!({}));
+        let ns = desired_namespace(&u, "user-alice");
+        assert!(is_owned_by(&ns.metadata, &u));
+        let mut by_name_only = ns.metadata.clone();
+        by_name_only.annotations = None;
+        assert!(!is_owned_by(&by_name_only, &u));
+        let mut other_uid = ns.metadata.clone();
+        other_uid
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(ANNOTATION_USER_UID.into(), "uid-older-alice".into());
+        assert!(!is_owned_by(&other_uid, &u));
+        assert!(!is_owned_by(&ns.metadata, &user("bob", json!({}))));
+    }
+
+    #[test]
+    fn owner_reference_only_under_delete() {
+        let delete = desired_namespace(&user("alice", json!({})), "user-alice");
+        let owners = delete.metadata.owner_references.unwrap();
+        assert_eq!(owners[0].uid, "uid-alice");
+        assert_eq!(owners[0].block_owner_deletion, Some(true));
+        let retain = desired_namespace(
+            &user("alice", json!({ "deletionPolicy": "Retain" })),
+            "user-alice",
+        );
+        assert!(retain.metadata.owner_references.is_none());
+        let retained = retained_namespace(&user("alice", json!({})), "user-alice");
+        let labels = retained.metadata.labels.unwrap();
+        assert_eq!(
+            labels.get(LABEL_RETAINED_FROM).map(String::as_str),
+            Some("alice")
+        );
+        assert!(!labels.contains_key(LABEL_MANAGED_BY));
+        assert!(retained.metadata.owner_references.is_none());
+    }
+
+    #[test]
+    fn role_binding_binds_the_role_to_user_and_groups() {
+        let rb = desired_role_binding(&user("alice", json!({ "role": "view" })), "user-alice");
+        assert_eq!(rb.role_ref.name, "view");
+        let subjects: Vec<_> = rb
+            .subjects
+            .unwrap()
+            .into_iter()
+            .map(|s| (s.kind, s.name))
+            .collect();
+        assert_eq!(
+            subjects,
+            [
+                ("User".into(), "alice@example.com".into()),
+                ("Group".into(), "team".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn quota_only_when_asked_for_and_compared_by_value() {
+        assert!(desired_quota(&user("alice", json!({})), "user-alice").is_none());
+        let want = desired_quota(
+            &user(
+                "alice",
+                json!({ "quota": { "hard": { "memory": "1024Mi", "cpu": "1000m" } } }),
+            ),
+            "ns",
+        )
+        .unwrap();
+        let mut have = want.clone();
+        have.spec.as_mut().unwrap().hard = Some(
+            [
+                ("memory".into(), Quantity("1Gi".into())),
+                ("cpu".into(), Quantity("1".into())),
+            ]
+            .into(),
+        );
+        assert!(quota_matches(&want, &have, "homestead"));
+        have.spec
+            .as_mut()
+            .unwrap()
+            .hard
+            .as_mut()
+            .unwrap()
+            .insert("cpu".into(), Quantity("2".into()));
+        assert!(!quota_matches(&want, &have, "homestead"));
+    }
+
+    #[test]
+    fn metadata_matches_sees_drift_and_keys_to_remove() {
+        let u = user(
+            "alice",
+            json!({ "namespace": { "labels": { "team": "a" } } }),
+        );
+        let desired = desired_namespace(&u, "user-alice").metadata;
+        let mut cached = desired.clone();
+        assert!(metadata_matches(&desired, &cached, "homestead"));
+        cached
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert("team".into(), "b".into());
+        assert!(
+            !metadata_matches(&desired, &cached, "homestead"),
+            "changed value is drift"
+        );
+        // A label someone else added is not ours to remove...
+        let mut cached = desired.clone();
+        cached
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert("extra".into(), "x".into());
+        assert!(metadata_matches(&desired, &cached, "homestead"));
+        // ...but one Homestead applied earlier and no longer wants must go.
+        cached.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("homestead".into()),
+            operation: Some("Apply".into()),
+            fields_v1: Some(FieldsV1(
+                json!({ "f:metadata": { "f:labels": { "f:extra": {} } } }),
+            )),
+            ..ManagedFieldsEntry::default()
+        }]);
+        assert!(!metadata_matches(&desired, &cached, "homestead"));
+        let mut orphaned = desired.clone();
+        orphaned.owner_references = None;
+        assert!(!metadata_matches(&desired, &orphaned, "homestead"));
+    }
+
+    #[test]
+    fn terminating_message_names_the_blockers() {
+        let ns: Namespace = serde_json::from_value(json!({
+            "metadata": { "name": "user-alice" },
+            "status": { "conditions": [
+                { "type": "NamespaceDeletionDiscoveryFailure", "status": "False" },
+                { "type": "NamespaceFinalizersRemaining", "status": "True", "message": "Some content in the namespace has finalizers remaining: example.com/block in 1 resource instances" },
+            ] },
+        }))
+        .unwrap();
+        let message = terminating_message(&ns);
+        assert!(message.contains("example.com/block"), "{message}");
+        assert!(!message.contains("DiscoveryFailure"), "{message}");
+    }
+}

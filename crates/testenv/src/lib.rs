@@ -26,7 +26,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, Config};
 
-use process::Supervised;
+pub use process::Supervised;
 
 /// The admin identity: user `homestead-admin` in group `system:masters` (all permissions).
 pub const ADMIN: &str = "homestead-admin";
@@ -183,7 +183,10 @@ pub fn binaries() -> Result<PathBuf> {
 }
 
 /// Returns a free TCP port on 127.0.0.1 (the OS picks it; it is released before use).
-fn free_port() -> Result<u16> {
+///
+/// # Errors
+/// [`Error::Io`] if no port can be bound.
+pub fn free_port() -> Result<u16> {
     let listener = TcpListener::bind("127.0.0.1:0").map_err(io("binding a free port"))?;
     Ok(listener
         .local_addr()
@@ -439,11 +442,6 @@ impl ControlPlane {
         &self.bin
     }
 
-    /// The process ids of the supervised processes' watchdogs, for diagnostics.
-    pub fn pids(&self) -> Vec<u32> {
-        self.processes.iter().map(Supervised::pid).collect()
-    }
-
     /// A kubeconfig (YAML) that authenticates as `identity` with its bearer token and trusts the
     /// API server's serving certificate.
     ///
@@ -537,6 +535,24 @@ impl ControlPlane {
             .lines()
             .filter_map(|line| serde_json::from_str(line).ok())
             .collect())
+    }
+
+    /// Starts `program args...` with `env` under the same watchdog as the control plane (stopped
+    /// on drop of the returned handle or when this process exits), logging to
+    /// `<dir>/<name>.log`. Use it for the operator under test.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the process cannot be started.
+    pub fn spawn(
+        &self,
+        name: &'static str,
+        program: &Path,
+        args: &[String],
+        env: &[(&str, String)],
+    ) -> Result<Supervised> {
+        let log = self.dir.join(format!("{name}.log"));
+        Supervised::spawn_with_env(name, program, args, env, log, None)
+            .map_err(io(format!("starting {name}")))
     }
 
     /// Stops every process (kube-controller-manager, kube-apiserver, then etcd) and removes the

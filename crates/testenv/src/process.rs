@@ -33,9 +33,9 @@ if [ -n "${HOMESTEAD_TESTENV_REMOVE:-}" ]; then rm -rf -- "$HOMESTEAD_TESTENV_RE
 exit "$rc"
 "#;
 
-/// One control-plane process under its watchdog, with stdout and stderr in a log file.
+/// A process under its watchdog, with stdout and stderr in a log file; stopped on drop.
 #[derive(Debug)]
-pub(crate) struct Supervised {
+pub struct Supervised {
     pub(crate) name: &'static str,
     pub(crate) log: PathBuf,
     child: Child,
@@ -51,6 +51,18 @@ impl Supervised {
         log: PathBuf,
         remove_on_exit: Option<&Path>,
     ) -> std::io::Result<Self> {
+        Self::spawn_with_env(name, program, args, &[], log, remove_on_exit)
+    }
+
+    /// [`Supervised::spawn`] with extra environment variables.
+    pub(crate) fn spawn_with_env(
+        name: &'static str,
+        program: &Path,
+        args: &[String],
+        env: &[(&str, String)],
+        log: PathBuf,
+        remove_on_exit: Option<&Path>,
+    ) -> std::io::Result<Self> {
         let out = File::create(&log)?;
         let mut cmd = Command::new("bash");
         cmd.arg("-c")
@@ -61,6 +73,7 @@ impl Supervised {
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
             .stderr(out);
+        cmd.envs(env.iter().map(|(k, v)| (k, v)));
         if let Some(dir) = remove_on_exit {
             cmd.env("HOMESTEAD_TESTENV_REMOVE", dir);
         }
@@ -69,18 +82,13 @@ impl Supervised {
     }
 
     /// Whether the process is still running (its watchdog exits as soon as it does).
-    pub(crate) fn is_running(&mut self) -> bool {
+    pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
-    }
-
-    /// The operating-system process id of the watchdog.
-    pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
     }
 
     /// Stops the process and waits up to 15 seconds for it (the watchdog escalates to `SIGKILL`
     /// after 10); idempotent.
-    pub(crate) fn stop(&mut self) {
+    pub fn stop(&mut self) {
         if !self.is_running() {
             return;
         }
@@ -104,7 +112,7 @@ impl Supervised {
     }
 
     /// The last `lines` lines of the process log, for error reports.
-    pub(crate) fn log_tail(&self, lines: usize) -> String {
+    pub fn log_tail(&self, lines: usize) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let all: Vec<&str> = text.lines().collect();
         all[all.len().saturating_sub(lines)..].join("\n")

@@ -1,0 +1,257 @@
+//! Shared fixtures of the operator's integration tests: one real control plane per test binary
+//! with the CRD, `rbac/` and the operator binary running as its own ServiceAccount identity;
+//! User builders; polling with a cluster-state dump on time-out; audit-log queries.
+
+#![allow(dead_code, missing_docs)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use homestead_api::User;
+use homestead_testenv::{ADMIN, ControlPlane, Identity, OPERATOR, Supervised, free_port};
+use kube::api::{Api, PostParams};
+use kube::{Client, CustomResourceExt};
+use serde_json::Value;
+
+/// A tenant identity with a token, for access checks.
+pub const TENANT: &str = "tenant-tom@example.com";
+/// A namespace reserved by the operator's `--reserved-namespace` flag in these tests.
+pub const RESERVED_BY_FLAG: &str = "reserved-by-flag";
+
+pub struct Env {
+    pub plane: &'static ControlPlane,
+    pub metrics_address: String,
+    operator: Supervised,
+}
+
+fn repo_root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
+/// The control plane with the CRD, `rbac/` and a running operator, started on first use.
+pub fn env() -> &'static Env {
+    static ENV: OnceLock<Env> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let plane = ControlPlane::shared(|o| o.crd(User::crd()).identity(Identity::new(TENANT)));
+        let root = repo_root();
+        for args in [
+            ["apply", "-f", "manifests/namespace.yaml"],
+            ["apply", "-k", "rbac/"],
+        ] {
+            let out = plane
+                .kubectl(ADMIN)
+                .unwrap()
+                .current_dir(root)
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "kubectl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let kubeconfig = plane
+            .write_kubeconfig(OPERATOR, &plane.dir().join("operator.kubeconfig"))
+            .unwrap();
+        let metrics_address = format!("127.0.0.1:{}", free_port().unwrap());
+        let operator = plane
+            .spawn(
+                "homestead",
+                Path::new(env!("CARGO_BIN_EXE_homestead")),
+                &[
+                    "--log-format=text".into(),
+                    format!("--metrics-address={metrics_address}"),
+                    format!("--reserved-namespace={RESERVED_BY_FLAG}"),
+                    "--concurrency=16".into(),
+                ],
+                &[
+                    ("KUBECONFIG", kubeconfig.display().to_string()),
+                    ("POD_NAMESPACE", "homestead-system".into()),
+                    ("POD_NAME", "homestead-test".into()),
+                    ("RUST_LOG", "info,homestead=debug".into()),
+                ],
+            )
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while http_get(&metrics_address, "/readyz").map(|(code, _)| code) != Some(200) {
+            assert!(
+                Instant::now() < deadline,
+                "operator not ready:\n{}",
+                operator.log_tail(40)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Env {
+            plane,
+            metrics_address,
+            operator,
+        }
+    })
+}
+
+/// An admin client for this test's runtime.
+pub async fn admin() -> Client {
+    env().plane.client(ADMIN).await.unwrap()
+}
+
+/// A plain HTTP/1.0 GET on 127.0.0.1: status code and body.
+pub fn http_get(address: &str, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(address).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let code = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Some((code, body))
+}
+
+/// A User from a JSON `spec`, with identity `<name>@example.com` unless the spec sets one.
+pub fn user(name: &str, mut spec: Value) -> User {
+    if spec.get("identity").is_none() {
+        spec["identity"] = serde_json::json!({ "username": format!("{name}@example.com") });
+    }
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "homestead.dev/v1alpha1",
+        "kind": "User",
+        "metadata": { "name": name },
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+pub async fn create(client: &Client, user: &User) -> User {
+    Api::<User>::all(client.clone())
+        .create(&PostParams::default(), user)
+        .await
+        .unwrap()
+}
+
+/// The `Ready` condition's reason, if any.
+pub fn reason(user: &User) -> Option<String> {
+    user.ready_condition().map(|c| c.reason.clone())
+}
+
+/// What the cluster looks like, for failure messages.
+pub fn dump() -> String {
+    let plane = env().plane;
+    let out = plane
+        .kubectl(ADMIN)
+        .unwrap()
+        .args(["get", "users,namespaces", "-o", "wide"])
+        .output()
+        .unwrap();
+    format!(
+        "{}\n--- operator log ---\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        env().operator.log_tail(30)
+    )
+}
+
+/// Polls `f` every 200 ms for up to `secs` seconds until it returns `Some`; panics with `what`
+/// and a dump of the cluster otherwise.
+pub async fn eventually<T, F, Fut>(what: &str, secs: u64, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(value) = f().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {secs} s waiting for {what}\n{}",
+            dump()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits until the User's status describes its current generation and `Ready` has `reason`.
+pub async fn wait_reason(client: &Client, name: &str, want: &str) -> User {
+    let api: Api<User> = Api::all(client.clone());
+    eventually(&format!("User {name} to have reason {want}"), 60, || {
+        let api = api.clone();
+        async move {
+            let u = api.get_opt(name).await.ok()??;
+            let current = u.status.as_ref()?.observed_generation == u.metadata.generation;
+            (current && reason(&u).as_deref() == Some(want)).then_some(u)
+        }
+    })
+    .await
+}
+
+/// Waits until the object is gone (get returns 404).
+pub async fn wait_gone<K>(api: &Api<K>, name: &str, secs: u64)
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned,
+{
+    eventually(&format!("{name} to be gone"), secs, || async {
+        matches!(api.get_opt(name).await, Ok(None)).then_some(())
+    })
+    .await;
+}
+
+/// The audit events so far (every request, in order).
+pub fn audit() -> Vec<Value> {
+    env().plane.audit_events().unwrap()
+}
+
+/// Whether an audit event is a write (create, update, patch, delete) made by the operator.
+pub fn is_operator_write(event: &Value) -> bool {
+    event["user"]["username"] == OPERATOR
+        && matches!(
+            event["verb"].as_str(),
+            Some("create" | "update" | "patch" | "delete" | "deletecollection")
+        )
+}
+
+/// Whether an audit event concerns `user`'s objects: the User, its namespace `ns` or anything
+/// in it, or an Event about it.
+pub fn concerns(event: &Value, user: &str, ns: &str) -> bool {
+    let r = &event["objectRef"];
+    let (resource, name, namespace) = (
+        r["resource"].as_str(),
+        r["name"].as_str(),
+        r["namespace"].as_str(),
+    );
+    (resource == Some("users") && name == Some(user))
+        || (resource == Some("namespaces") && name == Some(ns))
+        || namespace == Some(ns)
+        || (resource == Some("events") && name.is_some_and(|n| n.starts_with(&format!("{user}."))))
+}
+
+/// Runs `kubectl` as admin with `stdin`; returns (success, stdout + stderr).
+pub fn kubectl(args: &[&str], stdin: &str) -> (bool, String) {
+    let mut child = env()
+        .plane
+        .kubectl(ADMIN)
+        .unwrap()
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}

@@ -1,0 +1,667 @@
+//! The semantics of DESIGN.md, each proven on the real local control plane with the operator
+//! binary running as `system:serviceaccount:homestead-system:homestead` under `rbac/`.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use homestead_api::{
+    ANNOTATION_USER_UID, FINALIZER, LABEL_MANAGED_BY, LABEL_RETAINED_FROM, LABEL_USER, User,
+};
+use homestead_testenv::OPERATOR;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ResourceQuota};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+const RB: &str = "homestead-user";
+
+fn namespaces(c: &Client) -> Api<Namespace> {
+    Api::all(c.clone())
+}
+fn users(c: &Client) -> Api<User> {
+    Api::all(c.clone())
+}
+fn bindings(c: &Client, ns: &str) -> Api<RoleBinding> {
+    Api::namespaced(c.clone(), ns)
+}
+
+async fn patch_spec(c: &Client, name: &str, spec: serde_json::Value) {
+    users(c)
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": spec })),
+        )
+        .await
+        .unwrap();
+}
+
+/// Events on a User, by reason.
+async fn event_reasons(c: &Client, user: &str) -> Vec<(String, String)> {
+    let events: Api<Event> = Api::namespaced(c.clone(), "default");
+    events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(user))
+        .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default()))
+        .collect()
+}
+
+#[tokio::test]
+async fn user_gets_namespace_rolebinding_quota_and_ready() {
+    let c = admin().await;
+    let spec = json!({
+        "identity": { "username": "prov@example.com", "groups": ["team-a"] },
+        "role": "edit",
+        "namespace": { "labels": { "team": "a" }, "annotations": { "example.com/cc": "42" } },
+        "quota": { "hard": { "pods": "5", "requests.memory": "1Gi" } },
+    });
+    let created = create(&c, &user("e2e-prov", spec)).await;
+    let u = wait_reason(&c, "e2e-prov", "Provisioned").await;
+    let ready = u.ready_condition().unwrap();
+    assert_eq!(ready.status, "True");
+    assert_eq!(ready.observed_generation, created.metadata.generation);
+    assert_eq!(
+        u.status.as_ref().unwrap().namespace.as_deref(),
+        Some("user-e2e-prov")
+    );
+    assert!(u.finalizers().contains(&FINALIZER.to_owned()));
+
+    let ns = namespaces(&c).get("user-e2e-prov").await.unwrap();
+    assert_eq!(
+        ns.labels().get(LABEL_MANAGED_BY).map(String::as_str),
+        Some("homestead")
+    );
+    assert_eq!(
+        ns.labels().get(LABEL_USER).map(String::as_str),
+        Some("e2e-prov")
+    );
+    assert_eq!(ns.labels().get("team").map(String::as_str), Some("a"));
+    assert_eq!(
+        ns.annotations().get("example.com/cc").map(String::as_str),
+        Some("42")
+    );
+    assert_eq!(
+        ns.annotations().get(ANNOTATION_USER_UID),
+        created.metadata.uid.as_ref()
+    );
+    // Semantic 8: under Delete (the default) the Namespace is owned by the User.
+    let owners = ns.owner_references();
+    assert_eq!(owners.len(), 1);
+    assert_eq!(Some(&owners[0].uid), created.metadata.uid.as_ref());
+
+    let rb = bindings(&c, "user-e2e-prov").get(RB).await.unwrap();
+    assert_eq!(rb.role_ref.kind, "ClusterRole");
+    assert_eq!(rb.role_ref.name, "edit");
+    let subjects: Vec<(String, String)> = rb
+        .subjects
+        .unwrap()
+        .into_iter()
+        .map(|s| (s.kind, s.name))
+        .collect();
+    assert_eq!(
+        subjects,
+        [
+            ("User".to_owned(), "prov@example.com".to_owned()),
+            ("Group".to_owned(), "team-a".to_owned())
+        ]
+    );
+    let quota: Api<ResourceQuota> = Api::namespaced(c.clone(), "user-e2e-prov");
+    let hard = quota
+        .get("homestead-quota")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .hard
+        .unwrap();
+    assert_eq!(hard["pods"].0, "5");
+
+    // Semantic 11: the transition to Ready has an Event.
+    let reasons = event_reasons(&c, "e2e-prov").await;
+    assert!(
+        reasons.contains(&("Normal".into(), "Provisioned".into())),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.contains(&("Normal".into(), "NamespaceCreated".into())),
+        "{reasons:?}"
+    );
+
+    // Semantic 7: the finalizer was on the User before anything was created for it.
+    let events = audit();
+    let position = |pred: &dyn Fn(&serde_json::Value) -> bool| {
+        events.iter().position(|e| is_operator_write(e) && pred(e))
+    };
+    let finalizer = position(&|e| {
+        e["objectRef"]["resource"] == "users"
+            && e["objectRef"]["name"] == "e2e-prov"
+            && e["objectRef"]["subresource"].is_null()
+    })
+    .expect("the operator patched the User (finalizer)");
+    let namespace = position(&|e| {
+        e["objectRef"]["resource"] == "namespaces" && e["objectRef"]["name"] == "user-e2e-prov"
+    })
+    .expect("the operator wrote the Namespace");
+    assert!(
+        finalizer < namespace,
+        "finalizer at {finalizer}, namespace at {namespace}"
+    );
+}
+
+#[tokio::test]
+async fn converged_user_costs_no_write_even_when_reconciled_again() {
+    let c = admin().await;
+    create(&c, &user("e2e-steady", json!({ "quota": { "hard": { "requests.memory": "1024Mi", "requests.cpu": "1000m" } } }))).await;
+    let before = wait_reason(&c, "e2e-steady", "Provisioned").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mark = audit().len();
+    // Touch the User without changing its spec: a watch event, hence a reconcile.
+    users(&c)
+        .patch(
+            "e2e-steady",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "annotations": { "e2e/touch": "1" } } })),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let writes: Vec<_> = audit()[mark..]
+        .iter()
+        .filter(|e| is_operator_write(e) && concerns(e, "e2e-steady", "user-e2e-steady"))
+        .cloned()
+        .collect();
+    assert!(writes.is_empty(), "steady state wrote: {writes:#?}");
+    // Semantic 9: status unchanged, lastTransitionTime included.
+    let after = users(&c).get("e2e-steady").await.unwrap();
+    assert_eq!(before.status, after.status);
+}
+
+#[tokio::test]
+async fn drift_is_repaired() {
+    let c = admin().await;
+    create(&c, &user("e2e-drift", json!({ "role": "view" }))).await;
+    wait_reason(&c, "e2e-drift", "Provisioned").await;
+    let rbs = bindings(&c, "user-e2e-drift");
+    let original = rbs.get(RB).await.unwrap();
+    rbs.delete(RB, &DeleteParams::default()).await.unwrap();
+    eventually("the deleted RoleBinding to come back", 30, || async {
+        let rb = rbs.get_opt(RB).await.ok()??;
+        (rb.uid() != original.uid() && rb.role_ref.name == "view").then_some(())
+    })
+    .await;
+    // Someone edits the subjects: Homestead takes them back.
+    let mut edited = rbs.get(RB).await.unwrap();
+    edited.subjects.as_mut().unwrap()[0].name = "mallory@example.com".into();
+    edited.metadata.managed_fields = None;
+    rbs.replace(RB, &PostParams::default(), &edited)
+        .await
+        .unwrap();
+    eventually("the RoleBinding subjects to be repaired", 30, || async {
+        let rb = rbs.get_opt(RB).await.ok()??;
+        (rb.subjects?[0].name == "e2e-drift@example.com").then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn role_change_recreates_the_rolebinding() {
+    let c = admin().await;
+    create(&c, &user("e2e-role", json!({ "role": "edit" }))).await;
+    wait_reason(&c, "e2e-role", "Provisioned").await;
+    let rbs = bindings(&c, "user-e2e-role");
+    let before = rbs.get(RB).await.unwrap();
+    patch_spec(&c, "e2e-role", json!({ "role": "view" })).await;
+    wait_reason(&c, "e2e-role", "Provisioned").await;
+    let after = rbs.get(RB).await.unwrap();
+    assert_eq!(after.role_ref.name, "view");
+    assert_ne!(
+        after.uid(),
+        before.uid(),
+        "roleRef is immutable: the RoleBinding must be new"
+    );
+    assert!(
+        event_reasons(&c, "e2e-role")
+            .await
+            .contains(&("Normal".into(), "RoleChanged".into()))
+    );
+}
+
+#[tokio::test]
+async fn foreign_namespace_is_never_touched() {
+    let c = admin().await;
+    let foreign = Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some("e2e-foreign".into()),
+            labels: Some([("team".to_owned(), "legacy".to_owned())].into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let before = namespaces(&c)
+        .create(&PostParams::default(), &foreign)
+        .await
+        .unwrap();
+    let mark = audit().len();
+    create(
+        &c,
+        &user(
+            "e2e-conflict",
+            json!({ "namespace": { "name": "e2e-foreign" } }),
+        ),
+    )
+    .await;
+    let u = wait_reason(&c, "e2e-conflict", "NamespaceConflict").await;
+    assert_eq!(u.ready_condition().unwrap().status, "False");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = namespaces(&c).get("e2e-foreign").await.unwrap();
+    assert_eq!(
+        serde_json::to_value(&before).unwrap(),
+        serde_json::to_value(&after).unwrap()
+    );
+    let writes: Vec<_> = audit()[mark..]
+        .iter()
+        .filter(|e| {
+            is_operator_write(e)
+                && (e["objectRef"]["name"] == "e2e-foreign"
+                    || e["objectRef"]["namespace"] == "e2e-foreign")
+        })
+        .cloned()
+        .collect();
+    assert!(
+        writes.is_empty(),
+        "wrote to a foreign namespace: {writes:#?}"
+    );
+    assert!(
+        event_reasons(&c, "e2e-conflict")
+            .await
+            .contains(&("Warning".into(), "NamespaceConflict".into()))
+    );
+}
+
+#[tokio::test]
+async fn first_owner_keeps_a_contested_namespace() {
+    let c = admin().await;
+    create(
+        &c,
+        &user(
+            "e2e-first",
+            json!({ "namespace": { "name": "e2e-contested" } }),
+        ),
+    )
+    .await;
+    wait_reason(&c, "e2e-first", "Provisioned").await;
+    create(
+        &c,
+        &user(
+            "e2e-second",
+            json!({ "namespace": { "name": "e2e-contested" } }),
+        ),
+    )
+    .await;
+    wait_reason(&c, "e2e-second", "NamespaceConflict").await;
+    let ns = namespaces(&c).get("e2e-contested").await.unwrap();
+    assert_eq!(
+        ns.labels().get(LABEL_USER).map(String::as_str),
+        Some("e2e-first")
+    );
+    let rb = bindings(&c, "e2e-contested").get(RB).await.unwrap();
+    assert_eq!(rb.subjects.unwrap()[0].name, "e2e-first@example.com");
+}
+
+#[tokio::test]
+async fn reserved_and_invalid_namespaces_are_refused() {
+    let c = admin().await;
+    for (name, ns) in [
+        ("e2e-res-kube", "kube-e2e"),
+        ("e2e-res-default", "default"),
+        ("e2e-res-operator", "homestead-system"),
+        ("e2e-res-flag", RESERVED_BY_FLAG),
+    ] {
+        create(&c, &user(name, json!({ "namespace": { "name": ns } }))).await;
+    }
+    // A 60-character name is a valid User name, but `user-` + it exceeds 63 characters.
+    let long = format!("e2e-{}", "x".repeat(56));
+    create(&c, &user(&long, json!({}))).await;
+    for name in [
+        "e2e-res-kube",
+        "e2e-res-default",
+        "e2e-res-operator",
+        "e2e-res-flag",
+    ] {
+        wait_reason(&c, name, "ReservedNamespace").await;
+        assert!(
+            event_reasons(&c, name)
+                .await
+                .contains(&("Warning".into(), "ReservedNamespace".into()))
+        );
+    }
+    wait_reason(&c, &long, "InvalidNamespaceName").await;
+    assert!(namespaces(&c).get_opt("kube-e2e").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn role_outside_the_allow_list_is_refused() {
+    let c = admin().await;
+    create(
+        &c,
+        &user("e2e-norole", json!({ "role": "system:aggregate-to-view" })),
+    )
+    .await;
+    let u = wait_reason(&c, "e2e-norole", "RoleNotAllowed").await;
+    assert!(
+        u.ready_condition()
+            .unwrap()
+            .message
+            .contains("admin, edit, view")
+    );
+    assert!(
+        bindings(&c, "user-e2e-norole")
+            .get_opt(RB)
+            .await
+            .map(|r| r.is_none())
+            .unwrap_or(true)
+    );
+}
+
+#[tokio::test]
+async fn suspension_revokes_access_and_keeps_data() {
+    let c = admin().await;
+    create(&c, &user("e2e-susp", json!({}))).await;
+    wait_reason(&c, "e2e-susp", "Provisioned").await;
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "user-e2e-susp");
+    let data = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some("work".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    cms.create(&PostParams::default(), &data).await.unwrap();
+
+    patch_spec(&c, "e2e-susp", json!({ "suspended": true })).await;
+    let u = wait_reason(&c, "e2e-susp", "Suspended").await;
+    assert!(
+        u.ready_condition()
+            .unwrap()
+            .message
+            .contains("access revoked")
+    );
+    assert!(
+        bindings(&c, "user-e2e-susp")
+            .get_opt(RB)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(cms.get_opt("work").await.unwrap().is_some());
+    assert!(
+        event_reasons(&c, "e2e-susp")
+            .await
+            .contains(&("Normal".into(), "AccessRevoked".into()))
+    );
+
+    patch_spec(&c, "e2e-susp", json!({ "suspended": false })).await;
+    wait_reason(&c, "e2e-susp", "Provisioned").await;
+    assert!(
+        bindings(&c, "user-e2e-susp")
+            .get_opt(RB)
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+#[tokio::test]
+async fn delete_policy_waits_for_the_namespace_and_says_what_blocks_it() {
+    let c = admin().await;
+    create(&c, &user("e2e-del", json!({}))).await;
+    wait_reason(&c, "e2e-del", "Provisioned").await;
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "user-e2e-del");
+    let blocker = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some("blocker".into()),
+            finalizers: Some(vec!["e2e.homestead.dev/block".into()]),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    cms.create(&PostParams::default(), &blocker).await.unwrap();
+
+    users(&c)
+        .delete("e2e-del", &DeleteParams::default())
+        .await
+        .unwrap();
+    let blocked = eventually(
+        "the User to report what blocks its namespace",
+        60,
+        || async {
+            let u = users(&c).get_opt("e2e-del").await.ok()??;
+            let ready = u.ready_condition()?;
+            (ready.reason == "Terminating" && ready.message.contains("e2e.homestead.dev/block"))
+                .then_some(u)
+        },
+    )
+    .await;
+    assert_eq!(blocked.ready_condition().unwrap().status, "False");
+    assert!(
+        namespaces(&c)
+            .get("user-e2e-del")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+
+    cms.patch(
+        "blocker",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "metadata": { "finalizers": null } })),
+    )
+    .await
+    .unwrap();
+    wait_gone(&namespaces(&c), "user-e2e-del", 60).await;
+    wait_gone(&users(&c), "e2e-del", 30).await;
+}
+
+#[tokio::test]
+async fn retain_policy_keeps_the_namespace_without_access() {
+    let c = admin().await;
+    create(&c, &user("e2e-keep", json!({ "deletionPolicy": "Retain" }))).await;
+    wait_reason(&c, "e2e-keep", "Provisioned").await;
+    let ns = namespaces(&c).get("user-e2e-keep").await.unwrap();
+    assert!(
+        ns.owner_references().is_empty(),
+        "semantic 8: no owner reference under Retain"
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "user-e2e-keep");
+    let data = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some("thesis".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    cms.create(&PostParams::default(), &data).await.unwrap();
+
+    users(&c)
+        .delete("e2e-keep", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_gone(&users(&c), "e2e-keep", 30).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let ns = namespaces(&c).get("user-e2e-keep").await.unwrap();
+    assert!(ns.metadata.deletion_timestamp.is_none());
+    assert_eq!(
+        ns.labels().get(LABEL_RETAINED_FROM).map(String::as_str),
+        Some("e2e-keep")
+    );
+    assert!(ns.labels().get(LABEL_MANAGED_BY).is_none());
+    assert!(ns.owner_references().is_empty());
+    assert!(
+        bindings(&c, "user-e2e-keep")
+            .get_opt(RB)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(cms.get_opt("thesis").await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn switching_to_retain_drops_the_owner_reference() {
+    let c = admin().await;
+    create(&c, &user("e2e-switch", json!({}))).await;
+    wait_reason(&c, "e2e-switch", "Provisioned").await;
+    assert_eq!(
+        namespaces(&c)
+            .get("user-e2e-switch")
+            .await
+            .unwrap()
+            .owner_references()
+            .len(),
+        1
+    );
+    patch_spec(&c, "e2e-switch", json!({ "deletionPolicy": "Retain" })).await;
+    eventually("the owner reference to be removed", 30, || async {
+        let ns = namespaces(&c).get("user-e2e-switch").await.ok()?;
+        ns.owner_references().is_empty().then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn bad_users_are_refused_at_admission() {
+    env();
+    let doc = |name: &str, spec: &str| {
+        format!(
+            "apiVersion: homestead.dev/v1alpha1\nkind: User\nmetadata:\n  name: {name}\nspec:\n{spec}"
+        )
+    };
+    let cases = [
+        (
+            doc("Bad_Name", "  identity: {username: a@example.com}\n"),
+            "metadata.name must be a DNS-1123 label",
+        ),
+        (
+            doc(
+                "e2e-adm-ca",
+                "  identity: {username: a@example.com}\n  role: cluster-admin\n",
+            ),
+            "may not be cluster-admin",
+        ),
+        (
+            doc("e2e-adm-sys", "  identity: {username: 'system:admin'}\n"),
+            "may not start with 'system:'",
+        ),
+        (
+            doc(
+                "e2e-adm-grp",
+                "  identity: {username: a@example.com, groups: ['system:masters']}\n",
+            ),
+            "may not contain a group starting with 'system:'",
+        ),
+        (
+            doc(
+                "e2e-adm-lbl",
+                "  identity: {username: a@example.com}\n  namespace: {labels: {homestead.dev/user: bob}}\n",
+            ),
+            "may not use reserved keys",
+        ),
+        (
+            doc(
+                "e2e-adm-psa",
+                "  identity: {username: a@example.com}\n  namespace: {annotations: {pod-security.kubernetes.io/enforce: privileged}}\n",
+            ),
+            "may not use reserved keys",
+        ),
+    ];
+    for (yaml, message) in cases {
+        let (ok, out) = kubectl(&["apply", "-f", "-"], &yaml);
+        assert!(
+            !ok && out.contains(message),
+            "expected refusal {message:?} for\n{yaml}\ngot: {out}"
+        );
+    }
+    let first = doc(
+        "e2e-adm-rename",
+        "  identity: {username: a@example.com}\n  namespace: {name: e2e-rename-a}\n",
+    );
+    let (ok, out) = kubectl(&["apply", "-f", "-"], &first);
+    assert!(ok, "{out}");
+    for spec in [
+        "  identity: {username: a@example.com}\n  namespace: {name: e2e-rename-b}\n",
+        "  identity: {username: a@example.com}\n  namespace: {labels: {a: b}}\n",
+        "  identity: {username: a@example.com}\n",
+    ] {
+        let (ok, out) = kubectl(&["apply", "-f", "-"], &doc("e2e-adm-rename", spec));
+        assert!(
+            !ok && out.contains("spec.namespace.name is immutable once set"),
+            "{spec}: {out}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn operator_identity_has_least_privilege() {
+    env();
+    let can_i = |args: &[&str]| {
+        let mut all = vec!["auth", "can-i"];
+        all.extend_from_slice(args);
+        let operator = format!("--as={OPERATOR}");
+        all.push(&operator);
+        let (_, out) = kubectl(&all, "");
+        // The answer is the first line; kubectl may add warnings after it.
+        out.lines().next().unwrap_or_default().trim().to_owned()
+    };
+    for denied in [
+        &["get", "secrets", "--all-namespaces"][..],
+        &["list", "secrets", "-n", "user-alice"],
+        &["bind", "clusterroles/cluster-admin"],
+        &["escalate", "clusterroles"],
+        &["create", "clusterrolebindings"],
+        &["impersonate", "users"],
+        &["impersonate", "serviceaccounts"],
+        &["create", "pods", "-n", "default"],
+        &["delete", "customresourcedefinitions"],
+    ] {
+        assert_eq!(can_i(denied), "no", "the operator may {denied:?}");
+    }
+    for role in ["admin", "edit", "view"] {
+        assert_eq!(
+            can_i(&["bind", &format!("clusterroles/{role}")]),
+            "yes",
+            "cannot bind {role}"
+        );
+    }
+    assert_eq!(can_i(&["patch", "namespaces"]), "yes");
+}
+
+#[tokio::test]
+async fn metrics_and_probes_are_served() {
+    let env = env();
+    let c = admin().await;
+    create(&c, &user("e2e-metrics", json!({}))).await;
+    wait_reason(&c, "e2e-metrics", "Provisioned").await;
+    let (code, body) = http_get(&env.metrics_address, "/metrics").unwrap();
+    assert_eq!(code, 200);
+    for metric in [
+        "homestead_reconciliations_total{result=\"success\"}",
+        "homestead_reconcile_duration_seconds_bucket",
+        "homestead_users{ready=\"True\"}",
+    ] {
+        assert!(
+            body.contains(metric),
+            "{metric} missing from /metrics:\n{body}"
+        );
+    }
+    assert_eq!(http_get(&env.metrics_address, "/healthz").unwrap().0, 200);
+    assert_eq!(http_get(&env.metrics_address, "/readyz").unwrap().0, 200);
+}
