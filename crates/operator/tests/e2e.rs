@@ -53,6 +53,17 @@ async fn event_reasons(c: &Client, user: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Waits until an Event of `type_` and `reason` is recorded about `user` (Events are published
+/// right after the status write, so they may trail it slightly).
+async fn wait_event(c: &Client, user: &str, type_: &str, reason: &str) {
+    let want = (type_.to_owned(), reason.to_owned());
+    eventually(&format!("a {type_} Event {reason} on {user}"), 30, || {
+        let want = want.clone();
+        async move { event_reasons(c, user).await.contains(&want).then_some(()) }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn user_gets_namespace_rolebinding_quota_and_ready() {
     let c = admin().await;
@@ -124,15 +135,8 @@ async fn user_gets_namespace_rolebinding_quota_and_ready() {
     assert_eq!(hard["pods"].0, "5");
 
     // Semantic 11: the transition to Ready has an Event.
-    let reasons = event_reasons(&c, "e2e-prov").await;
-    assert!(
-        reasons.contains(&("Normal".into(), "Provisioned".into())),
-        "{reasons:?}"
-    );
-    assert!(
-        reasons.contains(&("Normal".into(), "NamespaceCreated".into())),
-        "{reasons:?}"
-    );
+    wait_event(&c, "e2e-prov", "Normal", "Provisioned").await;
+    wait_event(&c, "e2e-prov", "Normal", "NamespaceCreated").await;
 
     // Semantic 7: the finalizer was on the User before anything was created for it.
     let events = audit();
@@ -226,11 +230,7 @@ async fn role_change_recreates_the_rolebinding() {
         before.uid(),
         "roleRef is immutable: the RoleBinding must be new"
     );
-    assert!(
-        event_reasons(&c, "e2e-role")
-            .await
-            .contains(&("Normal".into(), "RoleChanged".into()))
-    );
+    wait_event(&c, "e2e-role", "Normal", "RoleChanged").await;
 }
 
 #[tokio::test]
@@ -278,11 +278,7 @@ async fn foreign_namespace_is_never_touched() {
         writes.is_empty(),
         "wrote to a foreign namespace: {writes:#?}"
     );
-    assert!(
-        event_reasons(&c, "e2e-conflict")
-            .await
-            .contains(&("Warning".into(), "NamespaceConflict".into()))
-    );
+    wait_event(&c, "e2e-conflict", "Warning", "NamespaceConflict").await;
 }
 
 #[tokio::test]
@@ -336,11 +332,7 @@ async fn reserved_and_invalid_namespaces_are_refused() {
         "e2e-res-flag",
     ] {
         wait_reason(&c, name, "ReservedNamespace").await;
-        assert!(
-            event_reasons(&c, name)
-                .await
-                .contains(&("Warning".into(), "ReservedNamespace".into()))
-        );
+        wait_event(&c, name, "Warning", "ReservedNamespace").await;
     }
     wait_reason(&c, &long, "InvalidNamespaceName").await;
     assert!(namespaces(&c).get_opt("kube-e2e").await.unwrap().is_none());
@@ -401,11 +393,7 @@ async fn suspension_revokes_access_and_keeps_data() {
             .is_none()
     );
     assert!(cms.get_opt("work").await.unwrap().is_some());
-    assert!(
-        event_reasons(&c, "e2e-susp")
-            .await
-            .contains(&("Normal".into(), "AccessRevoked".into()))
-    );
+    wait_event(&c, "e2e-susp", "Normal", "AccessRevoked").await;
 
     patch_spec(&c, "e2e-susp", json!({ "suspended": false })).await;
     wait_reason(&c, "e2e-susp", "Provisioned").await;

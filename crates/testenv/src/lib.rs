@@ -338,6 +338,7 @@ impl ControlPlane {
         )
         .map_err(io("starting kube-controller-manager"))?;
         plane.processes.insert(0, kcm);
+        plane.wait_logged(0).await?;
 
         if !options.crds.is_empty() {
             plane.install_crds(&options.crds).await?;
@@ -397,6 +398,24 @@ impl ControlPlane {
         }
     }
 
+    /// Waits up to 30 seconds until process `index` has written to its log (it got as far as
+    /// initializing), failing with the logs if any process exits meanwhile.
+    async fn wait_logged(&mut self, index: usize) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            self.check_running()?;
+            let logged = std::fs::metadata(&self.processes[index].log).is_ok_and(|m| m.len() > 0);
+            if logged {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                let reason = format!("{} wrote nothing in 30 s", self.processes[index].name);
+                return Err(self.startup_error(reason));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Fails with the logs if any process has exited.
     fn check_running(&mut self) -> Result<()> {
         let dead: Vec<&str> = self
@@ -412,8 +431,13 @@ impl ControlPlane {
         }
     }
 
-    fn startup_error(&self, reason: String) -> Error {
+    fn startup_error(&mut self, reason: String) -> Error {
         let mut logs = String::new();
+        for p in &mut self.processes {
+            if let Some(status) = p.exit_status() {
+                let _ = writeln!(logs, "{} exited: {status}", p.name);
+            }
+        }
         for p in &self.processes {
             let _ = writeln!(
                 logs,

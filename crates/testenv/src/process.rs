@@ -81,6 +81,11 @@ impl Supervised {
         Ok(Self { name, log, child })
     }
 
+    /// How the process ended, if it has.
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
     /// Whether the process is still running (its watchdog exits as soon as it does).
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
