@@ -24,7 +24,7 @@ pub const RESERVED_BY_FLAG: &str = "reserved-by-flag";
 pub struct Env {
     pub plane: &'static ControlPlane,
     pub metrics_address: String,
-    operator: Supervised,
+    pub operator: std::sync::Mutex<Supervised>,
 }
 
 fn repo_root() -> &'static Path {
@@ -54,28 +54,8 @@ pub fn env() -> &'static Env {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        let kubeconfig = plane
-            .write_kubeconfig(OPERATOR, &plane.dir().join("operator.kubeconfig"))
-            .unwrap();
         let metrics_address = format!("127.0.0.1:{}", free_port().unwrap());
-        let operator = plane
-            .spawn(
-                "homestead",
-                Path::new(env!("CARGO_BIN_EXE_homestead")),
-                &[
-                    "--log-format=text".into(),
-                    format!("--metrics-address={metrics_address}"),
-                    format!("--reserved-namespace={RESERVED_BY_FLAG}"),
-                    "--concurrency=16".into(),
-                ],
-                &[
-                    ("KUBECONFIG", kubeconfig.display().to_string()),
-                    ("POD_NAMESPACE", "homestead-system".into()),
-                    ("POD_NAME", "homestead-test".into()),
-                    ("RUST_LOG", "info,homestead=debug".into()),
-                ],
-            )
-            .unwrap();
+        let operator = spawn_operator("homestead", "homestead-test", &metrics_address);
         let deadline = Instant::now() + Duration::from_secs(60);
         while http_get(&metrics_address, "/readyz").map(|(code, _)| code) != Some(200) {
             assert!(
@@ -88,9 +68,36 @@ pub fn env() -> &'static Env {
         Env {
             plane,
             metrics_address,
-            operator,
+            operator: operator.into(),
         }
     })
+}
+
+/// Starts the operator binary as the operator's ServiceAccount identity, with Lease identity
+/// `pod` and its HTTP server on `metrics_address`; it logs to `<plane dir>/<name>.log`.
+pub fn spawn_operator(name: &'static str, pod: &str, metrics_address: &str) -> Supervised {
+    let plane = ControlPlane::shared(|o| o.crd(User::crd()).identity(Identity::new(TENANT)));
+    let kubeconfig = plane
+        .write_kubeconfig(OPERATOR, &plane.dir().join("operator.kubeconfig"))
+        .unwrap();
+    plane
+        .spawn(
+            name,
+            Path::new(env!("CARGO_BIN_EXE_homestead")),
+            &[
+                "--log-format=text".into(),
+                format!("--metrics-address={metrics_address}"),
+                format!("--reserved-namespace={RESERVED_BY_FLAG}"),
+                "--concurrency=16".into(),
+            ],
+            &[
+                ("KUBECONFIG", kubeconfig.display().to_string()),
+                ("POD_NAMESPACE", "homestead-system".into()),
+                ("POD_NAME", pod.into()),
+                ("RUST_LOG", "info,homestead=debug".into()),
+            ],
+        )
+        .unwrap()
 }
 
 /// An admin client for this test's runtime.
@@ -150,7 +157,11 @@ pub fn dump() -> String {
     format!(
         "{}\n--- operator log ---\n{}",
         String::from_utf8_lossy(&out.stdout),
-        env().operator.log_tail(30)
+        env()
+            .operator
+            .lock()
+            .map(|o| o.log_tail(30))
+            .unwrap_or_default()
     )
 }
 

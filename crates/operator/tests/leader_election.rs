@@ -1,0 +1,68 @@
+//! High availability: a second replica stands by (ready, not reconciling) while the first holds
+//! the Lease; when the first gets SIGTERM it shuts down gracefully (exit 0) and releases the
+//! Lease, and the standby takes over. Its own test binary: it stops the shared operator.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use homestead_testenv::free_port;
+use serde_json::json;
+
+fn reconciles(metrics_address: &str) -> u64 {
+    let (_, body) = http_get(metrics_address, "/metrics").unwrap_or_default();
+    body.lines()
+        .filter(|l| l.starts_with("homestead_reconciliations_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+#[tokio::test]
+async fn standby_takes_over_when_the_leader_stops() {
+    let env = env();
+    let c = admin().await;
+    let standby_address = format!("127.0.0.1:{}", free_port().unwrap());
+    let standby = spawn_operator("homestead-standby", "homestead-standby", &standby_address);
+    eventually("the standby to be ready", 60, || async {
+        (http_get(&standby_address, "/readyz")?.0 == 200).then_some(())
+    })
+    .await;
+
+    create(&c, &user("ha-one", json!({}))).await;
+    wait_reason(&c, "ha-one", "Provisioned").await;
+    assert!(
+        reconciles(&env.metrics_address) > 0,
+        "the leader reconciled nothing"
+    );
+    assert_eq!(
+        reconciles(&standby_address),
+        0,
+        "the standby reconciled while not leading"
+    );
+
+    let stopped = Instant::now();
+    let status = {
+        let mut leader = env.operator.lock().unwrap();
+        leader.stop();
+        leader.exit_status()
+    };
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the leader did not shut down cleanly: {status:?}"
+    );
+
+    create(&c, &user("ha-two", json!({}))).await;
+    wait_reason(&c, "ha-two", "Provisioned").await;
+    assert!(
+        reconciles(&standby_address) > 0,
+        "the standby never took over"
+    );
+    // The leader released the Lease on shutdown: no wait for its 15 s expiry.
+    assert!(
+        stopped.elapsed() < Duration::from_secs(15),
+        "take-over took {:?}",
+        stopped.elapsed()
+    );
+    assert!(standby.log_tail(200).contains("became leader"));
+}
