@@ -37,6 +37,10 @@ test: control-plane
     cargo test --workspace --all-targets -- --test-threads=4
     just _no-leftovers
 
+# Benchmark a bulk import on the real control plane (release build): time to Ready, writes, memory.
+bench users="500": control-plane
+    HOMESTEAD_BENCH_USERS={{users}} cargo bench -p homestead --bench converge
+
 # Fail if a control-plane process started by the tests outlived them (a running `just up` is fine).
 _no-leftovers:
     #!/usr/bin/env bash
