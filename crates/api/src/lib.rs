@@ -69,10 +69,12 @@ pub fn is_reserved_key(key: &str) -> bool {
     key == LABEL_MANAGED_BY || RESERVED_KEY_PREFIXES.iter().any(|p| key.starts_with(p))
 }
 
-/// Message of the CEL rules that keep `spec.namespace.name` from changing or disappearing once
-/// set (two rules: on `spec.namespace` and on `spec`, since a CEL transition rule only runs
-/// where both the old and the new value exist).
-const IMMUTABLE_NAMESPACE: &str = "spec.namespace.name is immutable once set";
+/// Message of the CEL rules that keep `spec.namespace.name` from being added, changed or removed
+/// after creation (two rules: on `spec.namespace` and on `spec`, since a CEL transition rule only
+/// runs where both the old and the new value exist). Adding it later would move the person to a
+/// new Namespace and strand the old one.
+const IMMUTABLE_NAMESPACE: &str =
+    "spec.namespace.name is immutable: set it when creating the User, or never";
 
 /// CEL rule shared by the label and annotation maps: no reserved key.
 const NO_RESERVED_KEYS: &str = "self.all(k, !k.startsWith('homestead.dev/') && !k.startsWith('pod-security.kubernetes.io/') && k != 'app.kubernetes.io/managed-by')";
@@ -100,7 +102,7 @@ const NO_RESERVED_KEYS: &str = "self.all(k, !k.startsWith('homestead.dev/') && !
     validation = Rule::new("size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')").message("metadata.name must be a DNS-1123 label: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit"),
 )]
 #[x_kube(
-    validation = Rule::new("!has(oldSelf.namespace) || !has(oldSelf.namespace.name) || has(self.namespace)").message(IMMUTABLE_NAMESPACE).reason(Reason::FieldValueForbidden)
+    validation = Rule::new("(has(oldSelf.namespace) && has(oldSelf.namespace.name)) == (has(self.namespace) && has(self.namespace.name))").message(IMMUTABLE_NAMESPACE).reason(Reason::FieldValueForbidden)
 )]
 #[serde(rename_all = "camelCase")]
 pub struct UserSpec {
@@ -170,11 +172,11 @@ pub struct Identity {
 
 /// Where the person's Namespace is and what extra metadata it carries.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
-#[x_kube(validation = Rule::new("!has(oldSelf.name) || (has(self.name) && self.name == oldSelf.name)").message(IMMUTABLE_NAMESPACE).reason(Reason::FieldValueForbidden))]
+#[x_kube(validation = Rule::new("has(oldSelf.name) == has(self.name) && (!has(self.name) || self.name == oldSelf.name)").message(IMMUTABLE_NAMESPACE).reason(Reason::FieldValueForbidden))]
 #[serde(rename_all = "camelCase")]
 pub struct NamespaceSpec {
-    /// The Namespace name, a DNS-1123 label. Default: `<prefix><metadata.name>`. Immutable once
-    /// set. An existing Namespace that Homestead did not create for this User is never taken over.
+    /// The Namespace name, a DNS-1123 label. Default: `<prefix><metadata.name>`. Immutable: set
+    /// it when creating the User or never. An existing Namespace that Homestead did not create for this User is never taken over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
         length(min = 1, max = 63),

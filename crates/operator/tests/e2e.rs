@@ -591,10 +591,23 @@ async fn bad_users_are_refused_at_admission() {
     ] {
         let (ok, out) = kubectl(&["apply", "-f", "-"], &doc("e2e-adm-rename", spec));
         assert!(
-            !ok && out.contains("spec.namespace.name is immutable once set"),
+            !ok && out.contains("spec.namespace.name is immutable"),
             "{spec}: {out}"
         );
     }
+    // Nor may a name be added to a User created without one: that would strand its namespace.
+    let unnamed = doc("e2e-adm-late", "  identity: {username: a@example.com}\n");
+    let (ok, out) = kubectl(&["apply", "-f", "-"], &unnamed);
+    assert!(ok, "{out}");
+    let named = doc(
+        "e2e-adm-late",
+        "  identity: {username: a@example.com}\n  namespace: {name: e2e-late}\n",
+    );
+    let (ok, out) = kubectl(&["apply", "-f", "-"], &named);
+    assert!(
+        !ok && out.contains("spec.namespace.name is immutable"),
+        "{out}"
+    );
 }
 
 #[tokio::test]
