@@ -6,35 +6,22 @@
 //! User; writes during 10 s of steady state afterwards (leases excluded; expected 0); and the
 //! operator's peak resident memory (VmHWM) in MiB. Figures, not assertions: compare runs.
 
-use std::path::Path;
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::{admin, audit, env, is_operator_write};
 use futures::{StreamExt, TryStreamExt};
 use homestead_api::User;
-use homestead_testenv::{ADMIN, ControlPlane, OPERATOR, Options, free_port};
-use kube::CustomResourceExt;
 use kube::api::{Api, ListParams, PostParams};
 
-fn operator_writes(plane: &ControlPlane) -> Vec<String> {
-    plane
-        .audit_events()
-        .unwrap()
-        .into_iter()
-        .filter(|e| e["user"]["username"] == OPERATOR)
-        .filter(|e| {
-            matches!(
-                e["verb"].as_str(),
-                Some("create" | "patch" | "update" | "delete")
-            )
-        })
-        .map(|e| {
-            e["objectRef"]["resource"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned()
-        })
-        .filter(|r| r != "leases")
-        .collect()
+/// The operator's writes so far, Lease renewals excluded.
+fn operator_writes() -> usize {
+    audit()
+        .iter()
+        .filter(|e| is_operator_write(e) && e["objectRef"]["resource"] != "leases")
+        .count()
 }
 
 /// Peak resident set of the process whose command line mentions `needle`, in KiB.
@@ -60,47 +47,9 @@ async fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(500);
-    let plane = ControlPlane::start(Options::default().crd(User::crd()))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
-    for args in [
-        ["apply", "-f", "manifests/namespace.yaml"],
-        ["apply", "-k", "rbac/"],
-    ] {
-        let out = plane
-            .kubectl(ADMIN)
-            .unwrap()
-            .current_dir(root)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let kubeconfig = plane
-        .write_kubeconfig(OPERATOR, &plane.dir().join("operator.kubeconfig"))
-        .unwrap();
-    let address = format!("127.0.0.1:{}", free_port().unwrap());
-    let _operator = plane
-        .spawn(
-            "homestead",
-            Path::new(env!("CARGO_BIN_EXE_homestead")),
-            &[
-                format!("--metrics-address={address}"),
-                "--log-level=warn".into(),
-            ],
-            &[
-                ("KUBECONFIG", kubeconfig.display().to_string()),
-                ("POD_NAMESPACE", "homestead-system".into()),
-            ],
-        )
-        .unwrap();
-    let client = plane.client(ADMIN).await.unwrap();
-    let users: Api<User> = Api::all(client);
+    // The shared test environment: control plane, CRD, rbac/ and the (release) operator binary.
+    let address = env().metrics_address.clone();
+    let users: Api<User> = Api::all(admin().await);
 
     let started = Instant::now();
     futures::stream::iter(0..count)
@@ -141,9 +90,9 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let converged = started.elapsed();
-    let writes = operator_writes(&plane).len();
+    let writes = operator_writes();
     tokio::time::sleep(Duration::from_secs(10)).await;
-    let steady = operator_writes(&plane).len() - writes;
+    let steady = operator_writes() - writes;
     let rss = peak_rss_kib(&address)
         .map_or_else(|| "?".to_owned(), |k| format!("{:.1}", k as f64 / 1024.0));
 

@@ -94,7 +94,7 @@ pub fn spawn_operator(name: &'static str, pod: &str, metrics_address: &str) -> S
                 ("KUBECONFIG", kubeconfig.display().to_string()),
                 ("POD_NAMESPACE", "homestead-system".into()),
                 ("POD_NAME", pod.into()),
-                ("RUST_LOG", "info,homestead=debug".into()),
+                ("RUST_LOG", "info".into()),
             ],
         )
         .unwrap()
