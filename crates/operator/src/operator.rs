@@ -14,10 +14,11 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
-use kube_lease_manager::LeaseManagerBuilder;
+use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
 use prometheus::Registry;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use crate::cli::Cli;
 use crate::server::{self, Health};
@@ -62,37 +63,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     ));
 
     let identity = cli.lease_identity.clone().unwrap_or_else(default_identity);
-    let mut leadership = None;
-    if cli.leader_election {
-        let manager = LeaseManagerBuilder::new(client.clone(), &cli.lease_name)
-            .with_namespace(&cli.operator_namespace)
-            .with_identity(&identity)
-            .with_duration(LEASE_DURATION_SECONDS)
-            .with_grace(LEASE_GRACE_SECONDS)
-            .build()
-            .await
-            .context("setting up leader election")?;
-        let (mut is_leader, task) = manager.watch().await;
+    let leadership = if cli.leader_election {
         // A healthy standby is ready: it serves metrics and waits for the Lease.
         health.set_ready(true);
-        tracing::info!(%identity, lease = %cli.lease_name, "waiting for leadership");
-        let became_leader = tokio::select! {
-            changed = is_leader.wait_for(|leader| *leader) => {
-                changed.map(drop).context("leader election stopped")?;
-                true
-            }
-            () = stopped() => false,
-        };
-        if !became_leader {
-            drop(is_leader); // closing the channel stops the manager
-            let _ = task.await;
-            let _ = server.await;
-            return Ok(());
-        }
+        let leadership = Leadership::acquire(&cli, client.clone(), &identity, stopped()).await?;
         health.set_ready(false);
-        tracing::info!(%identity, "became leader");
-        leadership = Some((is_leader, task));
-    }
+        let Some(leadership) = leadership else {
+            let _ = server.await; // shut down while standing by
+            return Ok(());
+        };
+        Some(leadership)
+    } else {
+        None
+    };
 
     let reporter = Reporter {
         controller: "homestead".into(),
@@ -114,17 +97,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         quotas: quotas.clone(),
     });
 
-    let lost_leadership = {
-        let leadership = leadership.as_ref().map(|(rx, _)| rx.clone());
-        async move {
-            match leadership {
-                Some(mut rx) => {
-                    let _ = rx.wait_for(|leader| !*leader).await;
-                }
-                None => futures::future::pending().await,
-            }
-        }
-        .shared()
+    let lost_leadership = match &leadership {
+        Some(leadership) => leadership.lost().boxed().shared(),
+        None => futures::future::pending().boxed().shared(),
     };
     let controller = Controller::new(
         Api::<User>::all(client.clone()),
@@ -174,9 +149,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     health.set_ready(false);
 
     let lost = lost_leadership.now_or_never().is_some() && !*stop_rx.borrow();
-    if let Some((is_leader, task)) = leadership {
-        drop(is_leader); // closing the channel makes the manager release the Lease
-        let _ = task.await;
+    if let Some(leadership) = leadership {
+        leadership.release().await;
     }
     let _ = server.await;
     anyhow::ensure!(
@@ -185,6 +159,64 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     );
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The leader-election Lease held by this replica (kube-lease-manager renews it in the
+/// background).
+struct Leadership {
+    is_leader: watch::Receiver<bool>,
+    manager: JoinHandle<kube_lease_manager::Result<LeaseManager>>,
+}
+
+impl Leadership {
+    /// Waits until this replica holds the Lease `--lease-name` in the operator's namespace, or
+    /// until `stopped` resolves (then `None`, and the manager has stopped).
+    async fn acquire(
+        cli: &Cli,
+        client: Client,
+        identity: &str,
+        stopped: impl Future<Output = ()>,
+    ) -> anyhow::Result<Option<Self>> {
+        let manager = LeaseManagerBuilder::new(client, &cli.lease_name)
+            .with_namespace(&cli.operator_namespace)
+            .with_identity(identity)
+            .with_duration(LEASE_DURATION_SECONDS)
+            .with_grace(LEASE_GRACE_SECONDS)
+            .build()
+            .await
+            .context("setting up leader election")?;
+        let (mut is_leader, manager) = manager.watch().await;
+        tracing::info!(%identity, lease = %cli.lease_name, "waiting for leadership");
+        let leading = tokio::select! {
+            changed = is_leader.wait_for(|leader| *leader) => {
+                changed.map(drop).context("leader election stopped")?;
+                true
+            }
+            () = stopped => false,
+        };
+        let leadership = Self { is_leader, manager };
+        if leading {
+            tracing::info!(%identity, "became leader");
+            Ok(Some(leadership))
+        } else {
+            leadership.release().await;
+            Ok(None)
+        }
+    }
+
+    /// Resolves when the Lease is lost (another replica took it over).
+    fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut is_leader = self.is_leader.clone();
+        async move {
+            let _ = is_leader.wait_for(|leader| !*leader).await;
+        }
+    }
+
+    /// Releases the Lease (if held) so a standby takes over at once, not after expiry.
+    async fn release(self) {
+        drop(self.is_leader); // closing the channel makes the manager release and stop
+        let _ = self.manager.await;
+    }
 }
 
 /// A reflector cache of `K` objects matching `config`, and the stream of touched objects that
