@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use homestead_api::User;
 use homestead_testenv::{ADMIN, ControlPlane, Identity, OPERATOR, Supervised, free_port};
 use kube::api::{Api, PostParams};
-use kube::{Client, CustomResourceExt};
+use kube::Client;
 use serde_json::Value;
 
 /// A tenant identity with a token, for access checks.
@@ -35,7 +35,8 @@ fn repo_root() -> &'static Path {
 pub fn env() -> &'static Env {
     static ENV: OnceLock<Env> = OnceLock::new();
     ENV.get_or_init(|| {
-        let plane = ControlPlane::shared(|o| o.crd(User::crd()).identity(Identity::new(TENANT)));
+        let plane =
+            ControlPlane::shared(|o| o.crd(homestead_api::crd()).identity(Identity::new(TENANT)));
         let root = repo_root();
         for args in [
             ["apply", "-f", "manifests/namespace.yaml"],
@@ -76,7 +77,8 @@ pub fn env() -> &'static Env {
 /// Starts the operator binary as the operator's ServiceAccount identity, with Lease identity
 /// `pod` and its HTTP server on `metrics_address`; it logs to `<plane dir>/<name>.log`.
 pub fn spawn_operator(name: &'static str, pod: &str, metrics_address: &str) -> Supervised {
-    let plane = ControlPlane::shared(|o| o.crd(User::crd()).identity(Identity::new(TENANT)));
+    let plane =
+        ControlPlane::shared(|o| o.crd(homestead_api::crd()).identity(Identity::new(TENANT)));
     let kubeconfig = plane
         .write_kubeconfig(OPERATOR, &plane.dir().join("operator.kubeconfig"))
         .unwrap();
