@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use homestead_api::User;
 use homestead_testenv::{ADMIN, ControlPlane, Identity, OPERATOR, Supervised, free_port};
-use kube::api::{Api, PostParams};
 use kube::Client;
+use kube::api::{Api, PostParams};
 use serde_json::Value;
 
 /// A tenant identity with a token, for access checks.
