@@ -48,9 +48,6 @@ pub const RESERVED_KEY_PREFIXES: [&str; 2] = ["homestead.dev/", "pod-security.ku
 /// The maximum length of a DNS-1123 label (a Namespace name), in characters.
 pub const DNS1123_LABEL_MAX_LEN: usize = 63;
 
-/// The CEL/regex pattern of a DNS-1123 label, as Kubernetes validates Namespace names.
-pub const DNS1123_LABEL_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
-
 /// Whether `name` is a DNS-1123 label: at most 63 characters of lower-case alphanumerics and
 /// `-`, starting and ending with an alphanumeric. This is the rule for Namespace names
 /// (<https://kubernetes.io/docs/concepts/overview/working-with-objects/names/#dns-label-names>).

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use homestead_api::{
     ANNOTATION_USER_UID, DeletionPolicy, LABEL_MANAGED_BY, LABEL_RETAINED_FROM, LABEL_USER,
-    MANAGED_BY, User, is_dns1123_label,
+    MANAGED_BY, User, is_dns1123_label, is_reserved_key,
 };
 use k8s_openapi::api::core::v1::{Namespace, ResourceQuota, ResourceQuotaSpec};
 use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
@@ -37,6 +37,9 @@ pub enum Refusal {
     RoleNotAllowed(String),
     /// A subject name starts with `system:` (normally refused at admission already).
     ForbiddenSubject(String),
+    /// `spec.namespace` sets a reserved label or annotation key (normally refused at admission
+    /// already; checked again in case the CRD in the cluster lacks the rule).
+    ReservedKey(String),
     /// The Namespace exists and does not belong to this User.
     NamespaceConflict(String),
 }
@@ -49,6 +52,7 @@ impl Refusal {
             Self::InvalidNamespaceName(_) => "InvalidNamespaceName",
             Self::RoleNotAllowed(_) => "RoleNotAllowed",
             Self::ForbiddenSubject(_) => "ForbiddenSubject",
+            Self::ReservedKey(_) => "ReservedKey",
             Self::NamespaceConflict(_) => "NamespaceConflict",
         }
     }
@@ -74,6 +78,9 @@ impl Refusal {
                     "subject {name:?} is refused: names starting with 'system:' belong to Kubernetes"
                 )
             }
+            Self::ReservedKey(key) => format!(
+                "spec.namespace may not set {key:?}: homestead.dev/*, pod-security.kubernetes.io/* and app.kubernetes.io/managed-by are reserved"
+            ),
             Self::NamespaceConflict(ns) => format!(
                 "namespace {ns:?} already exists and does not belong to this User; Homestead never takes over a namespace it did not create for this User"
             ),
@@ -97,7 +104,8 @@ pub fn namespace_name(user: &User, config: &Config, provisioned: impl Fn(&str) -
 }
 
 /// Checks the parts of `user` that need no API call: the namespace name (valid and not
-/// reserved), the role (allow-listed), the subjects (no `system:`). Returns the first refusal.
+/// reserved), the role (allow-listed), the subjects (no `system:`), the extra label and
+/// annotation keys (none reserved). Returns the first refusal.
 pub fn validate(user: &User, namespace: &str, config: &Config) -> Result<(), Refusal> {
     if !is_dns1123_label(namespace) {
         return Err(Refusal::InvalidNamespaceName(namespace.to_owned()));
@@ -114,6 +122,15 @@ pub fn validate(user: &User, namespace: &str, config: &Config) -> Result<(), Ref
         .find(|s| s.starts_with("system:"))
     {
         return Err(Refusal::ForbiddenSubject(bad.clone()));
+    }
+    if let Some(extra) = &user.spec.namespace
+        && let Some(key) = extra
+            .labels
+            .keys()
+            .chain(extra.annotations.keys())
+            .find(|k| is_reserved_key(k))
+    {
+        return Err(Refusal::ReservedKey(key.clone()));
     }
     Ok(())
 }
@@ -471,6 +488,29 @@ mod tests {
         assert!(matches!(
             validate(&u, "user-alice", &config),
             Err(Refusal::RoleNotAllowed(_))
+        ));
+    }
+
+    #[test]
+    fn validate_refuses_reserved_keys_the_schema_should_have_stopped() {
+        let config = Config::default();
+        let u = user(
+            "alice",
+            json!({ "namespace": { "labels": { "pod-security.kubernetes.io/enforce": "privileged" } } }),
+        );
+        assert_eq!(
+            validate(&u, "user-alice", &config),
+            Err(Refusal::ReservedKey(
+                "pod-security.kubernetes.io/enforce".into()
+            ))
+        );
+        let u = user(
+            "alice",
+            json!({ "namespace": { "annotations": { "homestead.dev/user-uid": "x" } } }),
+        );
+        assert!(matches!(
+            validate(&u, "user-alice", &config),
+            Err(Refusal::ReservedKey(_))
         ));
     }
 
