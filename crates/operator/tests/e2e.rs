@@ -666,3 +666,49 @@ async fn metrics_and_probes_are_served() {
     assert_eq!(http_get(&env.metrics_address, "/healthz").unwrap().0, 200);
     assert_eq!(http_get(&env.metrics_address, "/readyz").unwrap().0, 200);
 }
+
+#[tokio::test]
+async fn labels_without_the_users_uid_are_not_ownership() {
+    let c = admin().await;
+    // Homestead's labels for this User, but the uid of some other (say, an earlier) User.
+    let forged = Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some("user-e2e-forged".into()),
+            labels: Some(
+                [
+                    (LABEL_MANAGED_BY.to_owned(), "homestead".to_owned()),
+                    (LABEL_USER.to_owned(), "e2e-forged".to_owned()),
+                ]
+                .into(),
+            ),
+            annotations: Some(
+                [(
+                    ANNOTATION_USER_UID.to_owned(),
+                    "not-this-users-uid".to_owned(),
+                )]
+                .into(),
+            ),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let before = namespaces(&c)
+        .create(&PostParams::default(), &forged)
+        .await
+        .unwrap();
+    create(&c, &user("e2e-forged", json!({}))).await;
+    wait_reason(&c, "e2e-forged", "NamespaceConflict").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = namespaces(&c).get("user-e2e-forged").await.unwrap();
+    assert_eq!(
+        serde_json::to_value(&before).unwrap(),
+        serde_json::to_value(&after).unwrap()
+    );
+    assert!(
+        bindings(&c, "user-e2e-forged")
+            .get_opt(RB)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
