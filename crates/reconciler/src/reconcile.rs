@@ -18,7 +18,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -103,17 +103,6 @@ impl Context {
             .await
             .map(|ns| ns.map(Arc::new))
             .map_err(|source| kube_error("get", "Namespace", name, source))
-    }
-
-    fn cached<K>(
-        store: &kube::runtime::reflector::Store<K>,
-        name: &str,
-        namespace: &str,
-    ) -> Option<Arc<K>>
-    where
-        K: Resource<DynamicType = ()> + Clone + 'static,
-    {
-        store.get(&ObjectRef::new(name).within(namespace))
     }
 
     /// Server-side applies `object` with field manager `homestead`, forcing ownership of the
@@ -215,6 +204,14 @@ impl Context {
     }
 }
 
+/// The object `namespace/name` from a reflector cache.
+fn cached<K>(store: &Store<K>, name: &str, namespace: &str) -> Option<Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    store.get(&ObjectRef::new(name).within(namespace))
+}
+
 fn kube_error(verb: &'static str, kind: &'static str, name: &str, source: kube::Error) -> Error {
     Error::Kube {
         verb,
@@ -294,7 +291,7 @@ async fn apply(user: &User, ctx: &Context) -> Result<Action> {
     }
 
     let role_bindings: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &ns_name);
-    let cached_binding = Context::cached(&ctx.role_bindings, ROLE_BINDING_NAME, &ns_name)
+    let cached_binding = cached(&ctx.role_bindings, ROLE_BINDING_NAME, &ns_name)
         .filter(|rb| labelled_for(&rb.metadata, user));
     let message = if user.spec.suspended {
         if cached_binding.is_some() {
@@ -356,8 +353,8 @@ async fn apply(user: &User, ctx: &Context) -> Result<Action> {
     };
 
     let quotas: Api<ResourceQuota> = Api::namespaced(ctx.client.clone(), &ns_name);
-    let cached_quota = Context::cached(&ctx.quotas, QUOTA_NAME, &ns_name)
-        .filter(|q| labelled_for(&q.metadata, user));
+    let cached_quota =
+        cached(&ctx.quotas, QUOTA_NAME, &ns_name).filter(|q| labelled_for(&q.metadata, user));
     match (desired_quota(user, &ns_name), cached_quota) {
         (Some(quota), Some(cached)) if desired::quota_matches(&quota, &cached, FIELD_MANAGER) => {}
         (Some(quota), _) => {
