@@ -34,7 +34,7 @@ lint:
 
 # Run every test: unit tests, and integration tests on the real local control plane.
 test: control-plane
-    cargo test --workspace --all-targets -- --test-threads=4
+    cargo test --workspace --lib --bins --tests -- --test-threads=4
     just _no-leftovers
 
 # Benchmark a bulk import on the real control plane (release build): time to Ready, writes, memory.
