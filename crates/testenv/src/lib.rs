@@ -1,7 +1,8 @@
 //! A real local Kubernetes control plane for Homestead's integration tests, benchmarks and
 //! `just up`: etcd, kube-apiserver (RBAC authorization, static token authentication, audit log)
-//! and kube-controller-manager running only the garbage-collector and namespace controllers, so
-//! that owner-reference garbage collection and namespace deletion really happen.
+//! and kube-controller-manager running the [`CONTROLLERS`] a real cluster needs for what
+//! Homestead relies on: garbage collection, namespace deletion, aggregated `admin`/`edit`/`view`
+//! roles, `default` ServiceAccounts and quota status.
 //!
 //! The binaries are built from the Go modules pinned in `tools/control-plane/` into a
 //! version-keyed cache (`$HOMESTEAD_CACHE`, default `~/.cache/homestead`) and reused; a
@@ -22,7 +23,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::{
+    AuthInfo, Cluster, KubeConfigOptions, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext,
+};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, Config};
 
@@ -202,6 +205,189 @@ fn random_hex() -> String {
     format!("{a:016x}{b:016x}")
 }
 
+/// Writes the serving certificate and key (self-signed for 127.0.0.1), the service-account
+/// signing key pair, the token file with `tokens_csv` and the audit policy into `dir`.
+fn write_files(dir: &Path, tokens_csv: &str) -> Result<ApiServerFiles> {
+    let write = |name: &str, contents: &str| -> Result<PathBuf> {
+        let path = dir.join(name);
+        std::fs::write(&path, contents).map_err(io(format!("writing {}", path.display())))?;
+        Ok(path)
+    };
+    let serving =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])?;
+    let service_account = rcgen::KeyPair::generate()?;
+    Ok(ApiServerFiles {
+        serving_cert: write("serving.crt", &serving.cert.pem())?,
+        serving_key: write("serving.key", &serving.signing_key.serialize_pem())?,
+        service_account_key: write("service-account.key", &service_account.serialize_pem())?,
+        service_account_pub: write("service-account.pub", &service_account.public_key_pem())?,
+        tokens: write("tokens.csv", tokens_csv)?,
+        audit_policy: write(
+            "audit-policy.yaml",
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n",
+        )?,
+    })
+}
+
+/// The loopback ports of one control plane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ports {
+    /// etcd's client port.
+    pub etcd: u16,
+    /// etcd's peer port (not the default 2380, so several control planes can run at once).
+    pub etcd_peer: u16,
+    /// kube-apiserver's secure port.
+    pub apiserver: u16,
+}
+
+impl Ports {
+    /// Three free ports on 127.0.0.1.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if no port can be bound.
+    pub fn free() -> Result<Self> {
+        Ok(Self {
+            etcd: free_port()?,
+            etcd_peer: free_port()?,
+            apiserver: free_port()?,
+        })
+    }
+
+    fn etcd_url(self) -> String {
+        format!("http://127.0.0.1:{}", self.etcd)
+    }
+}
+
+/// The files kube-apiserver reads, all inside the control plane's directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiServerFiles {
+    /// Self-signed serving certificate (PEM) for 127.0.0.1, trusted by clients directly.
+    pub serving_cert: PathBuf,
+    /// Its private key (PEM).
+    pub serving_key: PathBuf,
+    /// Private key (PEM) that signs service-account tokens.
+    pub service_account_key: PathBuf,
+    /// Its public key (PEM), to verify them.
+    pub service_account_pub: PathBuf,
+    /// Static token file: CSV `token,user,uid,"group1,group2"`.
+    pub tokens: PathBuf,
+    /// Audit policy (every request at level `Metadata`).
+    pub audit_policy: PathBuf,
+}
+
+/// The controllers kube-controller-manager runs: garbage collection and namespace deletion
+/// really happen, `admin`/`edit`/`view` carry their aggregated rules, every namespace gets its
+/// `default` ServiceAccount, and quota status moves as on a real cluster.
+pub const CONTROLLERS: &str = "garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller,serviceaccount-controller,resourcequota-controller";
+
+/// etcd's arguments: data in `<dir>/etcd`, client and peer URLs on `ports`, no fsync (tests).
+pub fn etcd_args(dir: &Path, ports: Ports) -> Vec<String> {
+    let peer_url = format!("http://127.0.0.1:{}", ports.etcd_peer);
+    vec![
+        format!("--data-dir={}", dir.join("etcd").display()),
+        format!("--listen-client-urls={}", ports.etcd_url()),
+        format!("--advertise-client-urls={}", ports.etcd_url()),
+        format!("--listen-peer-urls={peer_url}"),
+        format!("--initial-advertise-peer-urls={peer_url}"),
+        format!("--initial-cluster=homestead={peer_url}"),
+        "--name=homestead".to_owned(),
+        "--unsafe-no-fsync".to_owned(),
+        "--log-level=warn".to_owned(),
+    ]
+}
+
+/// kube-apiserver's arguments: etcd on `ports`, 127.0.0.1 only, RBAC authorization, static
+/// token authentication, an audit log at `<dir>/audit.log`, and service-account tokens signed
+/// with the key in `files`.
+pub fn apiserver_args(dir: &Path, ports: Ports, files: &ApiServerFiles) -> Vec<String> {
+    let path = |p: &Path| p.display().to_string();
+    vec![
+        format!("--etcd-servers={}", ports.etcd_url()),
+        "--bind-address=127.0.0.1".to_owned(),
+        "--advertise-address=127.0.0.1".to_owned(),
+        format!("--secure-port={}", ports.apiserver),
+        format!("--cert-dir={}", dir.join("certs").display()),
+        format!("--tls-cert-file={}", path(&files.serving_cert)),
+        format!("--tls-private-key-file={}", path(&files.serving_key)),
+        "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
+        "--service-account-issuer=https://127.0.0.1".to_owned(),
+        format!(
+            "--service-account-key-file={}",
+            path(&files.service_account_pub)
+        ),
+        format!(
+            "--service-account-signing-key-file={}",
+            path(&files.service_account_key)
+        ),
+        "--authorization-mode=RBAC".to_owned(),
+        format!("--token-auth-file={}", path(&files.tokens)),
+        "--disable-admission-plugins=ServiceAccount".to_owned(),
+        format!("--audit-policy-file={}", path(&files.audit_policy)),
+        format!("--audit-log-path={}", dir.join("audit.log").display()),
+        "--v=1".to_owned(),
+    ]
+}
+
+/// kube-controller-manager's arguments: the admin `kubeconfig`, no leader election, no serving
+/// port, and the [`CONTROLLERS`].
+pub fn controller_manager_args(kubeconfig: &Path) -> Vec<String> {
+    vec![
+        format!("--kubeconfig={}", kubeconfig.display()),
+        "--leader-elect=false".to_owned(),
+        format!("--controllers={CONTROLLERS}"),
+        "--secure-port=0".to_owned(),
+        "--v=1".to_owned(),
+    ]
+}
+
+/// The token file's content: one line per identity, `token,user,uid,"groups"`, with the uid
+/// being the identity's index.
+pub fn token_file(identities: &[Identity], tokens: &BTreeMap<String, String>) -> String {
+    let mut csv = String::new();
+    for (uid, identity) in identities.iter().enumerate() {
+        let token = tokens.get(&identity.name).map_or("", String::as_str);
+        let groups = identity.groups.join(",");
+        let _ = writeln!(csv, "{token},{},{uid},\"{groups}\"", identity.name);
+    }
+    csv
+}
+
+/// A kubeconfig for `server` (trusting the PEM certificate at `ca`) that authenticates as
+/// `identity` with bearer `token`.
+pub fn kubeconfig(server: &str, ca: &Path, identity: &str, token: &str) -> Kubeconfig {
+    const NAME: &str = "homestead-testenv";
+    Kubeconfig {
+        clusters: vec![NamedCluster {
+            name: NAME.to_owned(),
+            cluster: Some(Cluster {
+                server: Some(server.to_owned()),
+                certificate_authority: Some(ca.display().to_string()),
+                ..Cluster::default()
+            }),
+            other: BTreeMap::default(),
+        }],
+        auth_infos: vec![NamedAuthInfo {
+            name: identity.to_owned(),
+            auth_info: Some(AuthInfo {
+                token: Some(token.to_owned().into()),
+                ..AuthInfo::default()
+            }),
+            other: BTreeMap::default(),
+        }],
+        contexts: vec![NamedContext {
+            name: NAME.to_owned(),
+            context: Some(kube::config::Context {
+                cluster: NAME.to_owned(),
+                user: Some(identity.to_owned()),
+                ..kube::config::Context::default()
+            }),
+            other: BTreeMap::default(),
+        }],
+        current_context: Some(NAME.to_owned()),
+        ..Kubeconfig::default()
+    }
+}
+
 /// A running control plane. Dropping it stops every process and removes its directory.
 #[derive(Debug)]
 pub struct ControlPlane {
@@ -222,135 +408,83 @@ impl ControlPlane {
     /// logs) if a process exits or readiness times out, [`Error::CrdNotEstablished`] if a CRD is
     /// not established within 30 seconds, and I/O or TLS errors while preparing the directory.
     pub async fn start(options: Options) -> Result<Self> {
-        let bin = binaries()?;
         let started = Instant::now();
+        let bin = binaries()?;
         let dir = std::env::temp_dir().join(format!("homestead-testenv-{}", random_hex()));
         std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
-        let write = |name: &str, contents: &str| -> Result<PathBuf> {
-            let path = dir.join(name);
-            std::fs::write(&path, contents).map_err(io(format!("writing {}", path.display())))?;
-            Ok(path)
-        };
-
-        // TLS: one self-signed serving certificate for 127.0.0.1, which clients trust directly,
-        // and an ECDSA key that signs (and verifies) service-account tokens.
-        let serving = rcgen::generate_simple_self_signed(vec![
-            "127.0.0.1".to_owned(),
-            "localhost".to_owned(),
-        ])?;
-        let cert = write("serving.crt", &serving.cert.pem())?;
-        let key = write("serving.key", &serving.signing_key.serialize_pem())?;
-        let sa = rcgen::KeyPair::generate()?;
-        let sa_key = write("service-account.key", &sa.serialize_pem())?;
-        let sa_pub = write("service-account.pub", &sa.public_key_pem())?;
-
-        let mut tokens = BTreeMap::new();
-        let mut csv = String::new();
-        for (uid, identity) in options.identities.iter().enumerate() {
-            let token = random_hex();
-            let groups = identity.groups.join(",");
-            let _ = writeln!(csv, "{token},{},{uid},\"{groups}\"", identity.name);
-            tokens.insert(identity.name.clone(), token);
-        }
-        let token_file = write("tokens.csv", &csv)?;
-        let audit_policy = write(
-            "audit-policy.yaml",
-            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n",
-        )?;
-
-        let (etcd_port, peer_port, api_port) = (free_port()?, free_port()?, free_port()?);
-        let server = format!("https://127.0.0.1:{api_port}");
-        let keep = std::env::var_os("HOMESTEAD_TESTENV_KEEP").is_some_and(|v| v != "0");
+        let ports = Ports::free()?;
+        let tokens: BTreeMap<String, String> = options
+            .identities
+            .iter()
+            .map(|i| (i.name.clone(), random_hex()))
+            .collect();
+        let files = write_files(&dir, &token_file(&options.identities, &tokens))?;
         let mut plane = Self {
-            dir: dir.clone(),
-            server,
+            server: format!("https://127.0.0.1:{}", ports.apiserver),
+            dir,
             tokens,
-            bin: bin.clone(),
+            bin,
             processes: Vec::new(),
         };
-
-        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
-        let peer_url = format!("http://127.0.0.1:{peer_port}");
-        let etcd = Supervised::spawn(
-            "etcd",
-            &bin.join("etcd"),
-            &[
-                format!("--data-dir={}", dir.join("etcd").display()),
-                format!("--listen-client-urls={etcd_url}"),
-                format!("--advertise-client-urls={etcd_url}"),
-                format!("--listen-peer-urls={peer_url}"),
-                format!("--initial-advertise-peer-urls={peer_url}"),
-                format!("--initial-cluster=homestead={peer_url}"),
-                "--name=homestead".to_owned(),
-                "--unsafe-no-fsync".to_owned(),
-                "--log-level=warn".to_owned(),
-            ],
-            dir.join("etcd.log"),
-            (!keep).then_some(dir.as_path()),
-        )
-        .map_err(io("starting etcd"))?;
-        plane.processes.push(etcd);
-
-        let path = |p: &Path| p.display().to_string();
-        let apiserver = Supervised::spawn(
-            "kube-apiserver",
-            &bin.join("kube-apiserver"),
-            &[
-                format!("--etcd-servers={etcd_url}"),
-                "--bind-address=127.0.0.1".to_owned(),
-                "--advertise-address=127.0.0.1".to_owned(),
-                format!("--secure-port={api_port}"),
-                format!("--cert-dir={}", dir.join("certs").display()),
-                format!("--tls-cert-file={}", path(&cert)),
-                format!("--tls-private-key-file={}", path(&key)),
-                "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
-                "--service-account-issuer=https://127.0.0.1".to_owned(),
-                format!("--service-account-key-file={}", path(&sa_pub)),
-                format!("--service-account-signing-key-file={}", path(&sa_key)),
-                "--authorization-mode=RBAC".to_owned(),
-                format!("--token-auth-file={}", path(&token_file)),
-                "--disable-admission-plugins=ServiceAccount".to_owned(),
-                format!("--audit-policy-file={}", path(&audit_policy)),
-                format!("--audit-log-path={}", dir.join("audit.log").display()),
-                "--v=1".to_owned(),
-            ],
-            dir.join("kube-apiserver.log"),
-            None,
-        )
-        .map_err(io("starting kube-apiserver"))?;
-        plane.processes.insert(0, apiserver);
-
+        plane.start_etcd(ports)?;
+        plane.start_apiserver(ports, &files)?;
         plane.wait_ready(started).await?;
-
-        let admin_kubeconfig = plane.write_kubeconfig(ADMIN, &dir.join("admin.kubeconfig"))?;
-        let kcm = Supervised::spawn(
-            "kube-controller-manager",
-            &bin.join("kube-controller-manager"),
-            &[
-                format!("--kubeconfig={}", path(&admin_kubeconfig)),
-                "--leader-elect=false".to_owned(),
-                "--controllers=garbage-collector-controller,namespace-controller".to_owned(),
-                "--secure-port=0".to_owned(),
-                "--v=1".to_owned(),
-            ],
-            dir.join("kube-controller-manager.log"),
-            None,
-        )
-        .map_err(io("starting kube-controller-manager"))?;
-        plane.processes.insert(0, kcm);
-        plane.wait_logged(0).await?;
-
+        plane.start_controller_manager().await?;
         if !options.crds.is_empty() {
             plane.install_crds(&options.crds).await?;
         }
         plane.check_running()?;
         tracing::info!(
             server = %plane.server,
-            dir = %dir.display(),
+            dir = %plane.dir.display(),
             ready_after_ms = started.elapsed().as_millis(),
             "control plane ready"
         );
         Ok(plane)
+    }
+
+    /// Starts etcd; the watchdog removes the directory after it stops, unless
+    /// `HOMESTEAD_TESTENV_KEEP` is set.
+    fn start_etcd(&mut self, ports: Ports) -> Result<()> {
+        let keep = std::env::var_os("HOMESTEAD_TESTENV_KEEP").is_some_and(|v| v != "0");
+        let etcd = Supervised::spawn(
+            "etcd",
+            &self.bin.join("etcd"),
+            &etcd_args(&self.dir, ports),
+            self.dir.join("etcd.log"),
+            (!keep).then_some(self.dir.as_path()),
+        )
+        .map_err(io("starting etcd"))?;
+        self.processes.push(etcd);
+        Ok(())
+    }
+
+    fn start_apiserver(&mut self, ports: Ports, files: &ApiServerFiles) -> Result<()> {
+        let apiserver = Supervised::spawn(
+            "kube-apiserver",
+            &self.bin.join("kube-apiserver"),
+            &apiserver_args(&self.dir, ports, files),
+            self.dir.join("kube-apiserver.log"),
+            None,
+        )
+        .map_err(io("starting kube-apiserver"))?;
+        self.processes.insert(0, apiserver);
+        Ok(())
+    }
+
+    /// Starts kube-controller-manager as the admin and waits until it has initialized.
+    async fn start_controller_manager(&mut self) -> Result<()> {
+        let kubeconfig = self.write_kubeconfig(ADMIN, &self.dir.join("admin.kubeconfig"))?;
+        let kcm = Supervised::spawn(
+            "kube-controller-manager",
+            &self.bin.join("kube-controller-manager"),
+            &controller_manager_args(&kubeconfig),
+            self.dir.join("kube-controller-manager.log"),
+            None,
+        )
+        .map_err(io("starting kube-controller-manager"))?;
+        self.processes.insert(0, kcm);
+        self.wait_logged(0).await
     }
 
     /// The control plane shared by all tests of one test binary, started on first use with
@@ -466,22 +600,27 @@ impl ControlPlane {
         &self.bin
     }
 
-    /// A kubeconfig (YAML) that authenticates as `identity` with its bearer token and trusts the
-    /// API server's serving certificate.
+    /// A kubeconfig that authenticates as `identity` with its bearer token and trusts the API
+    /// server's serving certificate.
     ///
     /// # Errors
     /// [`Error::UnknownIdentity`] if `identity` got no token.
-    pub fn kubeconfig_yaml(&self, identity: &str) -> Result<String> {
+    pub fn kubeconfig(&self, identity: &str) -> Result<Kubeconfig> {
         let token = self
             .tokens
             .get(identity)
             .ok_or_else(|| Error::UnknownIdentity(identity.to_owned()))?;
         let ca = self.dir.join("serving.crt");
-        Ok(format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: homestead-testenv\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\nusers:\n- name: {identity:?}\n  user:\n    token: {token}\ncontexts:\n- name: homestead-testenv\n  context:\n    cluster: homestead-testenv\n    user: {identity:?}\ncurrent-context: homestead-testenv\n",
-            server = self.server,
-            ca = ca.display(),
-        ))
+        Ok(kubeconfig(&self.server, &ca, identity, token))
+    }
+
+    /// [`ControlPlane::kubeconfig`] as YAML.
+    ///
+    /// # Errors
+    /// [`Error::UnknownIdentity`] if `identity` got no token.
+    pub fn kubeconfig_yaml(&self, identity: &str) -> Result<String> {
+        let kubeconfig = self.kubeconfig(identity)?;
+        Ok(serde_saphyr::to_string(&kubeconfig).expect("a kubeconfig serializes"))
     }
 
     /// Writes [`ControlPlane::kubeconfig_yaml`] for `identity` to `path` and returns the path.
@@ -500,7 +639,7 @@ impl ControlPlane {
     /// # Errors
     /// [`Error::UnknownIdentity`], or a kubeconfig / client construction error.
     pub async fn client(&self, identity: &str) -> Result<Client> {
-        let kubeconfig = Kubeconfig::from_yaml(&self.kubeconfig_yaml(identity)?)?;
+        let kubeconfig = self.kubeconfig(identity)?;
         let config =
             Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
         Ok(Client::try_from(config)?)
@@ -596,5 +735,130 @@ impl ControlPlane {
 impl Drop for ControlPlane {
     fn drop(&mut self) {
         self.stop_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_has_all(args: &[String], wants: &[&str]) {
+        for want in wants {
+            assert!(
+                args.iter().any(|a| a == want),
+                "{want} missing from {args:?}"
+            );
+        }
+    }
+
+    fn ports() -> Ports {
+        Ports {
+            etcd: 2001,
+            etcd_peer: 2002,
+            apiserver: 6443,
+        }
+    }
+
+    #[test]
+    fn etcd_listens_on_loopback_ports_of_its_own() {
+        let args = etcd_args(Path::new("/tmp/cp"), ports());
+        assert_has_all(
+            &args,
+            &[
+                "--data-dir=/tmp/cp/etcd",
+                "--listen-client-urls=http://127.0.0.1:2001",
+                "--listen-peer-urls=http://127.0.0.1:2002",
+                "--initial-cluster=homestead=http://127.0.0.1:2002",
+                "--unsafe-no-fsync",
+            ],
+        );
+    }
+
+    #[test]
+    fn apiserver_authenticates_by_token_and_authorizes_by_rbac() {
+        let files = ApiServerFiles {
+            serving_cert: "/cp/serving.crt".into(),
+            serving_key: "/cp/serving.key".into(),
+            service_account_key: "/cp/sa.key".into(),
+            service_account_pub: "/cp/sa.pub".into(),
+            tokens: "/cp/tokens.csv".into(),
+            audit_policy: "/cp/audit.yaml".into(),
+        };
+        let args = apiserver_args(Path::new("/cp"), ports(), &files);
+        assert_has_all(
+            &args,
+            &[
+                "--etcd-servers=http://127.0.0.1:2001",
+                "--bind-address=127.0.0.1",
+                "--secure-port=6443",
+                "--authorization-mode=RBAC",
+                "--token-auth-file=/cp/tokens.csv",
+                "--service-account-signing-key-file=/cp/sa.key",
+                "--service-account-key-file=/cp/sa.pub",
+                "--audit-log-path=/cp/audit.log",
+            ],
+        );
+    }
+
+    #[test]
+    fn controller_manager_runs_what_access_checks_need() {
+        let args = controller_manager_args(Path::new("/cp/admin.kubeconfig"));
+        assert!(args.contains(&"--kubeconfig=/cp/admin.kubeconfig".to_owned()));
+        let controllers = args
+            .iter()
+            .find_map(|a| a.strip_prefix("--controllers="))
+            .expect("an explicit controller list");
+        for c in [
+            "garbage-collector-controller",
+            "namespace-controller",
+            "clusterrole-aggregation-controller",
+            "serviceaccount-controller",
+            "resourcequota-controller",
+        ] {
+            assert!(controllers.split(',').any(|x| x == c), "{c} not run");
+        }
+    }
+
+    #[test]
+    fn token_file_lists_each_identity_with_its_groups() {
+        let identities = [
+            Identity::new("admin").in_group("system:masters"),
+            Identity::new("tom"),
+        ];
+        let tokens = [("admin", "t1"), ("tom", "t2")]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .into();
+        assert_eq!(
+            token_file(&identities, &tokens),
+            "t1,admin,0,\"system:masters\"\nt2,tom,1,\"\"\n"
+        );
+    }
+
+    #[test]
+    fn kubeconfig_round_trips_through_yaml() {
+        let config = kubeconfig(
+            "https://127.0.0.1:6443",
+            Path::new("/cp/serving.crt"),
+            "tom",
+            "secret",
+        );
+        let yaml = serde_saphyr::to_string(&config).unwrap();
+        let back = Kubeconfig::from_yaml(&yaml).unwrap();
+        assert_eq!(back.current_context.as_deref(), Some("homestead-testenv"));
+        let cluster = back.clusters[0].cluster.as_ref().unwrap();
+        assert_eq!(cluster.server.as_deref(), Some("https://127.0.0.1:6443"));
+        assert_eq!(
+            cluster.certificate_authority.as_deref(),
+            Some("/cp/serving.crt")
+        );
+        assert_eq!(back.auth_infos[0].name, "tom");
+        assert!(
+            back.auth_infos[0]
+                .auth_info
+                .as_ref()
+                .unwrap()
+                .token
+                .is_some()
+        );
     }
 }
