@@ -2,8 +2,10 @@
 //! else lives in the modules below and in the `homestead-reconciler` library.
 
 mod cli;
+mod leadership;
 mod operator;
 mod server;
+mod watches;
 
 use clap::Parser;
 

@@ -3,6 +3,8 @@
 //! [`Health::set_ready`]).
 
 use std::net::SocketAddr;
+
+use anyhow::Context as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -15,6 +17,7 @@ use homestead_api::User;
 use homestead_reconciler::Metrics;
 use kube::runtime::reflector::Store;
 use prometheus::{Encoder, Registry, TextEncoder};
+use tokio_util::sync::CancellationToken;
 
 /// What the server reports; shared with the operator, which flips readiness.
 #[derive(Clone)]
@@ -75,23 +78,38 @@ async fn readyz(State(health): State<Health>) -> (StatusCode, &'static str) {
     }
 }
 
-/// Serves the endpoints on `address` until `shutdown` resolves.
-///
-/// # Errors
-/// When the address cannot be bound or the server fails.
-pub async fn serve(
-    address: SocketAddr,
-    health: Health,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let app = Router::new()
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .with_state(health);
-    let listener = tokio::net::TcpListener::bind(address).await?;
-    tracing::info!(%address, "serving /metrics, /healthz and /readyz");
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+/// The HTTP listener, bound before anything else starts so a port in use is an error at
+/// start-up.
+pub struct Server {
+    listener: tokio::net::TcpListener,
+}
+
+impl Server {
+    /// Binds `address`.
+    ///
+    /// # Errors
+    /// When the address cannot be bound (for example, it is in use).
+    pub async fn bind(address: SocketAddr) -> anyhow::Result<Self> {
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .with_context(|| format!("binding the metrics address {address}"))?;
+        Ok(Self { listener })
+    }
+
+    /// Serves `/metrics`, `/healthz` and `/readyz` until `shutdown` is cancelled.
+    ///
+    /// # Errors
+    /// When the server fails while serving.
+    pub async fn serve(self, health: Health, shutdown: CancellationToken) -> std::io::Result<()> {
+        let app = Router::new()
+            .route("/metrics", get(metrics))
+            .route("/healthz", get(|| async { "ok" }))
+            .route("/readyz", get(readyz))
+            .with_state(health);
+        let address = self.listener.local_addr()?;
+        tracing::info!(%address, "serving /metrics, /healthz and /readyz");
+        axum::serve(self.listener, app)
+            .with_graceful_shutdown(shutdown.cancelled_owned())
+            .await
+    }
 }

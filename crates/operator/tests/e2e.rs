@@ -66,6 +66,7 @@ async fn wait_event(c: &Client, user: &str, type_: &str, reason: &str) {
 
 #[tokio::test]
 async fn user_gets_namespace_rolebinding_quota_and_ready() {
+    let s = Scenario::new();
     let c = admin().await;
     let spec = json!({
         "identity": { "username": "prov@example.com", "groups": ["team-a"] },
@@ -73,7 +74,7 @@ async fn user_gets_namespace_rolebinding_quota_and_ready() {
         "namespace": { "labels": { "team": "a" }, "annotations": { "example.com/cc": "42" } },
         "quota": { "hard": { "pods": "5", "requests.memory": "1Gi" } },
     });
-    let created = create(&c, &user("e2e-prov", spec)).await;
+    let created = s.create(&c, &user("e2e-prov", spec)).await;
     let u = wait_reason(&c, "e2e-prov", "Provisioned").await;
     let ready = u.ready_condition().unwrap();
     assert_eq!(ready.status, "True");
@@ -161,8 +162,9 @@ async fn user_gets_namespace_rolebinding_quota_and_ready() {
 
 #[tokio::test]
 async fn converged_user_costs_no_write_even_when_reconciled_again() {
+    let s = Scenario::new();
     let c = admin().await;
-    create(&c, &user("e2e-steady", json!({ "quota": { "hard": { "requests.memory": "1024Mi", "requests.cpu": "1000m" } } }))).await;
+    s.create(&c, &user("e2e-steady", json!({ "quota": { "hard": { "requests.memory": "1024Mi", "requests.cpu": "1000m" } } }))).await;
     let before = wait_reason(&c, "e2e-steady", "Provisioned").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let mark = audit().len();
@@ -189,8 +191,10 @@ async fn converged_user_costs_no_write_even_when_reconciled_again() {
 
 #[tokio::test]
 async fn drift_is_repaired() {
+    let s = Scenario::new();
     let c = admin().await;
-    create(&c, &user("e2e-drift", json!({ "role": "view" }))).await;
+    s.create(&c, &user("e2e-drift", json!({ "role": "view" })))
+        .await;
     wait_reason(&c, "e2e-drift", "Provisioned").await;
     let rbs = bindings(&c, "user-e2e-drift");
     let original = rbs.get(RB).await.unwrap();
@@ -215,9 +219,35 @@ async fn drift_is_repaired() {
 }
 
 #[tokio::test]
-async fn role_change_recreates_the_rolebinding() {
+async fn namespace_labels_homestead_no_longer_wants_are_removed() {
+    let s = Scenario::new();
     let c = admin().await;
-    create(&c, &user("e2e-role", json!({ "role": "edit" }))).await;
+    let spec = json!({ "namespace": { "labels": { "team": "a", "cost-center": "42" } } });
+    s.create(&c, &user("e2e-relabel", spec)).await;
+    wait_reason(&c, "e2e-relabel", "Provisioned").await;
+    // Created with one request; the labels set then must still be removable by apply.
+    patch_spec(
+        &c,
+        "e2e-relabel",
+        json!({ "namespace": { "labels": { "team": "a", "cost-center": null } } }),
+    )
+    .await;
+    eventually("the dropped label to be removed", 30, || async {
+        let ns = namespaces(&c).get("user-e2e-relabel").await.ok()?;
+        let labels = ns.labels();
+        (labels.get("team").map(String::as_str) == Some("a") && !labels.contains_key("cost-center"))
+            .then_some(())
+    })
+    .await;
+    wait_event(&c, "e2e-relabel", "Normal", "NamespaceUpdated").await;
+}
+
+#[tokio::test]
+async fn role_change_recreates_the_rolebinding() {
+    let s = Scenario::new();
+    let c = admin().await;
+    s.create(&c, &user("e2e-role", json!({ "role": "edit" })))
+        .await;
     wait_reason(&c, "e2e-role", "Provisioned").await;
     let rbs = bindings(&c, "user-e2e-role");
     let before = rbs.get(RB).await.unwrap();
@@ -235,6 +265,7 @@ async fn role_change_recreates_the_rolebinding() {
 
 #[tokio::test]
 async fn foreign_namespace_is_never_touched() {
+    let s = Scenario::new();
     let c = admin().await;
     let foreign = Namespace {
         metadata: kube::api::ObjectMeta {
@@ -244,12 +275,13 @@ async fn foreign_namespace_is_never_touched() {
         },
         ..Default::default()
     };
+    s.track_namespace("e2e-foreign");
     let before = namespaces(&c)
         .create(&PostParams::default(), &foreign)
         .await
         .unwrap();
     let mark = audit().len();
-    create(
+    s.create(
         &c,
         &user(
             "e2e-conflict",
@@ -283,8 +315,9 @@ async fn foreign_namespace_is_never_touched() {
 
 #[tokio::test]
 async fn first_owner_keeps_a_contested_namespace() {
+    let s = Scenario::new();
     let c = admin().await;
-    create(
+    s.create(
         &c,
         &user(
             "e2e-first",
@@ -293,7 +326,7 @@ async fn first_owner_keeps_a_contested_namespace() {
     )
     .await;
     wait_reason(&c, "e2e-first", "Provisioned").await;
-    create(
+    s.create(
         &c,
         &user(
             "e2e-second",
@@ -313,6 +346,7 @@ async fn first_owner_keeps_a_contested_namespace() {
 
 #[tokio::test]
 async fn reserved_and_invalid_namespaces_are_refused() {
+    let s = Scenario::new();
     let c = admin().await;
     for (name, ns) in [
         ("e2e-res-kube", "kube-e2e"),
@@ -320,11 +354,12 @@ async fn reserved_and_invalid_namespaces_are_refused() {
         ("e2e-res-operator", "homestead-system"),
         ("e2e-res-flag", RESERVED_BY_FLAG),
     ] {
-        create(&c, &user(name, json!({ "namespace": { "name": ns } }))).await;
+        s.create(&c, &user(name, json!({ "namespace": { "name": ns } })))
+            .await;
     }
     // A 60-character name is a valid User name, but `user-` + it exceeds 63 characters.
     let long = format!("e2e-{}", "x".repeat(56));
-    create(&c, &user(&long, json!({}))).await;
+    s.create(&c, &user(&long, json!({}))).await;
     for name in [
         "e2e-res-kube",
         "e2e-res-default",
@@ -340,8 +375,9 @@ async fn reserved_and_invalid_namespaces_are_refused() {
 
 #[tokio::test]
 async fn role_outside_the_allow_list_is_refused() {
+    let s = Scenario::new();
     let c = admin().await;
-    create(
+    s.create(
         &c,
         &user("e2e-norole", json!({ "role": "system:aggregate-to-view" })),
     )
@@ -364,8 +400,9 @@ async fn role_outside_the_allow_list_is_refused() {
 
 #[tokio::test]
 async fn suspension_revokes_access_and_keeps_data() {
+    let s = Scenario::new();
     let c = admin().await;
-    create(&c, &user("e2e-susp", json!({}))).await;
+    s.create(&c, &user("e2e-susp", json!({}))).await;
     wait_reason(&c, "e2e-susp", "Provisioned").await;
     let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "user-e2e-susp");
     let data = ConfigMap {
@@ -408,8 +445,9 @@ async fn suspension_revokes_access_and_keeps_data() {
 
 #[tokio::test]
 async fn delete_policy_waits_for_the_namespace_and_says_what_blocks_it() {
+    let s = Scenario::new();
     let c = admin().await;
-    create(&c, &user("e2e-del", json!({}))).await;
+    s.create(&c, &user("e2e-del", json!({}))).await;
     wait_reason(&c, "e2e-del", "Provisioned").await;
     let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "user-e2e-del");
     let blocker = ConfigMap {
@@ -461,8 +499,10 @@ async fn delete_policy_waits_for_the_namespace_and_says_what_blocks_it() {
 
 #[tokio::test]
 async fn retain_policy_keeps_the_namespace_without_access() {
+    let s = Scenario::new();
     let c = admin().await;
-    create(&c, &user("e2e-keep", json!({ "deletionPolicy": "Retain" }))).await;
+    s.create(&c, &user("e2e-keep", json!({ "deletionPolicy": "Retain" })))
+        .await;
     wait_reason(&c, "e2e-keep", "Provisioned").await;
     let ns = namespaces(&c).get("user-e2e-keep").await.unwrap();
     assert!(
@@ -505,8 +545,9 @@ async fn retain_policy_keeps_the_namespace_without_access() {
 
 #[tokio::test]
 async fn switching_to_retain_drops_the_owner_reference() {
+    let s = Scenario::new();
     let c = admin().await;
-    create(&c, &user("e2e-switch", json!({}))).await;
+    s.create(&c, &user("e2e-switch", json!({}))).await;
     wait_reason(&c, "e2e-switch", "Provisioned").await;
     assert_eq!(
         namespaces(&c)
@@ -527,7 +568,7 @@ async fn switching_to_retain_drops_the_owner_reference() {
 
 #[tokio::test]
 async fn bad_users_are_refused_at_admission() {
-    env();
+    let s = Scenario::new();
     let doc = |name: &str, spec: &str| {
         format!(
             "apiVersion: homestead.dev/v1alpha1\nkind: User\nmetadata:\n  name: {name}\nspec:\n{spec}"
@@ -578,6 +619,8 @@ async fn bad_users_are_refused_at_admission() {
             "expected refusal {message:?} for\n{yaml}\ngot: {out}"
         );
     }
+    s.track("e2e-adm-rename");
+    s.track("e2e-adm-late");
     let first = doc(
         "e2e-adm-rename",
         "  identity: {username: a@example.com}\n  namespace: {name: e2e-rename-a}\n",
@@ -612,7 +655,7 @@ async fn bad_users_are_refused_at_admission() {
 
 #[tokio::test]
 async fn operator_identity_has_least_privilege() {
-    env();
+    let _s = Scenario::new();
     let can_i = |args: &[&str]| {
         let mut all = vec!["auth", "can-i"];
         all.extend_from_slice(args);
@@ -647,9 +690,10 @@ async fn operator_identity_has_least_privilege() {
 
 #[tokio::test]
 async fn metrics_and_probes_are_served() {
+    let s = Scenario::new();
     let env = env();
     let c = admin().await;
-    create(&c, &user("e2e-metrics", json!({}))).await;
+    s.create(&c, &user("e2e-metrics", json!({}))).await;
     wait_reason(&c, "e2e-metrics", "Provisioned").await;
     let (code, body) = http_get(&env.metrics_address, "/metrics").unwrap();
     assert_eq!(code, 200);
@@ -669,6 +713,7 @@ async fn metrics_and_probes_are_served() {
 
 #[tokio::test]
 async fn labels_without_the_users_uid_are_not_ownership() {
+    let s = Scenario::new();
     let c = admin().await;
     // Homestead's labels for this User, but the uid of some other (say, an earlier) User.
     let forged = Namespace {
@@ -692,11 +737,12 @@ async fn labels_without_the_users_uid_are_not_ownership() {
         },
         ..Default::default()
     };
+    s.track_namespace("user-e2e-forged");
     let before = namespaces(&c)
         .create(&PostParams::default(), &forged)
         .await
         .unwrap();
-    create(&c, &user("e2e-forged", json!({}))).await;
+    s.create(&c, &user("e2e-forged", json!({}))).await;
     wait_reason(&c, "e2e-forged", "NamespaceConflict").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = namespaces(&c).get("user-e2e-forged").await.unwrap();

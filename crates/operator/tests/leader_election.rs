@@ -20,6 +20,7 @@ fn reconciles(metrics_address: &str) -> u64 {
 
 #[tokio::test]
 async fn standby_takes_over_when_the_leader_stops() {
+    let s = Scenario::new();
     let env = env();
     let c = admin().await;
     let standby_address = format!("127.0.0.1:{}", free_port().unwrap());
@@ -29,7 +30,7 @@ async fn standby_takes_over_when_the_leader_stops() {
     })
     .await;
 
-    create(&c, &user("ha-one", json!({}))).await;
+    s.create(&c, &user("ha-one", json!({}))).await;
     wait_reason(&c, "ha-one", "Provisioned").await;
     assert!(
         reconciles(&env.metrics_address) > 0,
@@ -52,7 +53,7 @@ async fn standby_takes_over_when_the_leader_stops() {
         "the leader did not shut down cleanly: {status:?}"
     );
 
-    create(&c, &user("ha-two", json!({}))).await;
+    s.create(&c, &user("ha-two", json!({}))).await;
     wait_reason(&c, "ha-two", "Provisioned").await;
     assert!(
         reconciles(&standby_address) > 0,

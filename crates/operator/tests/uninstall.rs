@@ -18,10 +18,12 @@ use serde_json::json;
 
 #[tokio::test]
 async fn deleting_the_crd_deletes_no_namespace() {
+    let s = Scenario::new();
     let c = admin().await;
     let people = ["uninst-ann", "uninst-ben"];
     for name in people {
-        create(&c, &user(name, json!({ "deletionPolicy": "Delete" }))).await;
+        s.create(&c, &user(name, json!({ "deletionPolicy": "Delete" })))
+            .await;
     }
     for name in people {
         wait_reason(&c, name, "Provisioned").await;

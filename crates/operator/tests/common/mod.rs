@@ -135,11 +135,113 @@ pub fn user(name: &str, mut spec: Value) -> User {
     .unwrap()
 }
 
-pub async fn create(client: &Client, user: &User) -> User {
-    Api::<User>::all(client.clone())
-        .create(&PostParams::default(), user)
-        .await
-        .unwrap()
+/// A test's Users (and any Namespace it made itself): created through it, deleted when it is
+/// dropped, so no test leaves Users behind. When the test fails (drops while panicking), it
+/// first prints each User, its Namespace, RoleBindings, ResourceQuotas and Events, and the
+/// operator's last log lines.
+#[derive(Default)]
+pub struct Scenario {
+    users: std::sync::Mutex<Vec<String>>,
+    namespaces: std::sync::Mutex<Vec<String>>,
+}
+
+impl Scenario {
+    pub fn new() -> Self {
+        env();
+        Self::default()
+    }
+
+    /// Creates `user` as the admin and remembers it for cleanup.
+    pub async fn create(&self, client: &Client, user: &User) -> User {
+        self.track(&user.metadata.name.clone().unwrap());
+        Api::<User>::all(client.clone())
+            .create(&PostParams::default(), user)
+            .await
+            .unwrap()
+    }
+
+    /// Remembers a User created some other way (for example by `kubectl apply`).
+    pub fn track(&self, name: &str) {
+        self.users.lock().unwrap().push(name.to_owned());
+    }
+
+    /// Remembers a Namespace the test created itself, to delete it afterwards.
+    pub fn track_namespace(&self, name: &str) {
+        self.namespaces.lock().unwrap().push(name.to_owned());
+    }
+}
+
+impl Drop for Scenario {
+    fn drop(&mut self) {
+        let users = std::mem::take(&mut *self.users.lock().unwrap_or_else(|e| e.into_inner()));
+        let namespaces =
+            std::mem::take(&mut *self.namespaces.lock().unwrap_or_else(|e| e.into_inner()));
+        if std::thread::panicking() {
+            eprintln!("{}", dump_users(&users));
+        }
+        for (kind, names) in [("users", &users), ("namespaces", &namespaces)] {
+            if names.is_empty() {
+                continue;
+            }
+            let mut args = vec!["delete", kind, "--ignore-not-found", "--wait=false"];
+            args.extend(names.iter().map(String::as_str));
+            let (ok, out) = kubectl(&args, "");
+            if !ok && !std::thread::panicking() {
+                eprintln!("cleanup of {kind} {names:?} failed: {out}");
+            }
+        }
+    }
+}
+
+/// The state of `users` and their objects, for the output of a failed test.
+pub fn dump_users(users: &[String]) -> String {
+    let mut out = String::new();
+    for name in users {
+        let (_, user) = kubectl(&["get", "user", name, "-o", "yaml"], "");
+        let namespace = kubectl(
+            &["get", "user", name, "-o", "jsonpath={.status.namespace}"],
+            "",
+        )
+        .1;
+        let namespace = if namespace.trim().is_empty() || namespace.contains("NotFound") {
+            format!("user-{name}")
+        } else {
+            namespace.trim().to_owned()
+        };
+        let (_, ns) = kubectl(&["get", "namespace", &namespace, "-o", "yaml"], "");
+        let (_, objects) = kubectl(
+            &[
+                "get",
+                "rolebindings,resourcequotas",
+                "-n",
+                &namespace,
+                "-o",
+                "wide",
+            ],
+            "",
+        );
+        let selector = format!("involvedObject.name={name}");
+        let (_, events) = kubectl(
+            &[
+                "get",
+                "events",
+                "-n",
+                "default",
+                "--field-selector",
+                &selector,
+            ],
+            "",
+        );
+        out += &format!(
+            "===== User {name} =====\n{user}\n----- Namespace {namespace} -----\n{ns}\n----- RoleBindings, ResourceQuotas -----\n{objects}\n----- Events -----\n{events}\n"
+        );
+    }
+    let log = env()
+        .operator
+        .lock()
+        .map(|o| o.log_tail(40))
+        .unwrap_or_default();
+    out + "----- operator log -----\n" + &log
 }
 
 /// The `Ready` condition's reason, if any.

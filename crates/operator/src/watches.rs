@@ -1,0 +1,89 @@
+//! What the operator watches: Users (the Controller's own watch) and, through one labelled
+//! watch per kind, the Namespaces, RoleBindings and ResourceQuotas Homestead manages. Each of
+//! those feeds both a reflector cache (read by reconciles instead of the API server) and the
+//! Controller's triggers, mapped back to the User by label.
+
+use std::time::Duration;
+
+use homestead_api::{LABEL_MANAGED_BY, MANAGED_BY, User};
+use homestead_reconciler::Caches;
+use homestead_reconciler::ownership::user_of;
+use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use kube::runtime::controller::{self, Controller};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource};
+use serde::de::DeserializeOwned;
+
+/// The Controller over Users, triggered also by every change to a managed object, with
+/// `concurrency` reconciles at once (0: unbounded), and the caches of managed objects.
+pub fn controller(client: &Client, concurrency: u16) -> (Controller<User>, Caches) {
+    let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
+    let (namespaces, namespace_events) = cached_watch::<Namespace>(client, managed.clone());
+    let (role_bindings, role_binding_events) = cached_watch::<RoleBinding>(client, managed.clone());
+    let (quotas, quota_events) = cached_watch::<ResourceQuota>(client, managed);
+    let controller = Controller::new(
+        Api::<User>::all(client.clone()),
+        watcher::Config::default().any_semantic(),
+    )
+    .with_config(controller::Config::default().concurrency(concurrency))
+    .watches_stream(namespace_events, |o| user_of(&o))
+    .watches_stream(role_binding_events, |o| user_of(&o))
+    .watches_stream(quota_events, |o| user_of(&o));
+    let caches = Caches {
+        namespaces,
+        role_bindings,
+        quotas,
+    };
+    (controller, caches)
+}
+
+/// A reflector cache of `K` objects matching `config`, and the stream of touched objects
+/// (applied or deleted) that feeds both the cache and the Controller's triggers.
+fn cached_watch<K>(
+    client: &Client,
+    config: watcher::Config,
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher(Api::all(client.clone()), config))
+        .default_backoff()
+        .touched_objects();
+    (store, stream)
+}
+
+/// Waits until the User cache and every managed-object cache have seen their first list.
+pub async fn synced(users: &Store<User>, caches: &Caches) {
+    wait_until_ready(users).await;
+    wait_until_ready(&caches.namespaces).await;
+    wait_until_ready(&caches.role_bindings).await;
+    wait_until_ready(&caches.quotas).await;
+}
+
+/// Waits until `store` has seen its first complete list.
+///
+/// `Store::wait_until_ready` wakes only the most recent of several concurrent waiters (its
+/// oneshot receiver keeps one waker), and the Controller waits on the User store too; so this
+/// polls again every 250 ms instead of relying on a wake-up. Once ready, it returns at once.
+async fn wait_until_ready<K>(store: &Store<K>)
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    let poll = Duration::from_millis(250);
+    while tokio::time::timeout(poll, store.wait_until_ready())
+        .await
+        .is_err()
+    {}
+}

@@ -1,0 +1,236 @@
+//! The reconciler's door to the API server: typed get / create / apply / delete of the objects
+//! Homestead manages, with the `Api` derived from the object's kind and namespace, and Event
+//! publishing. Every failure becomes an [`Error::Kube`] naming the verb, kind and object.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use homestead_api::{FIELD_MANAGER, User};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tracing::warn;
+
+use crate::context::Context;
+use crate::drift::created_fields_entry;
+use crate::error::{Error, Result, Verb};
+use crate::status::Change;
+
+/// How to address objects of one scope: implemented for namespaced and cluster-scoped kinds, so
+/// [`Context`] can build the right `Api` for any [`Object`].
+pub trait Scope {
+    /// The `Api` for `K` in `namespace` (ignored for cluster-scoped kinds).
+    fn api<K>(client: Client, namespace: Option<&str>) -> Api<K>
+    where
+        K: Resource<Scope = Self, DynamicType = ()>;
+}
+
+impl Scope for NamespaceResourceScope {
+    fn api<K>(client: Client, namespace: Option<&str>) -> Api<K>
+    where
+        K: Resource<Scope = Self, DynamicType = ()>,
+    {
+        match namespace {
+            Some(ns) => Api::namespaced(client, ns),
+            None => Api::all(client),
+        }
+    }
+}
+
+impl Scope for ClusterResourceScope {
+    fn api<K>(client: Client, _namespace: Option<&str>) -> Api<K>
+    where
+        K: Resource<Scope = Self, DynamicType = ()>,
+    {
+        Api::all(client)
+    }
+}
+
+/// A Kubernetes kind Homestead reads and writes: a static type of either scope that
+/// serializes to and from JSON.
+pub trait Object: Resource<DynamicType = (), Scope: Scope> + Json {}
+impl<K: Resource<DynamicType = (), Scope: Scope> + Json> Object for K {}
+
+/// What the client needs to send and receive an object: JSON both ways, cloning, debugging.
+pub trait Json: Clone + Serialize + DeserializeOwned + Debug {}
+impl<K: Clone + Serialize + DeserializeOwned + Debug> Json for K {}
+
+/// `namespace/name`, or `name` for a cluster-scoped object, for messages.
+fn display_name(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_owned(),
+    }
+}
+
+impl Context {
+    /// The `Api` for `K` in `namespace` (`None`: cluster-scoped, or all namespaces).
+    fn api<K: Object>(&self, namespace: Option<&str>) -> Api<K> {
+        K::Scope::api(self.client.clone(), namespace)
+    }
+
+    fn error<K: Object>(
+        verb: Verb,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> impl FnOnce(kube::Error) -> Error {
+        let name = display_name(namespace, name);
+        move |source| Error::kube(verb, K::kind(&()), &name, source)
+    }
+
+    /// GETs the object `reference`; `None` if it does not exist.
+    ///
+    /// # Errors
+    /// [`Error::Kube`] with [`Verb::Get`] for any other failure.
+    pub(crate) async fn get<K: Object>(&self, reference: &ObjectRef<K>) -> Result<Option<K>> {
+        let ns = reference.namespace.as_deref();
+        self.api::<K>(ns)
+            .get_opt(&reference.name)
+            .await
+            .map_err(Self::error::<K>(Verb::Get, ns, &reference.name))
+    }
+
+    /// Creates `object` with a request that fails if it already exists (field manager
+    /// `homestead`); returns `None` when it does exist (HTTP 409 Conflict), so nothing is ever
+    /// taken over by a create.
+    ///
+    /// # Errors
+    /// [`Error::Kube`] with [`Verb::Create`] for any failure but a conflict.
+    pub(crate) async fn create<K: Object>(&self, object: &K) -> Result<Option<K>> {
+        let (ns, name) = (object.namespace(), object.name_any());
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PostParams::default()
+        };
+        match self.api::<K>(ns.as_deref()).create(&params, object).await {
+            Ok(created) => Ok(Some(created)),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(None),
+            Err(source) => Err(Self::error::<K>(Verb::Create, ns.as_deref(), &name)(source)),
+        }
+    }
+
+    /// Server-side applies `object` with field manager `homestead`, forcing ownership of the
+    /// fields Homestead manages (drift repair). Only call it for an object proven to be the
+    /// User's, or one that must not exist yet.
+    ///
+    /// # Errors
+    /// [`Error::Kube`] with [`Verb::Apply`].
+    pub(crate) async fn apply<K: Object>(&self, object: &K) -> Result<()> {
+        let (ns, name) = (object.namespace(), object.name_any());
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        self.api::<K>(ns.as_deref())
+            .patch(&name, &params, &Patch::Apply(object))
+            .await
+            .map(drop)
+            .map_err(Self::error::<K>(Verb::Apply, ns.as_deref(), &name))
+    }
+
+    /// Server-side applies `desired` over `current` (the live object's metadata, known to be
+    /// the User's). If `current` still has the fields Homestead set when it created the object
+    /// (operation `Update` in `managedFields`), they first move to Homestead's apply entry with a
+    /// JSON patch that tests the entry is unchanged (as kubectl does when it upgrades client-side
+    /// to server-side apply): otherwise the apply could never remove a label or owner reference
+    /// Homestead set at creation. See
+    /// <https://kubernetes.io/docs/reference/using-api/server-side-apply/#upgrading-from-client-side-apply-to-server-side-apply>.
+    ///
+    /// # Errors
+    /// [`Error::Kube`] with [`Verb::Apply`] for either request.
+    pub(crate) async fn apply_over<K: Object>(
+        &self,
+        desired: &K,
+        current: &ObjectMeta,
+    ) -> Result<()> {
+        if let Some(i) = created_fields_entry(current, FIELD_MANAGER) {
+            let (ns, name) = (desired.namespace(), desired.name_any());
+            let entry = format!("/metadata/managedFields/{i}");
+            let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
+                { "op": "test", "path": format!("{entry}/manager"), "value": FIELD_MANAGER },
+                { "op": "test", "path": format!("{entry}/operation"), "value": "Update" },
+                { "op": "replace", "path": format!("{entry}/operation"), "value": "Apply" },
+                { "op": "remove", "path": format!("{entry}/time") },
+            ]))
+            .expect("a well-formed JSON patch");
+            let params = PatchParams {
+                field_manager: Some(FIELD_MANAGER.to_owned()),
+                ..PatchParams::default()
+            };
+            self.api::<K>(ns.as_deref())
+                .patch(&name, &params, &Patch::Json::<()>(patch))
+                .await
+                .map_err(Self::error::<K>(Verb::Apply, ns.as_deref(), &name))?;
+        }
+        self.apply(desired).await
+    }
+
+    /// Deletes the object `reference` with `params`; an object already gone (HTTP 404) counts
+    /// as deleted.
+    ///
+    /// # Errors
+    /// [`Error::Kube`] with [`Verb::Delete`] for any other failure (a failed precondition too).
+    pub(crate) async fn delete<K: Object>(
+        &self,
+        reference: &ObjectRef<K>,
+        params: &DeleteParams,
+    ) -> Result<()> {
+        let ns = reference.namespace.as_deref();
+        match self.api::<K>(ns).delete(&reference.name, params).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(source) => Err(Self::error::<K>(Verb::Delete, ns, &reference.name)(source)),
+        }
+    }
+
+    /// The Namespace `name` from the cache of managed Namespaces, or from the API server when
+    /// the cache does not have it (it holds only Namespaces labelled as Homestead's); `None` if
+    /// it does not exist.
+    ///
+    /// # Errors
+    /// [`Error::Kube`] with [`Verb::Get`].
+    pub(crate) async fn namespace(&self, name: &str) -> Result<Option<Arc<Namespace>>> {
+        if let Some(ns) = self.cached_namespace(name) {
+            return Ok(Some(ns));
+        }
+        Ok(self.get(&ObjectRef::new(name)).await?.map(Arc::new))
+    }
+
+    /// The Namespace `name` from the cache of managed Namespaces.
+    pub(crate) fn cached_namespace(&self, name: &str) -> Option<Arc<Namespace>> {
+        self.caches.namespaces.get(&ObjectRef::new(name))
+    }
+
+    /// Publishes a Normal Event about `user` reporting `change`, with `note` saying what
+    /// exactly was done.
+    pub(crate) async fn record(&self, user: &User, change: Change, note: String) {
+        self.publish(user, EventType::Normal, change.as_str(), note)
+            .await;
+    }
+
+    /// Publishes an Event about `user` with `reason` and `note`. Failures are logged, never
+    /// returned: Events are best effort and must not hold up a reconcile.
+    pub(crate) async fn publish(&self, user: &User, type_: EventType, reason: &str, note: String) {
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: "Reconcile".to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &user.object_ref(&())).await {
+            warn!(user = %user.name_any(), %reason, "publishing Event failed: {e}");
+        }
+    }
+}
+
+/// The object `namespace/name` from a reflector cache.
+pub(crate) fn cached<K>(store: &Store<K>, namespace: &str, name: &str) -> Option<Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    store.get(&ObjectRef::new(name).within(namespace))
+}

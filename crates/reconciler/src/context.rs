@@ -1,0 +1,164 @@
+//! What every reconcile shares: the operator's [`Config`] (from its flags) and the [`Context`]
+//! (client, Event recorder, metrics, reflector caches of managed objects, per-User backoff),
+//! passed to each reconcile as `Arc<Context>`.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use kube::Client;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::Store;
+
+use crate::error::Backoffs;
+use crate::metrics::Metrics;
+
+/// The operator's configuration, from its command-line flags.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Prefix of derived Namespace names: `<prefix><User name>`. Default `user-`.
+    pub namespace_prefix: String,
+    /// ClusterRoles a User may ask for. `cluster-admin` is refused even if listed.
+    pub allowed_roles: BTreeSet<String>,
+    /// Namespaces never touched, beyond `default`, `kube-*` and the operator's own.
+    pub reserved_namespaces: BTreeSet<String>,
+    /// The namespace the operator runs in (reserved too).
+    pub operator_namespace: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            namespace_prefix: "user-".to_owned(),
+            allowed_roles: ["admin", "edit", "view"].map(String::from).into(),
+            reserved_namespaces: BTreeSet::new(),
+            operator_namespace: "homestead-system".to_owned(),
+        }
+    }
+}
+
+impl Config {
+    /// Whether Homestead must never touch `namespace`: `default`, any `kube-*`, the operator's
+    /// own namespace, or one listed in [`Config::reserved_namespaces`].
+    pub fn is_reserved(&self, namespace: &str) -> bool {
+        namespace == "default"
+            || namespace.starts_with("kube-")
+            || namespace == self.operator_namespace
+            || self.reserved_namespaces.contains(namespace)
+    }
+}
+
+/// The reflector caches of the objects Homestead manages (each watched with the label
+/// `app.kubernetes.io/managed-by=homestead`), read instead of the API server wherever possible.
+#[derive(Clone)]
+pub struct Caches {
+    /// Namespaces labelled as Homestead's.
+    pub namespaces: Store<Namespace>,
+    /// RoleBindings labelled as Homestead's.
+    pub role_bindings: Store<RoleBinding>,
+    /// ResourceQuotas labelled as Homestead's.
+    pub quotas: Store<ResourceQuota>,
+}
+
+/// Everything a reconcile needs, shared by all reconciles as `Arc<Context>`.
+pub struct Context {
+    /// Client authenticated as the operator.
+    pub client: Client,
+    /// The operator's configuration.
+    pub config: Config,
+    /// Publishes Events on Users (in namespace `default`, as for every cluster-scoped object).
+    pub recorder: Recorder,
+    /// The operator's Prometheus metrics.
+    pub metrics: Metrics,
+    /// Caches of managed objects.
+    pub caches: Caches,
+    /// Retry delays of Users whose reconcile failed.
+    pub backoffs: Backoffs,
+}
+
+impl Context {
+    /// A Context whose Events are reported by `reporter` (controller `homestead` and this
+    /// replica's identity), with fresh backoff state.
+    pub fn new(
+        client: Client,
+        config: Config,
+        reporter: Reporter,
+        metrics: Metrics,
+        caches: Caches,
+    ) -> Self {
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            config,
+            metrics,
+            caches,
+            backoffs: Backoffs::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test {
+    //! A [`Context`] on a mock API server ([`tower_test`]), with caches the test fills itself.
+
+    use kube::runtime::reflector::{self, store::Writer};
+    use kube::runtime::watcher;
+    use kube::{Client, Resource};
+    use tower_test::mock;
+
+    use super::*;
+
+    /// The API server side of a test [`Context`]: receives each request and answers it.
+    pub type ApiServer =
+        mock::Handle<http::Request<kube::client::Body>, http::Response<kube::client::Body>>;
+
+    /// The cache writers of a test [`Context`].
+    pub struct Writers {
+        pub namespaces: Writer<Namespace>,
+        pub role_bindings: Writer<RoleBinding>,
+        pub quotas: Writer<ResourceQuota>,
+    }
+
+    impl Writers {
+        /// Puts `object` into its cache, as a watch event would.
+        pub fn insert<K>(writer: &mut Writer<K>, object: K)
+        where
+            K: Resource<DynamicType = ()> + Clone + 'static,
+        {
+            writer.apply_watcher_event(&watcher::Event::Apply(object));
+        }
+    }
+
+    impl Context {
+        /// A Context with the default [`Config`], empty caches and a client whose requests
+        /// go to the returned [`ApiServer`].
+        pub fn test() -> (Self, ApiServer, Writers) {
+            let (service, server) = mock::pair();
+            let client = Client::new(service, "default");
+            let (namespaces, ns_writer) = reflector::store();
+            let (role_bindings, rb_writer) = reflector::store();
+            let (quotas, quota_writer) = reflector::store();
+            let registry = prometheus::Registry::new();
+            let context = Self::new(
+                client,
+                Config::default(),
+                Reporter {
+                    controller: "homestead".into(),
+                    instance: Some("test".into()),
+                },
+                Metrics::new(&registry).expect("fresh registry"),
+                Caches {
+                    namespaces,
+                    role_bindings,
+                    quotas,
+                },
+            );
+            let writers = Writers {
+                namespaces: ns_writer,
+                role_bindings: rb_writer,
+                quotas: quota_writer,
+            };
+            (context, server, writers)
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! Reconciles against a mock API server (`tower-test`), for the failures a real server cannot
+//! be made to produce on cue: a status patch that fails, an Event that cannot be published, a
+//! 404 on delete, a 409 on create, a 403 on apply. Each test scripts the exact requests it
+//! expects, in order, and fails on any other (or on a request too many).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use homestead_api::{FINALIZER, User};
+use http::{Method, Request, Response, StatusCode};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::client::Body;
+use kube::runtime::controller::Action;
+use serde_json::{Value, json};
+
+use crate::context::test::{ApiServer, Writers};
+use crate::desired::{desired_namespace, desired_role_binding};
+use crate::provision::RESYNC;
+use crate::status::{Outcome, Reason, desired_status};
+use crate::test_fixtures::user;
+use crate::{Context, Error, error_policy, reconcile};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+/// One expected request: its method, a fragment its path must contain, and the answer.
+struct Expect {
+    method: Method,
+    path: &'static str,
+    status: StatusCode,
+    body: Value,
+}
+
+fn expect(method: Method, path: &'static str, status: StatusCode, body: Value) -> Expect {
+    Expect {
+        method,
+        path,
+        status,
+        body,
+    }
+}
+
+/// A Kubernetes `Status` error body with `code` and the reason the API server gives it.
+fn failure(code: StatusCode) -> Value {
+    let reason = match code {
+        StatusCode::NOT_FOUND => "NotFound",
+        StatusCode::CONFLICT => "AlreadyExists",
+        StatusCode::FORBIDDEN => "Forbidden",
+        _ => "InternalError",
+    };
+    json!({
+        "apiVersion": "v1", "kind": "Status", "status": "Failure",
+        "message": format!("injected {code}"), "reason": reason, "code": code.as_u16(),
+    })
+}
+
+/// Answers the scripted requests in order and returns the bodies the operator sent; panics on
+/// an unexpected request.
+async fn serve(mut server: ApiServer, script: Vec<Expect>) -> Vec<Value> {
+    let mut sent = Vec::new();
+    for step in script {
+        let (request, respond): (Request<Body>, _) = server
+            .next_request()
+            .await
+            .expect("the client hung up before the script ended");
+        let (method, path) = (request.method().clone(), request.uri().to_string());
+        assert_eq!(
+            (&method, path.contains(step.path)),
+            (&step.method, true),
+            "expected {} …{}…, got {method} {path}",
+            step.method,
+            step.path
+        );
+        let bytes = request.into_body().collect_bytes().await.unwrap();
+        sent.push(serde_json::from_slice(&bytes).unwrap_or(Value::Null));
+        let response = Response::builder()
+            .status(step.status)
+            .body(Body::from(serde_json::to_vec(&step.body).unwrap()))
+            .unwrap();
+        respond.send_response(response);
+    }
+    sent
+}
+
+/// Runs one reconcile of `user` against `script`; returns its result and the request bodies.
+/// Fails if the reconcile makes a request the script does not expect (it would wait forever).
+async fn run(
+    ctx: impl Into<Arc<Context>>,
+    server: ApiServer,
+    user: User,
+    script: Vec<Expect>,
+) -> (crate::Result<Action>, Vec<Value>) {
+    let ctx = ctx.into();
+    let server = tokio::spawn(serve(server, script));
+    let result = tokio::time::timeout(Duration::from_secs(5), reconcile(Arc::new(user), ctx))
+        .await
+        .expect("reconcile made a request the script did not expect");
+    let sent = server.await.expect("the script failed");
+    (result, sent)
+}
+
+/// A live User with the finalizer already in place (so the finalizer helper goes straight to
+/// provisioning).
+fn finalized(name: &str, spec: Value) -> User {
+    let mut u = user(name, spec);
+    u.metadata.finalizers = Some(vec![FINALIZER.to_owned()]);
+    u
+}
+
+/// Fills the caches with `user`'s Namespace and RoleBinding, as provisioning leaves them.
+fn provisioned(writers: &mut Writers, user: &User) {
+    Writers::insert(
+        &mut writers.namespaces,
+        desired_namespace(user, "user-alice"),
+    );
+    Writers::insert(
+        &mut writers.role_bindings,
+        desired_role_binding(user, "user-alice"),
+    );
+}
+
+const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/default/events";
+
+#[tokio::test]
+async fn failed_status_patch_is_an_error_and_publishes_nothing() {
+    let (ctx, server, mut writers) = Context::test();
+    let alice = finalized("alice", json!({}));
+    provisioned(&mut writers, &alice);
+    let script = vec![expect(
+        Method::PATCH,
+        "/users/alice/status",
+        StatusCode::INTERNAL_SERVER_ERROR,
+        failure(StatusCode::INTERNAL_SERVER_ERROR),
+    )];
+    let (result, sent) = run(ctx, server, alice, script).await;
+    let error = result.expect_err("a failed status write fails the reconcile");
+    assert_eq!(error.metric_label(), "status_failed");
+    assert!(
+        error.to_string().contains("patch status of User \"alice\""),
+        "{error}"
+    );
+    assert_eq!(sent[0]["status"]["conditions"][0]["reason"], "Provisioned");
+}
+
+#[tokio::test]
+async fn failed_event_publish_does_not_fail_the_reconcile() {
+    let (ctx, server, mut writers) = Context::test();
+    let alice = finalized("alice", json!({}));
+    provisioned(&mut writers, &alice);
+    let script = vec![
+        expect(
+            Method::PATCH,
+            "/users/alice/status",
+            StatusCode::OK,
+            json!(alice),
+        ),
+        expect(
+            Method::POST,
+            EVENTS,
+            StatusCode::FORBIDDEN,
+            failure(StatusCode::FORBIDDEN),
+        ),
+    ];
+    let (result, sent) = run(ctx, server, alice, script).await;
+    assert_eq!(
+        result.expect("Events are best effort"),
+        Action::requeue(RESYNC)
+    );
+    assert_eq!(sent[1]["reason"], "Provisioned");
+}
+
+#[tokio::test]
+async fn not_found_on_delete_counts_as_deleted() {
+    let (ctx, server, mut writers) = Context::test();
+    let frank = finalized("alice", json!({ "suspended": true }));
+    provisioned(&mut writers, &frank);
+    let script = vec![
+        expect(
+            Method::DELETE,
+            "/namespaces/user-alice/rolebindings/homestead-user",
+            StatusCode::NOT_FOUND,
+            failure(StatusCode::NOT_FOUND),
+        ),
+        expect(Method::POST, EVENTS, StatusCode::CREATED, json!({})),
+        expect(
+            Method::PATCH,
+            "/users/alice/status",
+            StatusCode::OK,
+            json!(frank),
+        ),
+        expect(Method::POST, EVENTS, StatusCode::CREATED, json!({})),
+    ];
+    let (result, sent) = run(ctx, server, frank, script).await;
+    assert_eq!(
+        result.expect("a binding already gone is revoked"),
+        Action::requeue(RESYNC)
+    );
+    assert_eq!(sent[1]["reason"], "AccessRevoked");
+    assert_eq!(sent[2]["status"]["conditions"][0]["reason"], "Suspended");
+}
+
+#[tokio::test]
+async fn conflict_on_create_leaves_the_other_namespace_alone() {
+    let (ctx, server, _writers) = Context::test();
+    let alice = finalized("alice", json!({}));
+    let foreign = Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some("user-alice".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let script = vec![
+        expect(
+            Method::GET,
+            "/api/v1/namespaces/user-alice",
+            StatusCode::NOT_FOUND,
+            failure(StatusCode::NOT_FOUND),
+        ),
+        expect(
+            Method::POST,
+            "/api/v1/namespaces",
+            StatusCode::CONFLICT,
+            failure(StatusCode::CONFLICT),
+        ),
+        expect(
+            Method::GET,
+            "/api/v1/namespaces/user-alice",
+            StatusCode::OK,
+            json!(foreign),
+        ),
+        expect(
+            Method::PATCH,
+            "/users/alice/status",
+            StatusCode::OK,
+            json!(alice),
+        ),
+        expect(Method::POST, EVENTS, StatusCode::CREATED, json!({})),
+    ];
+    let (result, sent) = run(ctx, server, alice, script).await;
+    assert_eq!(result.unwrap(), Action::requeue(RESYNC));
+    assert_eq!(
+        sent[1]["metadata"]["name"], "user-alice",
+        "the create carried the namespace"
+    );
+    let ready = &sent[3]["status"]["conditions"][0];
+    assert_eq!(
+        (ready["status"].as_str(), ready["reason"].as_str()),
+        (Some("False"), Some("NamespaceConflict"))
+    );
+    assert_eq!(sent[4]["type"], "Warning");
+}
+
+#[tokio::test]
+async fn forbidden_apply_is_an_apply_error_and_writes_no_status() {
+    let (ctx, server, mut writers) = Context::test();
+    let alice = finalized("alice", json!({}));
+    Writers::insert(
+        &mut writers.namespaces,
+        desired_namespace(&alice, "user-alice"),
+    );
+    let script = vec![expect(
+        Method::PATCH,
+        "/namespaces/user-alice/rolebindings/homestead-user",
+        StatusCode::FORBIDDEN,
+        failure(StatusCode::FORBIDDEN),
+    )];
+    let (result, sent) = run(ctx, server, alice, script).await;
+    let error = result.expect_err("a refused apply fails the reconcile");
+    assert_eq!(error.metric_label(), "apply_failed");
+    assert!(
+        error
+            .to_string()
+            .contains("RoleBinding \"user-alice/homestead-user\""),
+        "{error}"
+    );
+    assert_eq!(sent[0]["roleRef"]["name"], "admin");
+}
+
+#[tokio::test]
+async fn failures_back_off_per_user_and_a_success_resets_it() {
+    let (ctx, server, mut writers) = Context::test();
+    let ctx = Arc::new(ctx);
+    let alice = finalized("alice", json!({}));
+    let error = Error::kube(
+        crate::error::Verb::Apply,
+        "RoleBinding".into(),
+        "user-alice/homestead-user",
+        kube::Error::Api(kube::core::Status::failure("x", "y").with_code(500).boxed()),
+    );
+    // Jitter adds up to the delay itself: failure n waits in [2^n s, 2^(n+1) s).
+    for base in [1, 2, 4, 8] {
+        let delay = ctx.retry_delay(&alice, &error);
+        let base = Duration::from_secs(base);
+        assert!(
+            delay >= base && delay < base * 2,
+            "{delay:?} for base {base:?}"
+        );
+    }
+    assert_eq!(ctx.backoffs.failing(), 1);
+    let errors = ctx
+        .metrics
+        .errors
+        .with_label_values(&["apply_failed"])
+        .get();
+    assert_eq!(errors, 4);
+    let action = error_policy(Arc::new(user("bob", json!({}))), &error, ctx.clone());
+    assert_ne!(
+        action,
+        Action::await_change(),
+        "a failure is always retried"
+    );
+    assert_eq!(ctx.backoffs.failing(), 2);
+
+    // A successful reconcile of alice (converged: no request at all) forgets her failures.
+    let mut converged = alice;
+    provisioned(&mut writers, &converged);
+    let outcome = Outcome {
+        namespace: "user-alice".into(),
+        reason: Reason::Provisioned,
+        message: "namespace \"user-alice\" provisioned; \"alice@example.com\" has ClusterRole \"admin\" there".into(),
+    };
+    converged.status = Some(desired_status(&converged, &outcome, Time(Timestamp::now())));
+    let (result, sent) = run(ctx.clone(), server, converged, vec![]).await;
+    assert_eq!(result.unwrap(), Action::requeue(RESYNC));
+    assert!(sent.is_empty(), "a converged User costs no request");
+    assert_eq!(ctx.backoffs.failing(), 1, "only bob is still backing off");
+}

@@ -1,0 +1,114 @@
+//! Offboarding a deleted User (the finalizer's cleanup), per `deletionPolicy`:
+//! `Delete` deletes the User's Namespace and holds the finalizer until it is gone; `Retain`
+//! revokes access and releases the Namespace with its data. While the `users.homestead.dev`
+//! CRD itself is being deleted (uninstall), every User is treated as `Retain`, so uninstalling
+//! Homestead never deletes anyone's namespace (DESIGN.md semantic 7).
+
+use homestead_api::{CRD_NAME, DeletionPolicy, User};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use kube::api::{DeleteParams, Preconditions};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+
+use crate::context::Context;
+use crate::desired::{ROLE_BINDING_NAME, retained_namespace};
+use crate::error::{Error, Result};
+use crate::ownership::is_owned_by;
+use crate::status::{Change, Outcome, Reason, terminating_message};
+use crate::validate::namespace_name;
+
+/// Offboards `user` (see the module docs). Returns `Ok` when nothing of the User's is left to
+/// wait for, so the finalizer helper removes the finalizer.
+///
+/// # Errors
+/// [`Error::NamespaceTerminating`] while a `Delete` offboarding waits for the Namespace (the
+/// finalizer must stay); [`Error::Kube`] when a request fails.
+pub async fn offboard(user: &User, ctx: &Context) -> Result<Action> {
+    let uninstalling = crd_is_deleting(ctx).await?;
+    let policy = if uninstalling {
+        DeletionPolicy::Retain
+    } else {
+        user.spec.deletion_policy
+    };
+    let owned = |ns: &Namespace| is_owned_by(&ns.metadata, user);
+    let name = namespace_name(user, &ctx.config, |n| {
+        ctx.cached_namespace(n).is_some_and(|ns| owned(&ns))
+    });
+    let Some(namespace) = ctx.namespace(&name).await?.filter(|ns| owned(ns)) else {
+        let note = format!(
+            "offboarding complete: no namespace of this User remains (looked for {name:?})"
+        );
+        ctx.record(user, Change::Offboarded, note).await;
+        return Ok(Action::await_change());
+    };
+    match policy {
+        DeletionPolicy::Delete => delete_namespace(user, ctx, &namespace).await,
+        DeletionPolicy::Retain => retain_namespace(user, ctx, &namespace, uninstalling).await,
+    }
+}
+
+/// Whether the `users.homestead.dev` CRD itself is gone or being deleted (Homestead is being
+/// uninstalled).
+async fn crd_is_deleting(ctx: &Context) -> Result<bool> {
+    let crd = ctx
+        .get(&ObjectRef::<CustomResourceDefinition>::new(CRD_NAME))
+        .await?;
+    Ok(crd.is_none_or(|crd| crd.metadata.deletion_timestamp.is_some()))
+}
+
+/// `Delete`: deletes the Namespace (with its uid as precondition, so a namespace recreated by
+/// someone else under the same name is never deleted), reports what still blocks it as
+/// `Ready=False, Terminating`, and waits.
+async fn delete_namespace(user: &User, ctx: &Context, namespace: &Namespace) -> Result<Action> {
+    let name = namespace.name_any();
+    if namespace.metadata.deletion_timestamp.is_none() {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: namespace.uid(),
+                resource_version: None,
+            }),
+            ..DeleteParams::background()
+        };
+        ctx.delete(&ObjectRef::<Namespace>::new(&name), &params)
+            .await?;
+        let note = format!("offboarding: deleting namespace {name:?} (deletionPolicy Delete)");
+        ctx.record(user, Change::NamespaceDeleting, note).await;
+    }
+    ctx.write_status(
+        user,
+        Outcome::new(
+            name.clone(),
+            Reason::Terminating,
+            terminating_message(namespace),
+        ),
+    )
+    .await?;
+    Err(Error::NamespaceTerminating(name))
+}
+
+/// `Retain` (or uninstall): removes Homestead's RoleBinding, then releases the Namespace
+/// (managed labels and owner reference removed, `homestead.dev/retained-from` set) with its
+/// data.
+async fn retain_namespace(
+    user: &User,
+    ctx: &Context,
+    namespace: &Namespace,
+    uninstalling: bool,
+) -> Result<Action> {
+    let name = namespace.name_any();
+    let binding = ObjectRef::<RoleBinding>::new(ROLE_BINDING_NAME).within(&name);
+    ctx.delete(&binding, &DeleteParams::default()).await?;
+    ctx.apply_over(&retained_namespace(user, &name), &namespace.metadata)
+        .await?;
+    let why = if uninstalling {
+        "Homestead is being uninstalled"
+    } else {
+        "deletionPolicy Retain"
+    };
+    let note = format!("offboarding ({why}): access revoked, namespace {name:?} and its data kept");
+    ctx.record(user, Change::NamespaceRetained, note).await;
+    Ok(Action::await_change())
+}

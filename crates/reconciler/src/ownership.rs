@@ -1,0 +1,99 @@
+//! Every rule about what belongs to whom: when a Namespace is a User's (both managed labels and
+//! the uid annotation; a name match alone never is), the labels and owner reference Homestead
+//! puts on what it makes, and the mapping from a managed object back to its User that the
+//! operator's watches use.
+
+use std::collections::BTreeMap;
+
+use homestead_api::{ANNOTATION_USER_UID, LABEL_MANAGED_BY, LABEL_USER, MANAGED_BY, User};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+
+/// Whether `meta` marks an object as belonging to `user`: label
+/// `app.kubernetes.io/managed-by=homestead`, label `homestead.dev/user=<name>` and annotation
+/// `homestead.dev/user-uid=<uid>` (DESIGN.md semantic 2). A name match alone is never ownership.
+pub fn is_owned_by(meta: &ObjectMeta, user: &User) -> bool {
+    let uid = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_USER_UID));
+    label(meta, LABEL_MANAGED_BY) == Some(MANAGED_BY)
+        && labelled_for(meta, user)
+        && uid.is_some()
+        && uid == user.uid().as_ref()
+}
+
+/// Whether a namespaced object carries the label `homestead.dev/user=<name of user>` (its
+/// Namespace's ownership is what is checked by uid).
+pub fn labelled_for(meta: &ObjectMeta, user: &User) -> bool {
+    label(meta, LABEL_USER) == Some(user.name_any().as_str())
+}
+
+fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+/// The labels every object Homestead manages for `user` carries:
+/// `app.kubernetes.io/managed-by=homestead` and `homestead.dev/user=<name>`.
+pub fn managed_labels(user: &User) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (LABEL_MANAGED_BY.to_owned(), MANAGED_BY.to_owned()),
+        (LABEL_USER.to_owned(), user.name_any()),
+    ])
+}
+
+/// The owner reference to `user`: controller, blocking foreground deletion of the User.
+///
+/// # Panics
+/// If `user` has no name or uid, which a User read from the API server always has.
+pub fn owner_reference(user: &User) -> OwnerReference {
+    let mut owner = user
+        .controller_owner_ref(&())
+        .expect("a User read from the API server has a name and uid");
+    owner.block_owner_deletion = Some(true);
+    owner
+}
+
+/// The User a managed object belongs to, by its `homestead.dev/user` label; `None` for an
+/// object without it. The operator maps watch events of managed kinds to reconciles with this.
+pub fn user_of<K: Resource>(object: &K) -> Option<ObjectRef<User>> {
+    object
+        .labels()
+        .get(LABEL_USER)
+        .map(|name| ObjectRef::new(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::desired::desired_namespace;
+    use crate::test_fixtures::user;
+    use k8s_openapi::api::core::v1::Namespace;
+    use serde_json::json;
+
+    #[test]
+    fn ownership_needs_both_labels_and_the_uid() {
+        let u = user("alice", json!({}));
+        let ns = desired_namespace(&u, "user-alice");
+        assert!(is_owned_by(&ns.metadata, &u));
+        let mut by_name_only = ns.metadata.clone();
+        by_name_only.annotations = None;
+        assert!(!is_owned_by(&by_name_only, &u));
+        let mut other_uid = ns.metadata.clone();
+        other_uid
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert(ANNOTATION_USER_UID.into(), "uid-older-alice".into());
+        assert!(!is_owned_by(&other_uid, &u));
+        assert!(!is_owned_by(&ns.metadata, &user("bob", json!({}))));
+    }
+
+    #[test]
+    fn watch_events_map_to_the_labelled_user() {
+        let ns = desired_namespace(&user("alice", json!({})), "user-alice");
+        assert_eq!(user_of(&ns), Some(ObjectRef::new("alice")));
+        assert_eq!(user_of(&Namespace::default()), None);
+    }
+}

@@ -1,0 +1,213 @@
+//! Provisioning a live User, as small idempotent steps: decide the Namespace name and refuse
+//! what is unsafe ([`crate::validate`]), check the existing Namespace's ownership, then bring
+//! the Namespace, the person's access (RoleBinding, or none while suspended) and the quota to
+//! the desired state, writing only what differs from the cache, and finally the status.
+
+use std::time::Duration;
+
+use homestead_api::{FIELD_MANAGER, User};
+use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use kube::ResourceExt;
+use kube::api::DeleteParams;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use tracing::info;
+
+use crate::client::cached;
+use crate::context::Context;
+use crate::desired::{
+    QUOTA_NAME, ROLE_BINDING_NAME, desired_namespace, desired_quota, desired_role_binding,
+};
+use crate::drift::{metadata_matches, quota_matches, role_binding_matches};
+use crate::error::Result;
+use crate::ownership::{is_owned_by, labelled_for};
+use crate::status::{Change, Outcome, Reason, terminating_message};
+use crate::validate::{Refusal, namespace_name, validate};
+
+/// Requeue interval of a User in its final state (converged or refused): a periodic check
+/// that costs cache reads only.
+pub const RESYNC: Duration = Duration::from_secs(300);
+/// Requeue interval while a Namespace terminates; the Namespace watch usually triggers the
+/// next reconcile sooner (on each status change and on deletion).
+pub const TERMINATING_RECHECK: Duration = Duration::from_secs(30);
+
+/// Brings the cluster to `user`'s desired state (see the module docs).
+///
+/// # Errors
+/// [`crate::Error::Kube`] when a request fails; nothing already written is undone, and the
+/// next reconcile continues from there.
+pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
+    let name = namespace_name(user, &ctx.config, |n| {
+        ctx.cached_namespace(n)
+            .is_some_and(|ns| is_owned_by(&ns.metadata, user))
+    });
+    if let Err(refusal) = validate(user, &name, &ctx.config) {
+        return refuse(user, ctx, name, &refusal).await;
+    }
+    let existing = match ctx.namespace(&name).await? {
+        None => None,
+        Some(ns) if !is_owned_by(&ns.metadata, user) => {
+            return refuse(user, ctx, name.clone(), &Refusal::NamespaceConflict(name)).await;
+        }
+        Some(ns) if ns.metadata.deletion_timestamp.is_some() => {
+            ctx.write_status(
+                user,
+                Outcome::new(name, Reason::NamespaceTerminating, terminating_message(&ns)),
+            )
+            .await?;
+            return Ok(Action::requeue(TERMINATING_RECHECK));
+        }
+        Some(ns) => Some(ns),
+    };
+    if !ensure_namespace(user, ctx, &name, existing.as_deref()).await? {
+        return refuse(user, ctx, name.clone(), &Refusal::NamespaceConflict(name)).await;
+    }
+    let (reason, message) = if user.spec.suspended {
+        revoke_access(user, ctx, &name).await?;
+        let message =
+            format!("suspended: access revoked; namespace {name:?} and its contents are kept");
+        (Reason::Suspended, message)
+    } else {
+        grant_access(user, ctx, &name).await?;
+        let message = format!(
+            "namespace {name:?} provisioned; {:?} has ClusterRole {:?} there",
+            user.spec.identity.username, user.spec.role
+        );
+        (Reason::Provisioned, message)
+    };
+    ensure_quota(user, ctx, &name).await?;
+    ctx.write_status(user, Outcome::new(name, reason, message))
+        .await?;
+    Ok(Action::requeue(RESYNC))
+}
+
+/// Refuses to provision: `Ready=False` with the refusal's reason, a Warning Event on the
+/// transition, and no write to anything but the User's status.
+pub(crate) async fn refuse(
+    user: &User,
+    ctx: &Context,
+    namespace: String,
+    refusal: &Refusal,
+) -> Result<Action> {
+    let reason = refusal.reason();
+    info!(user = %user.name_any(), %reason, "refusing to provision");
+    ctx.write_status(
+        user,
+        Outcome::new(namespace, reason, refusal.message(&ctx.config)),
+    )
+    .await?;
+    Ok(Action::requeue(RESYNC))
+}
+
+/// Creates the Namespace `name` when `owned` (the User's existing one) is `None`, with a
+/// request that fails if it exists, or brings `owned` back to the desired labels, annotations
+/// and owner reference. Returns `false` when a Namespace of that name appeared, not the User's,
+/// between the check and the create: it is left untouched.
+async fn ensure_namespace(
+    user: &User,
+    ctx: &Context,
+    name: &str,
+    owned: Option<&Namespace>,
+) -> Result<bool> {
+    let desired = desired_namespace(user, name);
+    match owned {
+        None => {
+            if ctx.create(&desired).await?.is_none() {
+                // Someone created it meanwhile; only a fresh read can say whose it is.
+                let ns = ctx.get(&ObjectRef::<Namespace>::new(name)).await?;
+                return Ok(ns.is_some_and(|ns| is_owned_by(&ns.metadata, user)));
+            }
+            let note = format!("created namespace {name:?}");
+            ctx.record(user, Change::NamespaceCreated, note).await;
+        }
+        Some(ns) if metadata_matches(&desired.metadata, &ns.metadata, FIELD_MANAGER) => {}
+        Some(ns) => {
+            ctx.apply_over(&desired, &ns.metadata).await?;
+            let note = format!("updated labels, annotations or owner of namespace {name:?}");
+            ctx.record(user, Change::NamespaceUpdated, note).await;
+        }
+    }
+    Ok(true)
+}
+
+/// The RoleBinding Homestead made for `user` in `namespace`, from the cache.
+fn cached_binding(user: &User, ctx: &Context, namespace: &str) -> Option<RoleBinding> {
+    cached(&ctx.caches.role_bindings, namespace, ROLE_BINDING_NAME)
+        .filter(|rb| labelled_for(&rb.metadata, user))
+        .map(|rb| rb.as_ref().clone())
+}
+
+/// Suspension: removes Homestead's RoleBinding in `namespace` if the cache has it.
+async fn revoke_access(user: &User, ctx: &Context, namespace: &str) -> Result<()> {
+    if cached_binding(user, ctx, namespace).is_none() {
+        return Ok(());
+    }
+    let binding = ObjectRef::<RoleBinding>::new(ROLE_BINDING_NAME).within(namespace);
+    ctx.delete(&binding, &DeleteParams::default()).await?;
+    let note = format!("suspended: removed RoleBinding {namespace}/{ROLE_BINDING_NAME}");
+    ctx.record(user, Change::AccessRevoked, note).await;
+    Ok(())
+}
+
+/// Grants `spec.role` in `namespace`: creates, repairs or (on a role change, since roleRef is
+/// immutable) replaces Homestead's RoleBinding; writes nothing when the cache already matches.
+async fn grant_access(user: &User, ctx: &Context, namespace: &str) -> Result<()> {
+    let desired = desired_role_binding(user, namespace);
+    let (change, note) = match cached_binding(user, ctx, namespace) {
+        Some(cached) if role_binding_matches(&desired, &cached, FIELD_MANAGER) => return Ok(()),
+        Some(cached) if cached.role_ref != desired.role_ref => {
+            let binding = ObjectRef::<RoleBinding>::new(ROLE_BINDING_NAME).within(namespace);
+            ctx.delete(&binding, &DeleteParams::default()).await?;
+            let note = format!(
+                "role changed from {:?} to {:?}: recreated RoleBinding {namespace}/{ROLE_BINDING_NAME}",
+                cached.role_ref.name, desired.role_ref.name
+            );
+            (Change::RoleChanged, note)
+        }
+        cached => {
+            let change = if cached.is_some() {
+                Change::RoleBindingRepaired
+            } else {
+                Change::AccessGranted
+            };
+            let note = format!(
+                "bound ClusterRole {:?} to {:?} in namespace {namespace:?}",
+                user.spec.role, user.spec.identity.username
+            );
+            (change, note)
+        }
+    };
+    ctx.apply(&desired).await?;
+    ctx.record(user, change, note).await;
+    Ok(())
+}
+
+/// Applies, or removes, Homestead's ResourceQuota in `namespace` per `spec.quota`.
+async fn ensure_quota(user: &User, ctx: &Context, namespace: &str) -> Result<()> {
+    let cached = cached(&ctx.caches.quotas, namespace, QUOTA_NAME)
+        .filter(|q| labelled_for(&q.metadata, user));
+    let change = match (desired_quota(user, namespace), cached) {
+        (Some(quota), Some(cached)) if quota_matches(&quota, &cached, FIELD_MANAGER) => {
+            return Ok(());
+        }
+        (Some(quota), _) => {
+            ctx.apply(&quota).await?;
+            Change::QuotaApplied
+        }
+        (None, Some(_)) => {
+            let quota = ObjectRef::<ResourceQuota>::new(QUOTA_NAME).within(namespace);
+            ctx.delete(&quota, &DeleteParams::default()).await?;
+            Change::QuotaRemoved
+        }
+        (None, None) => return Ok(()),
+    };
+    let verb = if change == Change::QuotaApplied {
+        "applied"
+    } else {
+        "removed"
+    };
+    let note = format!("{verb} ResourceQuota {namespace}/{QUOTA_NAME}");
+    ctx.record(user, change, note).await;
+    Ok(())
+}

@@ -1,0 +1,343 @@
+//! The User's status and Events: one [`Reason`] enum for every `Ready` condition reason, one
+//! [`Change`] enum for every Event about a change Homestead made, the pure [`desired_status`]
+//! (following the Kubernetes API conventions for conditions), and the status write that sends
+//! it only when it changed, with an Event on every transition (DESIGN.md semantics 9, 11, 16).
+
+use std::fmt;
+
+use homestead_api::{CONDITION_READY, FIELD_MANAGER, User, UserStatus};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+
+use crate::context::Context;
+use crate::error::{Error, Result, Verb};
+
+/// Why the `Ready` condition is what it is; also the reason of the Event on each transition.
+/// UpperCamelCase, as the API conventions ask of condition reasons.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// Namespace and access are as declared (`Ready=True`).
+    Provisioned,
+    /// `spec.suspended`: access revoked, Namespace kept (`Ready=True`: that is the declared state).
+    Suspended,
+    /// The Namespace exists and is not this User's.
+    NamespaceConflict,
+    /// The Namespace name is reserved.
+    ReservedNamespace,
+    /// The Namespace name is not a DNS-1123 label.
+    InvalidNamespaceName,
+    /// The role is not in the allow-list.
+    RoleNotAllowed,
+    /// A subject starts with `system:`.
+    ForbiddenSubject,
+    /// A reserved label or annotation key was asked for.
+    ReservedKey,
+    /// The User's Namespace is being deleted by someone else; Homestead waits for it to go.
+    NamespaceTerminating,
+    /// The User is being offboarded and its Namespace deleted.
+    Terminating,
+}
+
+impl Reason {
+    /// The reason as written into the condition and the Event.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Provisioned => "Provisioned",
+            Self::Suspended => "Suspended",
+            Self::NamespaceConflict => "NamespaceConflict",
+            Self::ReservedNamespace => "ReservedNamespace",
+            Self::InvalidNamespaceName => "InvalidNamespaceName",
+            Self::RoleNotAllowed => "RoleNotAllowed",
+            Self::ForbiddenSubject => "ForbiddenSubject",
+            Self::ReservedKey => "ReservedKey",
+            Self::NamespaceTerminating => "NamespaceTerminating",
+            Self::Terminating => "Terminating",
+        }
+    }
+
+    /// Whether this reason means `Ready=True`.
+    pub fn is_ready(self) -> bool {
+        matches!(self, Self::Provisioned | Self::Suspended)
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A change Homestead made to a User's objects; the reason of the Normal Event that reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// The Namespace was created.
+    NamespaceCreated,
+    /// The Namespace's labels, annotations or owner reference were brought back in line.
+    NamespaceUpdated,
+    /// The RoleBinding was created.
+    AccessGranted,
+    /// The role changed: the RoleBinding was replaced (its roleRef is immutable).
+    RoleChanged,
+    /// The RoleBinding had drifted and was restored.
+    RoleBindingRepaired,
+    /// The RoleBinding was removed (suspension).
+    AccessRevoked,
+    /// The ResourceQuota was created or updated.
+    QuotaApplied,
+    /// The ResourceQuota was removed (`spec.quota` dropped).
+    QuotaRemoved,
+    /// Offboarding under `Delete`: the Namespace is being deleted.
+    NamespaceDeleting,
+    /// Offboarding under `Retain` (or uninstall): access revoked, Namespace kept.
+    NamespaceRetained,
+    /// Offboarding finished: nothing of the User's remains.
+    Offboarded,
+}
+
+impl Change {
+    /// The Event reason.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NamespaceCreated => "NamespaceCreated",
+            Self::NamespaceUpdated => "NamespaceUpdated",
+            Self::AccessGranted => "AccessGranted",
+            Self::RoleChanged => "RoleChanged",
+            Self::RoleBindingRepaired => "RoleBindingRepaired",
+            Self::AccessRevoked => "AccessRevoked",
+            Self::QuotaApplied => "QuotaApplied",
+            Self::QuotaRemoved => "QuotaRemoved",
+            Self::NamespaceDeleting => "NamespaceDeleting",
+            Self::NamespaceRetained => "NamespaceRetained",
+            Self::Offboarded => "Offboarded",
+        }
+    }
+}
+
+/// The outcome of a reconcile, written into the `Ready` condition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// The Namespace the User has, or would have.
+    pub namespace: String,
+    /// Why `Ready` is what it is; [`Reason::is_ready`] decides its status.
+    pub reason: Reason,
+    /// A human-readable message: what is so, and what to do if anything.
+    pub message: String,
+}
+
+impl Outcome {
+    /// An outcome for `namespace` with `reason` and `message`.
+    pub fn new(namespace: impl Into<String>, reason: Reason, message: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// The status `outcome` describes for `user`: `status.namespace`, `observedGeneration` (the
+/// User's `metadata.generation`) and the `Ready` condition. Its `lastTransitionTime` is the
+/// previous one while the condition's status stays the same, else `now` (API conventions:
+/// it moves only on a transition).
+pub fn desired_status(user: &User, outcome: &Outcome, now: Time) -> UserStatus {
+    let status = if outcome.reason.is_ready() {
+        "True"
+    } else {
+        "False"
+    };
+    let last_transition_time = match user.ready_condition() {
+        Some(c) if c.status == status => c.last_transition_time.clone(),
+        _ => now,
+    };
+    UserStatus {
+        namespace: Some(outcome.namespace.clone()),
+        observed_generation: user.metadata.generation,
+        conditions: vec![Condition {
+            type_: CONDITION_READY.to_owned(),
+            status: status.to_owned(),
+            reason: outcome.reason.as_str().to_owned(),
+            message: outcome.message.clone(),
+            observed_generation: user.metadata.generation,
+            last_transition_time,
+        }],
+    }
+}
+
+/// Whether `outcome` changes the `Ready` condition's status or reason (an Event-worthy
+/// transition) compared with `user`'s current status.
+pub fn is_transition(user: &User, outcome: &Outcome) -> bool {
+    user.ready_condition().is_none_or(|c| {
+        c.status
+            != if outcome.reason.is_ready() {
+                "True"
+            } else {
+                "False"
+            }
+            || c.reason != outcome.reason.as_str()
+    })
+}
+
+/// A message naming what still blocks a terminating Namespace, from its status conditions
+/// (`NamespaceContentRemaining`, `NamespaceFinalizersRemaining`, deletion failures), or a
+/// generic one when the namespace controller has not reported yet.
+pub fn terminating_message(ns: &Namespace) -> String {
+    let name = ns.name_any();
+    let blockers: Vec<String> = ns
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|c| c.status == "True")
+        .map(|c| format!("{}: {}", c.type_, c.message.as_deref().unwrap_or("")))
+        .collect();
+    if blockers.is_empty() {
+        format!("waiting for namespace {name:?} to be deleted")
+    } else {
+        format!(
+            "waiting for namespace {name:?} to be deleted; {}",
+            blockers.join("; ")
+        )
+    }
+}
+
+impl Context {
+    /// Writes `outcome` into `user`'s status by server-side apply on the status subresource
+    /// (field manager `homestead`), only if it differs from the current status, and publishes
+    /// an Event (Normal when ready, else Warning) when the `Ready` condition's status or reason
+    /// changes.
+    ///
+    /// # Errors
+    /// [`Error::Kube`] with [`Verb::PatchStatus`] when the patch fails; no Event is published then.
+    pub(crate) async fn write_status(&self, user: &User, outcome: Outcome) -> Result<()> {
+        let desired = desired_status(user, &outcome, Time(k8s_openapi::jiff::Timestamp::now()));
+        if user.status.as_ref() == Some(&desired) {
+            return Ok(());
+        }
+        let name = user.name_any();
+        let patch = serde_json::json!({
+            "apiVersion": User::api_version(&()),
+            "kind": User::kind(&()),
+            "status": desired,
+        });
+        Api::<User>::all(self.client.clone())
+            .patch_status(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&patch),
+            )
+            .await
+            .map_err(|source| Error::kube(Verb::PatchStatus, User::kind(&()), &name, source))?;
+        if is_transition(user, &outcome) {
+            let type_ = if outcome.reason.is_ready() {
+                EventType::Normal
+            } else {
+                EventType::Warning
+            };
+            self.publish(user, type_, outcome.reason.as_str(), outcome.message)
+                .await;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_fixtures::user;
+    use k8s_openapi::jiff::Timestamp;
+    use serde_json::json;
+
+    fn at(seconds: i64) -> Time {
+        Time(Timestamp::from_second(seconds).unwrap())
+    }
+
+    fn outcome(reason: Reason) -> Outcome {
+        Outcome {
+            namespace: "user-alice".into(),
+            reason,
+            message: format!("{reason}"),
+        }
+    }
+
+    #[test]
+    fn last_transition_time_moves_only_when_the_status_does() {
+        let mut u = user("alice", json!({}));
+        u.metadata.generation = Some(3);
+        let first = desired_status(&u, &outcome(Reason::Provisioned), at(100));
+        let ready = &first.conditions[0];
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("True", "Provisioned")
+        );
+        assert_eq!(ready.last_transition_time, at(100));
+        assert_eq!(first.observed_generation, Some(3));
+        assert_eq!(ready.observed_generation, Some(3));
+
+        // Same status, even with another reason: the time stays.
+        u.status = Some(first.clone());
+        let suspended = desired_status(&u, &outcome(Reason::Suspended), at(200));
+        assert_eq!(suspended.conditions[0].last_transition_time, at(100));
+        // Recomputing the same outcome later gives the same status: nothing to write.
+        assert_eq!(
+            desired_status(&u, &outcome(Reason::Provisioned), at(300)),
+            first
+        );
+
+        // True -> False moves it.
+        let refused = desired_status(&u, &outcome(Reason::RoleNotAllowed), at(400));
+        assert_eq!(refused.conditions[0].status, "False");
+        assert_eq!(refused.conditions[0].last_transition_time, at(400));
+    }
+
+    #[test]
+    fn transitions_are_status_or_reason_changes() {
+        let mut u = user("alice", json!({}));
+        assert!(
+            is_transition(&u, &outcome(Reason::Provisioned)),
+            "no condition yet"
+        );
+        u.status = Some(desired_status(&u, &outcome(Reason::Provisioned), at(1)));
+        assert!(!is_transition(&u, &outcome(Reason::Provisioned)));
+        assert!(is_transition(&u, &outcome(Reason::Suspended)));
+        assert!(is_transition(&u, &outcome(Reason::NamespaceConflict)));
+    }
+
+    #[test]
+    fn only_provisioned_and_suspended_are_ready() {
+        let ready: Vec<Reason> = [
+            Reason::Provisioned,
+            Reason::Suspended,
+            Reason::NamespaceConflict,
+            Reason::ReservedNamespace,
+            Reason::InvalidNamespaceName,
+            Reason::RoleNotAllowed,
+            Reason::ForbiddenSubject,
+            Reason::ReservedKey,
+            Reason::NamespaceTerminating,
+            Reason::Terminating,
+        ]
+        .into_iter()
+        .filter(|r| r.is_ready())
+        .collect();
+        assert_eq!(ready, [Reason::Provisioned, Reason::Suspended]);
+    }
+
+    #[test]
+    fn terminating_message_names_the_blockers() {
+        let ns: Namespace = serde_json::from_value(json!({
+            "metadata": { "name": "user-alice" },
+            "status": { "conditions": [
+                { "type": "NamespaceDeletionDiscoveryFailure", "status": "False" },
+                { "type": "NamespaceFinalizersRemaining", "status": "True", "message": "Some content in the namespace has finalizers remaining: example.com/block in 1 resource instances" },
+            ] },
+        }))
+        .unwrap();
+        let message = terminating_message(&ns);
+        assert!(message.contains("example.com/block"), "{message}");
+        assert!(!message.contains("DiscoveryFailure"), "{message}");
+    }
+}

@@ -1,0 +1,218 @@
+//! Refusals: what Homestead will not provision and why, decided before anything is written.
+//! Also the Namespace name a User gets. Pure functions, no client.
+
+use homestead_api::{User, is_dns1123_label, is_reserved_key};
+use kube::ResourceExt;
+
+use crate::context::Config;
+use crate::status::Reason;
+
+/// Why Homestead refuses to provision a User. Each maps to the `Ready=False` [`Reason`] of the
+/// same name and a Warning Event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The Namespace name is reserved: `default`, `kube-*`, the operator's own namespace, or one
+    /// listed with `--reserved-namespace`.
+    ReservedNamespace(String),
+    /// The Namespace name (given or derived) is not a DNS-1123 label.
+    InvalidNamespaceName(String),
+    /// `spec.role` is not in the operator's allow-list.
+    RoleNotAllowed(String),
+    /// A subject name starts with `system:` (normally refused at admission already).
+    ForbiddenSubject(String),
+    /// `spec.namespace` sets a reserved label or annotation key (normally refused at admission
+    /// already; checked again in case the CRD in the cluster lacks the rule).
+    ReservedKey(String),
+    /// The Namespace exists and does not belong to this User.
+    NamespaceConflict(String),
+}
+
+impl Refusal {
+    /// The `Ready=False` condition reason, also the Warning Event's reason.
+    pub fn reason(&self) -> Reason {
+        match self {
+            Self::ReservedNamespace(_) => Reason::ReservedNamespace,
+            Self::InvalidNamespaceName(_) => Reason::InvalidNamespaceName,
+            Self::RoleNotAllowed(_) => Reason::RoleNotAllowed,
+            Self::ForbiddenSubject(_) => Reason::ForbiddenSubject,
+            Self::ReservedKey(_) => Reason::ReservedKey,
+            Self::NamespaceConflict(_) => Reason::NamespaceConflict,
+        }
+    }
+
+    /// A human-readable message that says what is wrong and what to do.
+    pub fn message(&self, config: &Config) -> String {
+        match self {
+            Self::ReservedNamespace(ns) => format!(
+                "namespace {ns:?} is reserved (default, kube-*, the operator's namespace, or --reserved-namespace); set spec.namespace.name to another name"
+            ),
+            Self::InvalidNamespaceName(ns) => format!(
+                "namespace name {ns:?} is not a valid DNS-1123 label (at most 63 lower-case letters, digits and '-'); set spec.namespace.name explicitly"
+            ),
+            Self::RoleNotAllowed(role) => {
+                let allowed: Vec<&str> = config.allowed_roles.iter().map(String::as_str).collect();
+                format!(
+                    "role {role:?} is not in the operator's allow-list [{}]",
+                    allowed.join(", ")
+                )
+            }
+            Self::ForbiddenSubject(name) => format!(
+                "subject {name:?} is refused: names starting with 'system:' belong to Kubernetes"
+            ),
+            Self::ReservedKey(key) => format!(
+                "spec.namespace may not set {key:?}: homestead.dev/*, pod-security.kubernetes.io/* and app.kubernetes.io/managed-by are reserved"
+            ),
+            Self::NamespaceConflict(ns) => format!(
+                "namespace {ns:?} already exists and does not belong to this User; Homestead never takes over a namespace it did not create for this User"
+            ),
+        }
+    }
+}
+
+/// The Namespace name for `user`: `spec.namespace.name` if set; otherwise the name recorded in
+/// `status.namespace` when `provisioned` says that Namespace is this User's (so changing the
+/// operator's prefix never moves anyone's namespace); otherwise `<prefix><metadata.name>`.
+pub fn namespace_name(user: &User, config: &Config, provisioned: impl Fn(&str) -> bool) -> String {
+    if let Some(name) = user.spec.namespace.as_ref().and_then(|n| n.name.clone()) {
+        return name;
+    }
+    if let Some(name) = user.status.as_ref().and_then(|s| s.namespace.as_deref())
+        && provisioned(name)
+    {
+        return name.to_owned();
+    }
+    format!("{}{}", config.namespace_prefix, user.name_any())
+}
+
+/// Checks the parts of `user` that need no API call: the namespace name (valid and not
+/// reserved), the role (allow-listed, never `cluster-admin`), the subjects (no `system:`), the
+/// extra label and annotation keys (none reserved).
+///
+/// # Errors
+/// The first [`Refusal`] found, in that order.
+pub fn validate(user: &User, namespace: &str, config: &Config) -> Result<(), Refusal> {
+    if !is_dns1123_label(namespace) {
+        return Err(Refusal::InvalidNamespaceName(namespace.to_owned()));
+    }
+    if config.is_reserved(namespace) {
+        return Err(Refusal::ReservedNamespace(namespace.to_owned()));
+    }
+    if !config.allowed_roles.contains(&user.spec.role) || user.spec.role == "cluster-admin" {
+        return Err(Refusal::RoleNotAllowed(user.spec.role.clone()));
+    }
+    let identity = &user.spec.identity;
+    if let Some(bad) = std::iter::once(&identity.username)
+        .chain(&identity.groups)
+        .find(|s| s.starts_with("system:"))
+    {
+        return Err(Refusal::ForbiddenSubject(bad.clone()));
+    }
+    if let Some(extra) = &user.spec.namespace
+        && let Some(key) = extra
+            .labels
+            .keys()
+            .chain(extra.annotations.keys())
+            .find(|k| is_reserved_key(k))
+    {
+        return Err(Refusal::ReservedKey(key.clone()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_fixtures::user;
+    use homestead_api::UserStatus;
+    use serde_json::json;
+
+    #[test]
+    fn namespace_name_prefers_spec_then_provisioned_status_then_prefix() {
+        let config = Config::default();
+        let mut u = user("alice", json!({}));
+        assert_eq!(namespace_name(&u, &config, |_| true), "user-alice");
+        u.status = Some(UserStatus {
+            namespace: Some("old-alice".into()),
+            ..UserStatus::default()
+        });
+        assert_eq!(
+            namespace_name(&u, &config, |n| n == "old-alice"),
+            "old-alice"
+        );
+        assert_eq!(namespace_name(&u, &config, |_| false), "user-alice");
+        let u = user("alice", json!({ "namespace": { "name": "lab" } }));
+        assert_eq!(namespace_name(&u, &config, |_| true), "lab");
+    }
+
+    #[test]
+    fn validate_refuses_reserved_invalid_and_unlisted() {
+        let config = Config {
+            reserved_namespaces: ["payroll".to_owned()].into(),
+            ..Config::default()
+        };
+        let u = user("alice", json!({}));
+        for ns in [
+            "default",
+            "kube-system",
+            "kube-anything",
+            "homestead-system",
+            "payroll",
+        ] {
+            assert_eq!(
+                validate(&u, ns, &config),
+                Err(Refusal::ReservedNamespace(ns.into()))
+            );
+        }
+        let long = format!("user-{}", "a".repeat(60));
+        assert_eq!(
+            validate(&u, &long, &config),
+            Err(Refusal::InvalidNamespaceName(long.clone()))
+        );
+        assert_eq!(validate(&u, "user-alice", &config), Ok(()));
+        let u = user("alice", json!({ "role": "cluster-admin" }));
+        assert!(matches!(
+            validate(&u, "user-alice", &config),
+            Err(Refusal::RoleNotAllowed(_))
+        ));
+        let config = Config {
+            allowed_roles: ["cluster-admin".to_owned()].into(),
+            ..Config::default()
+        };
+        assert!(matches!(
+            validate(&u, "user-alice", &config),
+            Err(Refusal::RoleNotAllowed(_))
+        ));
+    }
+
+    #[test]
+    fn validate_refuses_reserved_keys_the_schema_should_have_stopped() {
+        let config = Config::default();
+        let u = user(
+            "alice",
+            json!({ "namespace": { "labels": { "pod-security.kubernetes.io/enforce": "privileged" } } }),
+        );
+        assert_eq!(
+            validate(&u, "user-alice", &config),
+            Err(Refusal::ReservedKey(
+                "pod-security.kubernetes.io/enforce".into()
+            ))
+        );
+        let u = user(
+            "alice",
+            json!({ "namespace": { "annotations": { "homestead.dev/user-uid": "x" } } }),
+        );
+        assert!(matches!(
+            validate(&u, "user-alice", &config),
+            Err(Refusal::ReservedKey(_))
+        ));
+    }
+
+    #[test]
+    fn refusals_carry_their_reason() {
+        let refusal = Refusal::NamespaceConflict("legacy".into());
+        assert_eq!(refusal.reason(), Reason::NamespaceConflict);
+        assert!(refusal.message(&Config::default()).contains("\"legacy\""));
+        let roles = Refusal::RoleNotAllowed("monitoring".into()).message(&Config::default());
+        assert!(roles.contains("[admin, edit, view]"), "{roles}");
+    }
+}
