@@ -53,7 +53,7 @@ _no-leftovers:
     done
     echo "control-plane processes left behind by the tests:"; echo "$left"; exit 1
 
-# Start the local control plane, install the CRD, rbac/ and the operator (as its own identity), and apply manifests/samples/.
+# Start the local control plane, install the CRD, rbac/ (admission policy included) and the operator (as its own identity, allowing namespaces user-*, research-* and legacy-*), and apply manifests/samples/.
 up: control-plane
     #!/usr/bin/env bash
     set -euo pipefail
@@ -69,7 +69,8 @@ up: control-plane
     {{kubectl}} wait --for condition=Established --timeout=60s crd/users.homestead.dev
     {{kubectl}} apply -k rbac/
     KUBECONFIG={{state}}/operator.kubeconfig POD_NAMESPACE=homestead-system POD_NAME=homestead-local \
-      RUST_LOG=${RUST_LOG:-info} nohup target/debug/homestead --log-format text --metrics-address {{metrics_address}} > {{state}}/operator.log 2>&1 &
+      RUST_LOG=${RUST_LOG:-info} nohup target/debug/homestead --log-format text --metrics-address {{metrics_address}} \
+      --allowed-namespace 'user-*,research-*,legacy-*' > {{state}}/operator.log 2>&1 &
     echo $! > {{state}}/operator.pid
     for _ in $(seq 60); do curl -fs http://{{metrics_address}}/readyz >/dev/null 2>&1 && break; sleep 0.5; done
     {{kubectl}} apply -f manifests/samples/

@@ -42,8 +42,12 @@ pub const LABEL_RETAINED_FROM: &str = "homestead.dev/retained-from";
 /// The condition type always present in [`UserStatus::conditions`].
 pub const CONDITION_READY: &str = "Ready";
 
-/// Label and annotation key prefixes a User may not set on its Namespace.
-pub const RESERVED_KEY_PREFIXES: [&str; 2] = ["homestead.dev/", "pod-security.kubernetes.io/"];
+/// Key prefixes (with their subdomains) a User may never set as Namespace labels or
+/// annotations: Homestead's own, and those of Kubernetes and its components (Pod Security,
+/// `kubernetes.io/metadata.name`, `scheduler.alpha.kubernetes.io/node-selector`, ...), which other
+/// components act on. See
+/// <https://kubernetes.io/docs/reference/labels-annotations-taints/>.
+pub const RESERVED_KEY_DOMAINS: [&str; 3] = ["homestead.dev/", "kubernetes.io/", "k8s.io/"];
 
 /// The maximum length of a DNS-1123 label (a Namespace name), in characters.
 pub const DNS1123_LABEL_MAX_LEN: usize = 63;
@@ -61,10 +65,27 @@ pub fn is_dns1123_label(name: &str) -> bool {
         && bytes.last().is_some_and(alnum)
 }
 
-/// Whether a label or annotation key is reserved for Homestead or the platform: any
-/// `homestead.dev/` or `pod-security.kubernetes.io/` key, and `app.kubernetes.io/managed-by`.
+/// Whether a label or annotation key is reserved: its prefix is one of
+/// [`RESERVED_KEY_DOMAINS`] or a subdomain of one (`app.kubernetes.io/name`,
+/// `pod-security.kubernetes.io/enforce`, `homestead.dev/user`).
 pub fn is_reserved_key(key: &str) -> bool {
-    key == LABEL_MANAGED_BY || RESERVED_KEY_PREFIXES.iter().any(|p| key.starts_with(p))
+    RESERVED_KEY_DOMAINS.iter().any(|d| key_matches(key, d))
+}
+
+/// Whether `key` is matched by `pattern`: a pattern ending in `/` is a key prefix and matches
+/// keys with that prefix or a subdomain of it (`istio.io/` matches `istio.io/rev` and
+/// `sidecar.istio.io/inject`); any other pattern matches that exact key (`istio-injection`).
+pub fn key_matches(key: &str, pattern: &str) -> bool {
+    match (pattern.strip_suffix('/'), key.split_once('/')) {
+        (Some(domain), Some((prefix, _))) => {
+            prefix == domain
+                || prefix
+                    .strip_suffix(domain)
+                    .is_some_and(|sub| sub.ends_with('.'))
+        }
+        (Some(_), None) => false,
+        (None, _) => key == pattern,
+    }
 }
 
 /// Message of the CEL rules that keep `spec.namespace.name` from being added, changed or removed
@@ -74,8 +95,10 @@ pub fn is_reserved_key(key: &str) -> bool {
 const IMMUTABLE_NAMESPACE: &str =
     "spec.namespace.name is immutable: set it when creating the User, or never";
 
-/// CEL rule shared by the label and annotation maps: no reserved key.
-const NO_RESERVED_KEYS: &str = "self.all(k, !k.startsWith('homestead.dev/') && !k.startsWith('pod-security.kubernetes.io/') && k != 'app.kubernetes.io/managed-by')";
+/// CEL rule shared by the label and annotation maps: no key under a [`RESERVED_KEY_DOMAINS`]
+/// prefix or its subdomains.
+const NO_RESERVED_KEYS: &str =
+    "self.all(k, !k.matches('^([^/]*[.])?(homestead[.]dev|kubernetes[.]io|k8s[.]io)/'))";
 
 /// A person who gets a home on the cluster: their own Namespace, with a RoleBinding granting
 /// them an allow-listed ClusterRole there. Created by HR/IT, one per person; deleting it
@@ -182,17 +205,18 @@ pub struct NamespaceSpec {
     )]
     pub name: Option<String>,
 
-    /// Extra labels for the Namespace. Keys under `homestead.dev/` and
-    /// `pod-security.kubernetes.io/`, and `app.kubernetes.io/managed-by`, are reserved.
+    /// Extra labels for the Namespace. Keys with the prefix `homestead.dev/`, `kubernetes.io/` or
+    /// `k8s.io/`, or a subdomain of one (`app.kubernetes.io/`, `pod-security.kubernetes.io/`), are
+    /// reserved; the platform may reserve more with the operator's `--reserved-key` flag.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 32))]
-    #[x_kube(validation = Rule::new(NO_RESERVED_KEYS).message("spec.namespace.labels may not use reserved keys: homestead.dev/*, pod-security.kubernetes.io/*, app.kubernetes.io/managed-by").reason(Reason::FieldValueForbidden))]
+    #[x_kube(validation = Rule::new(NO_RESERVED_KEYS).message("spec.namespace.labels may not use reserved keys: homestead.dev/, kubernetes.io/ and k8s.io/ prefixes and their subdomains").reason(Reason::FieldValueForbidden))]
     pub labels: BTreeMap<String, String>,
 
     /// Extra annotations for the Namespace, with the same reserved keys as `labels`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 32))]
-    #[x_kube(validation = Rule::new(NO_RESERVED_KEYS).message("spec.namespace.annotations may not use reserved keys: homestead.dev/*, pod-security.kubernetes.io/*, app.kubernetes.io/managed-by").reason(Reason::FieldValueForbidden))]
+    #[x_kube(validation = Rule::new(NO_RESERVED_KEYS).message("spec.namespace.annotations may not use reserved keys: homestead.dev/, kubernetes.io/ and k8s.io/ prefixes and their subdomains").reason(Reason::FieldValueForbidden))]
     pub annotations: BTreeMap<String, String>,
 }
 
@@ -310,11 +334,31 @@ mod tests {
 
     #[test]
     fn reserved_keys() {
-        assert!(is_reserved_key("homestead.dev/user"));
-        assert!(is_reserved_key("pod-security.kubernetes.io/enforce"));
-        assert!(is_reserved_key("app.kubernetes.io/managed-by"));
-        assert!(!is_reserved_key("app.kubernetes.io/name"));
-        assert!(!is_reserved_key("team"));
+        for reserved in [
+            "homestead.dev/user",
+            "pod-security.kubernetes.io/enforce",
+            "app.kubernetes.io/managed-by",
+            "app.kubernetes.io/name",
+            "kubernetes.io/metadata.name",
+            "scheduler.alpha.kubernetes.io/node-selector",
+            "k8s.io/x",
+            "node.k8s.io/y",
+        ] {
+            assert!(is_reserved_key(reserved), "{reserved}");
+        }
+        for free in [
+            "team",
+            "example.com/cc",
+            "notkubernetes.io/x",
+            "kubernetes.io",
+            "a.b/c",
+        ] {
+            assert!(!is_reserved_key(free), "{free}");
+        }
+        assert!(key_matches("sidecar.istio.io/inject", "istio.io/"));
+        assert!(key_matches("istio-injection", "istio-injection"));
+        assert!(!key_matches("istio-injection-x", "istio-injection"));
+        assert!(!key_matches("myistio.io/x", "istio.io/"));
     }
 
     #[test]

@@ -3,8 +3,10 @@
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 
+use anyhow::Context as _;
 use clap::{Parser, ValueEnum};
 use homestead_reconciler::Config;
+use homestead_reconciler::context::{PodSecurity, PodSecurityLevel};
 
 /// Log output format.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -22,6 +24,52 @@ pub struct Cli {
     /// Prefix of derived namespace names: `<prefix><User name>`.
     #[arg(long, env = "HOMESTEAD_NAMESPACE_PREFIX", default_value = "user-")]
     pub namespace_prefix: String,
+
+    /// Shell-style patterns (`*`, `?`, `[a-z]`) that a name in `spec.namespace.name` must match
+    /// (repeat the flag or separate with commas). Default: `<namespace prefix>*`. Derived names
+    /// (`<prefix><User name>`) are always allowed.
+    #[arg(
+        long = "allowed-namespace",
+        env = "HOMESTEAD_ALLOWED_NAMESPACES",
+        value_delimiter = ','
+    )]
+    pub allowed_namespaces: Vec<String>,
+
+    /// Extra label and annotation keys Users may not set on their Namespace: `domain/` reserves
+    /// that prefix and its subdomains, anything else one exact key. Keys under `homestead.dev/`,
+    /// `kubernetes.io/` and `k8s.io/` are always reserved.
+    #[arg(
+        long = "reserved-key",
+        env = "HOMESTEAD_RESERVED_KEYS",
+        value_delimiter = ',',
+        default_values_t = ["istio-injection".to_owned(), "istio.io/".to_owned(), "linkerd.io/".to_owned()]
+    )]
+    pub reserved_keys: Vec<String>,
+
+    /// Pod Security level enforced in every managed Namespace
+    /// (`pod-security.kubernetes.io/enforce`): privileged, baseline or restricted.
+    #[arg(
+        long,
+        env = "HOMESTEAD_POD_SECURITY_ENFORCE",
+        default_value = "baseline"
+    )]
+    pub pod_security_enforce: PodSecurityLevel,
+
+    /// Pod Security level that warns (`pod-security.kubernetes.io/warn`).
+    #[arg(
+        long,
+        env = "HOMESTEAD_POD_SECURITY_WARN",
+        default_value = "restricted"
+    )]
+    pub pod_security_warn: PodSecurityLevel,
+
+    /// Pod Security level recorded in the audit log (`pod-security.kubernetes.io/audit`).
+    #[arg(
+        long,
+        env = "HOMESTEAD_POD_SECURITY_AUDIT",
+        default_value = "restricted"
+    )]
+    pub pod_security_audit: PodSecurityLevel,
 
     /// ClusterRoles a User may ask for (repeat the flag or separate with commas).
     /// `cluster-admin` is refused at start-up.
@@ -78,14 +126,31 @@ impl Cli {
     /// The reconciler configuration these flags describe.
     ///
     /// # Errors
-    /// When `cluster-admin` is in the allow-list: Homestead never grants it.
+    /// When `cluster-admin` is in the allow-list (Homestead never grants it), or an
+    /// `--allowed-namespace` pattern is not a valid pattern.
     pub fn config(&self) -> anyhow::Result<Config> {
         anyhow::ensure!(
             !self.allowed_roles.iter().any(|r| r == "cluster-admin"),
             "--allowed-role cluster-admin is refused: Homestead never grants cluster-wide administration"
         );
+        let patterns = if self.allowed_namespaces.is_empty() {
+            vec![format!("{}*", self.namespace_prefix)]
+        } else {
+            self.allowed_namespaces.clone()
+        };
+        let namespace_patterns = patterns
+            .iter()
+            .map(|p| glob::Pattern::new(p).with_context(|| format!("--allowed-namespace {p:?}")))
+            .collect::<anyhow::Result<_>>()?;
         Ok(Config {
             namespace_prefix: self.namespace_prefix.clone(),
+            namespace_patterns,
+            reserved_keys: self.reserved_keys.clone(),
+            pod_security: PodSecurity {
+                enforce: self.pod_security_enforce,
+                warn: self.pod_security_warn,
+                audit: self.pod_security_audit,
+            },
             allowed_roles: self.allowed_roles.iter().cloned().collect(),
             reserved_namespaces: self
                 .reserved_namespaces

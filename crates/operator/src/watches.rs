@@ -1,7 +1,9 @@
-//! What the operator watches: Users (the Controller's own watch) and, through one labelled
-//! watch per kind, the Namespaces, RoleBindings and ResourceQuotas Homestead manages. Each of
-//! those feeds both a reflector cache (read by reconciles instead of the API server) and the
-//! Controller's triggers, mapped back to the User by label.
+//! What the operator watches: Users (the Controller's own watch); the Namespaces and
+//! ResourceQuotas labelled as Homestead's; and every RoleBinding, since revoking access means
+//! removing the ones a person made too. Each watch feeds both a reflector cache (read by
+//! reconciles instead of the API server) and the Controller's triggers. A RoleBinding reaches
+//! its User through its Namespace (whose labels tenants cannot write), never through a label
+//! on the RoleBinding itself.
 
 use std::time::Duration;
 
@@ -11,7 +13,7 @@ use homestead_reconciler::ownership::user_of;
 use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
@@ -21,15 +23,20 @@ use serde::de::DeserializeOwned;
 pub fn controller(client: &Client, concurrency: u16) -> (Controller<User>, Caches) {
     let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
     let (namespaces, namespace_events) = cached_watch::<Namespace>(client, managed.clone());
-    let (role_bindings, role_binding_events) = cached_watch::<RoleBinding>(client, managed.clone());
     let (quotas, quota_events) = cached_watch::<ResourceQuota>(client, managed);
+    let (role_bindings, role_binding_events) =
+        cached_watch::<RoleBinding>(client, watcher::Config::default());
+    let by_namespace = namespaces.clone();
     let controller = Controller::new(
         Api::<User>::all(client.clone()),
         watcher::Config::default().any_semantic(),
     )
     .with_config(controller::Config::default().concurrency(concurrency))
     .watches_stream(namespace_events, |o| user_of(&o))
-    .watches_stream(role_binding_events, |o| user_of(&o))
+    .watches_stream(role_binding_events, move |rb| {
+        let namespace = by_namespace.get(&ObjectRef::new(rb.metadata.namespace.as_deref()?))?;
+        user_of(namespace.as_ref())
+    })
     .watches_stream(quota_events, |o| user_of(&o));
     let caches = Caches {
         namespaces,

@@ -165,7 +165,22 @@ impl Context {
                 .await
                 .map_err(Self::error::<K>(Verb::Apply, ns.as_deref(), &name))?;
         }
-        self.apply(desired).await
+        let mut desired = desired.clone();
+        desired.meta_mut().uid.clone_from(&current.uid);
+        self.apply(&desired).await
+    }
+
+    /// Lists every `K` in `namespace` from the API server (not a cache: for decisions that must
+    /// see objects created a moment ago, such as revoking access on offboarding).
+    ///
+    /// # Errors
+    /// [`Error::Kube`] with [`Verb::List`].
+    pub(crate) async fn list<K: Object>(&self, namespace: &str) -> Result<Vec<K>> {
+        self.api::<K>(Some(namespace))
+            .list(&kube::api::ListParams::default())
+            .await
+            .map(|list| list.items)
+            .map_err(Self::error::<K>(Verb::List, Some(namespace), "*"))
     }
 
     /// Deletes the object `reference` with `params`; an object already gone (HTTP 404) counts

@@ -13,11 +13,79 @@ use kube::runtime::reflector::Store;
 use crate::error::Backoffs;
 use crate::metrics::Metrics;
 
+/// A Pod Security Standards level, as the `pod-security.kubernetes.io/*` labels take it
+/// (<https://kubernetes.io/docs/concepts/security/pod-security-standards/>).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodSecurityLevel {
+    /// Unrestricted.
+    Privileged,
+    /// Prevents known privilege escalations (no privileged containers, host namespaces, ...).
+    Baseline,
+    /// Hardened best practice (non-root, no capabilities, seccomp, ...).
+    Restricted,
+}
+
+impl PodSecurityLevel {
+    /// The label value: `privileged`, `baseline` or `restricted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Privileged => "privileged",
+            Self::Baseline => "baseline",
+            Self::Restricted => "restricted",
+        }
+    }
+}
+
+impl std::str::FromStr for PodSecurityLevel {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "privileged" => Ok(Self::Privileged),
+            "baseline" => Ok(Self::Baseline),
+            "restricted" => Ok(Self::Restricted),
+            other => Err(format!(
+                "{other:?} is not a Pod Security level (privileged, baseline, restricted)"
+            )),
+        }
+    }
+}
+
+/// The Pod Security admission levels every managed Namespace is labelled with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PodSecurity {
+    /// `pod-security.kubernetes.io/enforce`: Pods violating it are refused. Default `baseline`.
+    pub enforce: PodSecurityLevel,
+    /// `pod-security.kubernetes.io/warn`: violations warn the client. Default `restricted`.
+    pub warn: PodSecurityLevel,
+    /// `pod-security.kubernetes.io/audit`: violations are annotated in the audit log. Default
+    /// `restricted`.
+    pub audit: PodSecurityLevel,
+}
+
+impl Default for PodSecurity {
+    fn default() -> Self {
+        Self {
+            enforce: PodSecurityLevel::Baseline,
+            warn: PodSecurityLevel::Restricted,
+            audit: PodSecurityLevel::Restricted,
+        }
+    }
+}
+
 /// The operator's configuration, from its command-line flags.
 #[derive(Clone, Debug)]
 pub struct Config {
     /// Prefix of derived Namespace names: `<prefix><User name>`. Default `user-`.
     pub namespace_prefix: String,
+    /// Shell-style patterns (`*`, `?`, `[...]`) a Namespace name given in
+    /// `spec.namespace.name` must match one of. Default: `<prefix>*`.
+    pub namespace_patterns: Vec<glob::Pattern>,
+    /// Extra label and annotation keys Users may not set (see
+    /// [`homestead_api::key_matches`]): a `domain/` prefix with its subdomains, or an exact key.
+    pub reserved_keys: Vec<String>,
+    /// The Pod Security labels of every managed Namespace.
+    pub pod_security: PodSecurity,
     /// ClusterRoles a User may ask for. `cluster-admin` is refused even if listed.
     pub allowed_roles: BTreeSet<String>,
     /// Namespaces never touched, beyond `default`, `kube-*` and the operator's own.
@@ -30,6 +98,9 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             namespace_prefix: "user-".to_owned(),
+            namespace_patterns: vec![glob::Pattern::new("user-*").expect("a valid pattern")],
+            reserved_keys: Vec::new(),
+            pod_security: PodSecurity::default(),
             allowed_roles: ["admin", "edit", "view"].map(String::from).into(),
             reserved_namespaces: BTreeSet::new(),
             operator_namespace: "homestead-system".to_owned(),
@@ -45,6 +116,22 @@ impl Config {
             || namespace.starts_with("kube-")
             || namespace == self.operator_namespace
             || self.reserved_namespaces.contains(namespace)
+    }
+
+    /// Whether a Namespace name given in `spec.namespace.name` is one the platform allows
+    /// (matches one of [`Config::namespace_patterns`]).
+    pub fn allows_namespace(&self, namespace: &str) -> bool {
+        self.namespace_patterns.iter().any(|p| p.matches(namespace))
+    }
+
+    /// Whether a label or annotation key is reserved, by Homestead itself
+    /// ([`homestead_api::is_reserved_key`]) or by [`Config::reserved_keys`].
+    pub fn is_reserved_key(&self, key: &str) -> bool {
+        homestead_api::is_reserved_key(key)
+            || self
+                .reserved_keys
+                .iter()
+                .any(|p| homestead_api::key_matches(key, p))
     }
 }
 

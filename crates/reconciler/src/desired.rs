@@ -10,6 +10,7 @@ use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 
+use crate::context::PodSecurity;
 use crate::ownership::{managed_labels, owner_reference};
 
 /// Name of the RoleBinding Homestead manages in each person's Namespace.
@@ -19,15 +20,26 @@ pub const QUOTA_NAME: &str = "homestead-quota";
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
-/// The desired Namespace `name` for `user`: the managed labels plus `spec.namespace.labels`, the
-/// `homestead.dev/user-uid` annotation plus `spec.namespace.annotations`, and an owner reference
+/// The desired Namespace `name` for `user`: the managed labels, the Pod Security labels of
+/// `pod_security` and `spec.namespace.labels`; the `homestead.dev/user-uid` annotation and
+/// `spec.namespace.annotations`; and an owner reference
 /// to the User only under `deletionPolicy: Delete` (then garbage collection is the safety net;
 /// under `Retain` there is none, so foreground deletion cannot race the finalizer; DESIGN.md
 /// semantic 8).
-pub fn desired_namespace(user: &User, name: &str) -> Namespace {
+pub fn desired_namespace(user: &User, name: &str, pod_security: PodSecurity) -> Namespace {
     let extra = user.spec.namespace.clone().unwrap_or_default();
     let mut labels = extra.labels;
     labels.extend(managed_labels(user));
+    for (mode, level) in [
+        ("enforce", pod_security.enforce),
+        ("warn", pod_security.warn),
+        ("audit", pod_security.audit),
+    ] {
+        labels.insert(
+            format!("pod-security.kubernetes.io/{mode}"),
+            level.as_str().to_owned(),
+        );
+    }
     let mut annotations = extra.annotations;
     annotations.insert(
         ANNOTATION_USER_UID.to_owned(),
@@ -49,10 +61,10 @@ pub fn desired_namespace(user: &User, name: &str) -> Namespace {
 
 /// The Namespace as Homestead leaves it under `Retain`: no managed-by / user labels (so no
 /// Homestead watch selects it again), no owner reference, label
-/// `homestead.dev/retained-from=<user>`, the user-uid annotation kept as a record, and the
-/// User's extra labels and annotations kept.
-pub fn retained_namespace(user: &User, name: &str) -> Namespace {
-    let mut ns = desired_namespace(user, name);
+/// `homestead.dev/retained-from=<user>`; the Pod Security labels, the user-uid annotation (as a
+/// record) and the User's extra labels and annotations kept.
+pub fn retained_namespace(user: &User, name: &str, pod_security: PodSecurity) -> Namespace {
+    let mut ns = desired_namespace(user, name, pod_security);
     let labels = ns.metadata.labels.get_or_insert_default();
     labels.remove(LABEL_MANAGED_BY);
     labels.remove(LABEL_USER);
@@ -120,23 +132,54 @@ mod tests {
 
     #[test]
     fn owner_reference_only_under_delete() {
-        let delete = desired_namespace(&user("alice", json!({})), "user-alice");
+        let ps = PodSecurity::default();
+        let delete = desired_namespace(&user("alice", json!({})), "user-alice", ps);
         let owners = delete.metadata.owner_references.unwrap();
         assert_eq!(owners[0].uid, "uid-alice");
         assert_eq!(owners[0].block_owner_deletion, Some(true));
         let retain = desired_namespace(
             &user("alice", json!({ "deletionPolicy": "Retain" })),
             "user-alice",
+            ps,
         );
         assert!(retain.metadata.owner_references.is_none());
-        let retained = retained_namespace(&user("alice", json!({})), "user-alice");
+        let retained = retained_namespace(&user("alice", json!({})), "user-alice", ps);
         let labels = retained.metadata.labels.unwrap();
         assert_eq!(
             labels.get(LABEL_RETAINED_FROM).map(String::as_str),
             Some("alice")
         );
         assert!(!labels.contains_key(LABEL_MANAGED_BY));
+        assert_eq!(
+            labels
+                .get("pod-security.kubernetes.io/enforce")
+                .map(String::as_str),
+            Some("baseline"),
+            "a retained namespace keeps its Pod Security"
+        );
         assert!(retained.metadata.owner_references.is_none());
+    }
+
+    #[test]
+    fn namespace_carries_the_pod_security_levels() {
+        let ps = PodSecurity {
+            enforce: crate::context::PodSecurityLevel::Restricted,
+            ..PodSecurity::default()
+        };
+        let ns = desired_namespace(&user("alice", json!({})), "user-alice", ps);
+        let label = |k: &str| ns.labels().get(k).cloned();
+        assert_eq!(
+            label("pod-security.kubernetes.io/enforce").as_deref(),
+            Some("restricted")
+        );
+        assert_eq!(
+            label("pod-security.kubernetes.io/warn").as_deref(),
+            Some("restricted")
+        );
+        assert_eq!(
+            label("pod-security.kubernetes.io/audit").as_deref(),
+            Some("restricted")
+        );
     }
 
     #[test]
@@ -145,7 +188,7 @@ mod tests {
             "alice",
             json!({ "namespace": { "labels": { "team": "a" }, "annotations": { "cc": "42" } } }),
         );
-        let ns = desired_namespace(&u, "user-alice");
+        let ns = desired_namespace(&u, "user-alice", PodSecurity::default());
         assert_eq!(ns.labels().get("team").map(String::as_str), Some("a"));
         assert_eq!(
             ns.labels().get(LABEL_USER).map(String::as_str),

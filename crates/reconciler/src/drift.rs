@@ -188,7 +188,7 @@ mod tests {
             "alice",
             json!({ "namespace": { "labels": { "team": "a" } } }),
         );
-        let desired = desired_namespace(&u, "user-alice").metadata;
+        let desired = desired_namespace(&u, "user-alice", Default::default()).metadata;
         let mut cached = desired.clone();
         assert!(metadata_matches(&desired, &cached, "homestead"));
         cached

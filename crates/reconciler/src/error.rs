@@ -21,6 +21,8 @@ use kube::runtime::reflector::ObjectRef;
 pub enum Verb {
     /// GET of one object.
     Get,
+    /// LIST of the objects of a kind in a namespace.
+    List,
     /// POST that fails if the object exists.
     Create,
     /// Server-side apply (PATCH `application/apply-patch+yaml`) with field manager `homestead`.
@@ -36,6 +38,7 @@ impl Verb {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Get => "get",
+            Self::List => "list",
             Self::Create => "create",
             Self::Apply => "apply",
             Self::Delete => "delete",
@@ -96,6 +99,7 @@ impl Error {
         match self {
             Self::Kube { verb, .. } => match verb {
                 Verb::Get => "get_failed",
+                Verb::List => "list_failed",
                 Verb::Create => "create_failed",
                 Verb::Apply => "apply_failed",
                 Verb::Delete => "delete_failed",
@@ -200,6 +204,7 @@ mod tests {
     fn metric_labels_follow_the_verb_through_the_finalizer() {
         for (verb, label) in [
             (Verb::Get, "get_failed"),
+            (Verb::List, "list_failed"),
             (Verb::Create, "create_failed"),
             (Verb::Apply, "apply_failed"),
             (Verb::Delete, "delete_failed"),

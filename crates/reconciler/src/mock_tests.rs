@@ -110,7 +110,7 @@ fn finalized(name: &str, spec: Value) -> User {
 fn provisioned(writers: &mut Writers, user: &User) {
     Writers::insert(
         &mut writers.namespaces,
-        desired_namespace(user, "user-alice"),
+        desired_namespace(user, "user-alice", Default::default()),
     );
     Writers::insert(
         &mut writers.role_bindings,
@@ -256,7 +256,7 @@ async fn forbidden_apply_is_an_apply_error_and_writes_no_status() {
     let alice = finalized("alice", json!({}));
     Writers::insert(
         &mut writers.namespaces,
-        desired_namespace(&alice, "user-alice"),
+        desired_namespace(&alice, "user-alice", Default::default()),
     );
     let script = vec![expect(
         Method::PATCH,

@@ -11,17 +11,22 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 use kube::api::{DeleteParams, Preconditions};
 use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::context::Context;
-use crate::desired::{ROLE_BINDING_NAME, retained_namespace};
+use crate::desired::retained_namespace;
 use crate::error::{Error, Result};
 use crate::ownership::is_owned_by;
+use crate::provision::revoke;
 use crate::status::{Change, Outcome, Reason, terminating_message};
 use crate::validate::namespace_name;
 
-/// Offboards `user` (see the module docs). Returns `Ok` when nothing of the User's is left to
-/// wait for, so the finalizer helper removes the finalizer.
+/// Offboards `user` (see the module docs). First, whatever the policy, every RoleBinding in
+/// the User's Namespace is removed (read live, not from a cache), so the person, their groups
+/// and their ServiceAccounts lose all access at once. A Namespace that has become reserved is
+/// retained, never deleted. Returns `Ok` when nothing of the User's is left to wait for, so the
+/// finalizer helper removes the finalizer.
 ///
 /// # Errors
 /// [`Error::NamespaceTerminating`] while a `Delete` offboarding waits for the Namespace (the
@@ -44,9 +49,25 @@ pub async fn offboard(user: &User, ctx: &Context) -> Result<Action> {
         ctx.record(user, Change::Offboarded, note).await;
         return Ok(Action::await_change());
     };
+    let bindings = ctx.list::<RoleBinding>(&name).await?;
+    let names = bindings.iter().map(ResourceExt::name_any).collect();
+    revoke(user, ctx, &name, names, "offboarding").await?;
+    let reserved = ctx.config.is_reserved(&name);
+    if reserved && policy == DeletionPolicy::Delete {
+        let note = format!(
+            "namespace {name:?} is reserved now: it is retained (access revoked, data kept), never deleted"
+        );
+        ctx.publish(
+            user,
+            EventType::Warning,
+            Reason::ReservedNamespace.as_str(),
+            note,
+        )
+        .await;
+    }
     match policy {
-        DeletionPolicy::Delete => delete_namespace(user, ctx, &namespace).await,
-        DeletionPolicy::Retain => retain_namespace(user, ctx, &namespace, uninstalling).await,
+        DeletionPolicy::Delete if !reserved => delete_namespace(user, ctx, &namespace).await,
+        _ => retain_namespace(user, ctx, &namespace, uninstalling).await,
     }
 }
 
@@ -89,9 +110,9 @@ async fn delete_namespace(user: &User, ctx: &Context, namespace: &Namespace) -> 
     Err(Error::NamespaceTerminating(name))
 }
 
-/// `Retain` (or uninstall): removes Homestead's RoleBinding, then releases the Namespace
+/// `Retain` (or uninstall, or a Namespace that has become reserved): releases the Namespace
 /// (managed labels and owner reference removed, `homestead.dev/retained-from` set) with its
-/// data.
+/// data. Access was revoked before.
 async fn retain_namespace(
     user: &User,
     ctx: &Context,
@@ -99,10 +120,8 @@ async fn retain_namespace(
     uninstalling: bool,
 ) -> Result<Action> {
     let name = namespace.name_any();
-    let binding = ObjectRef::<RoleBinding>::new(ROLE_BINDING_NAME).within(&name);
-    ctx.delete(&binding, &DeleteParams::default()).await?;
-    ctx.apply_over(&retained_namespace(user, &name), &namespace.metadata)
-        .await?;
+    let retained = retained_namespace(user, &name, ctx.config.pod_security);
+    ctx.apply_over(&retained, &namespace.metadata).await?;
     let why = if uninstalling {
         "Homestead is being uninstalled"
     } else {

@@ -75,7 +75,7 @@ mod tests {
     #[test]
     fn ownership_needs_both_labels_and_the_uid() {
         let u = user("alice", json!({}));
-        let ns = desired_namespace(&u, "user-alice");
+        let ns = desired_namespace(&u, "user-alice", Default::default());
         assert!(is_owned_by(&ns.metadata, &u));
         let mut by_name_only = ns.metadata.clone();
         by_name_only.annotations = None;
@@ -92,7 +92,7 @@ mod tests {
 
     #[test]
     fn watch_events_map_to_the_labelled_user() {
-        let ns = desired_namespace(&user("alice", json!({})), "user-alice");
+        let ns = desired_namespace(&user("alice", json!({})), "user-alice", Default::default());
         assert_eq!(user_of(&ns), Some(ObjectRef::new("alice")));
         assert_eq!(user_of(&Namespace::default()), None);
     }

@@ -110,7 +110,7 @@ async fn ensure_namespace(
     name: &str,
     owned: Option<&Namespace>,
 ) -> Result<bool> {
-    let desired = desired_namespace(user, name);
+    let desired = desired_namespace(user, name, ctx.config.pod_security);
     match owned {
         None => {
             if ctx.create(&desired).await?.is_none() {
@@ -131,21 +131,49 @@ async fn ensure_namespace(
     Ok(true)
 }
 
-/// The RoleBinding Homestead made for `user` in `namespace`, from the cache.
-fn cached_binding(user: &User, ctx: &Context, namespace: &str) -> Option<RoleBinding> {
-    cached(&ctx.caches.role_bindings, namespace, ROLE_BINDING_NAME)
-        .filter(|rb| labelled_for(&rb.metadata, user))
-        .map(|rb| rb.as_ref().clone())
+/// Homestead's RoleBinding in the User's `namespace`, from the cache. It is known by its name in
+/// a Namespace proven to be the User's, not by labels the person could edit.
+fn cached_binding(ctx: &Context, namespace: &str) -> Option<RoleBinding> {
+    cached(&ctx.caches.role_bindings, namespace, ROLE_BINDING_NAME).map(|rb| rb.as_ref().clone())
 }
 
-/// Suspension: removes Homestead's RoleBinding in `namespace` if the cache has it.
+/// Suspension: removes every RoleBinding in the User's `namespace` that the cache knows of,
+/// Homestead's and any the person (or anyone) made, so the person, their groups and their
+/// ServiceAccounts lose all access there. The RoleBinding watch covers every namespace, so one
+/// created later triggers this again.
 async fn revoke_access(user: &User, ctx: &Context, namespace: &str) -> Result<()> {
-    if cached_binding(user, ctx, namespace).is_none() {
+    let bindings: Vec<String> = ctx
+        .caches
+        .role_bindings
+        .state()
+        .iter()
+        .filter(|rb| rb.namespace().as_deref() == Some(namespace))
+        .map(|rb| rb.name_any())
+        .collect();
+    revoke(user, ctx, namespace, bindings, "suspended").await
+}
+
+/// Deletes the RoleBindings `names` in `namespace` and reports them in one `AccessRevoked`
+/// Event (`why` says why); does nothing for an empty list.
+pub(crate) async fn revoke(
+    user: &User,
+    ctx: &Context,
+    namespace: &str,
+    mut names: Vec<String>,
+    why: &str,
+) -> Result<()> {
+    if names.is_empty() {
         return Ok(());
     }
-    let binding = ObjectRef::<RoleBinding>::new(ROLE_BINDING_NAME).within(namespace);
-    ctx.delete(&binding, &DeleteParams::default()).await?;
-    let note = format!("suspended: removed RoleBinding {namespace}/{ROLE_BINDING_NAME}");
+    names.sort();
+    for name in &names {
+        let binding = ObjectRef::<RoleBinding>::new(name).within(namespace);
+        ctx.delete(&binding, &DeleteParams::default()).await?;
+    }
+    let note = format!(
+        "{why}: removed every RoleBinding in namespace {namespace:?}: {}",
+        names.join(", ")
+    );
     ctx.record(user, Change::AccessRevoked, note).await;
     Ok(())
 }
@@ -154,7 +182,7 @@ async fn revoke_access(user: &User, ctx: &Context, namespace: &str) -> Result<()
 /// immutable) replaces Homestead's RoleBinding; writes nothing when the cache already matches.
 async fn grant_access(user: &User, ctx: &Context, namespace: &str) -> Result<()> {
     let desired = desired_role_binding(user, namespace);
-    let (change, note) = match cached_binding(user, ctx, namespace) {
+    let (change, note) = match cached_binding(ctx, namespace) {
         Some(cached) if role_binding_matches(&desired, &cached, FIELD_MANAGER) => return Ok(()),
         Some(cached) if cached.role_ref != desired.role_ref => {
             let binding = ObjectRef::<RoleBinding>::new(ROLE_BINDING_NAME).within(namespace);

@@ -29,6 +29,8 @@ pub enum Reason {
     ReservedNamespace,
     /// The Namespace name is not a DNS-1123 label.
     InvalidNamespaceName,
+    /// `spec.namespace.name` matches none of the platform's allowed patterns.
+    NamespaceNotAllowed,
     /// The role is not in the allow-list.
     RoleNotAllowed,
     /// A subject starts with `system:`.
@@ -50,6 +52,7 @@ impl Reason {
             Self::NamespaceConflict => "NamespaceConflict",
             Self::ReservedNamespace => "ReservedNamespace",
             Self::InvalidNamespaceName => "InvalidNamespaceName",
+            Self::NamespaceNotAllowed => "NamespaceNotAllowed",
             Self::RoleNotAllowed => "RoleNotAllowed",
             Self::ForbiddenSubject => "ForbiddenSubject",
             Self::ReservedKey => "ReservedKey",
@@ -314,6 +317,7 @@ mod tests {
             Reason::NamespaceConflict,
             Reason::ReservedNamespace,
             Reason::InvalidNamespaceName,
+            Reason::NamespaceNotAllowed,
             Reason::RoleNotAllowed,
             Reason::ForbiddenSubject,
             Reason::ReservedKey,

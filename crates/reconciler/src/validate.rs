@@ -1,7 +1,7 @@
 //! Refusals: what Homestead will not provision and why, decided before anything is written.
 //! Also the Namespace name a User gets. Pure functions, no client.
 
-use homestead_api::{User, is_dns1123_label, is_reserved_key};
+use homestead_api::{User, is_dns1123_label};
 use kube::ResourceExt;
 
 use crate::context::Config;
@@ -16,6 +16,9 @@ pub enum Refusal {
     ReservedNamespace(String),
     /// The Namespace name (given or derived) is not a DNS-1123 label.
     InvalidNamespaceName(String),
+    /// `spec.namespace.name` matches none of the platform's allowed patterns
+    /// (`--allowed-namespace`).
+    NamespaceNotAllowed(String),
     /// `spec.role` is not in the operator's allow-list.
     RoleNotAllowed(String),
     /// A subject name starts with `system:` (normally refused at admission already).
@@ -33,6 +36,7 @@ impl Refusal {
         match self {
             Self::ReservedNamespace(_) => Reason::ReservedNamespace,
             Self::InvalidNamespaceName(_) => Reason::InvalidNamespaceName,
+            Self::NamespaceNotAllowed(_) => Reason::NamespaceNotAllowed,
             Self::RoleNotAllowed(_) => Reason::RoleNotAllowed,
             Self::ForbiddenSubject(_) => Reason::ForbiddenSubject,
             Self::ReservedKey(_) => Reason::ReservedKey,
@@ -49,6 +53,17 @@ impl Refusal {
             Self::InvalidNamespaceName(ns) => format!(
                 "namespace name {ns:?} is not a valid DNS-1123 label (at most 63 lower-case letters, digits and '-'); set spec.namespace.name explicitly"
             ),
+            Self::NamespaceNotAllowed(ns) => {
+                let patterns: Vec<&str> = config
+                    .namespace_patterns
+                    .iter()
+                    .map(glob::Pattern::as_str)
+                    .collect();
+                format!(
+                    "namespace name {ns:?} is not allowed: spec.namespace.name must match one of the platform's patterns [{}] (operator flag --allowed-namespace)",
+                    patterns.join(", ")
+                )
+            }
             Self::RoleNotAllowed(role) => {
                 let allowed: Vec<&str> = config.allowed_roles.iter().map(String::as_str).collect();
                 format!(
@@ -60,7 +75,7 @@ impl Refusal {
                 "subject {name:?} is refused: names starting with 'system:' belong to Kubernetes"
             ),
             Self::ReservedKey(key) => format!(
-                "spec.namespace may not set {key:?}: homestead.dev/*, pod-security.kubernetes.io/* and app.kubernetes.io/managed-by are reserved"
+                "spec.namespace may not set {key:?}: keys under homestead.dev/, kubernetes.io/, k8s.io/ (and their subdomains) and those reserved by the platform (--reserved-key) are refused"
             ),
             Self::NamespaceConflict(ns) => format!(
                 "namespace {ns:?} already exists and does not belong to this User; Homestead never takes over a namespace it did not create for this User"
@@ -84,8 +99,8 @@ pub fn namespace_name(user: &User, config: &Config, provisioned: impl Fn(&str) -
     format!("{}{}", config.namespace_prefix, user.name_any())
 }
 
-/// Checks the parts of `user` that need no API call: the namespace name (valid and not
-/// reserved), the role (allow-listed, never `cluster-admin`), the subjects (no `system:`), the
+/// Checks the parts of `user` that need no API call: the namespace name (valid, not reserved,
+/// and if given explicitly, allowed by the platform's patterns), the role (allow-listed, never `cluster-admin`), the subjects (no `system:`), the
 /// extra label and annotation keys (none reserved).
 ///
 /// # Errors
@@ -96,6 +111,10 @@ pub fn validate(user: &User, namespace: &str, config: &Config) -> Result<(), Ref
     }
     if config.is_reserved(namespace) {
         return Err(Refusal::ReservedNamespace(namespace.to_owned()));
+    }
+    let given = user.spec.namespace.as_ref().and_then(|n| n.name.as_deref());
+    if given == Some(namespace) && !config.allows_namespace(namespace) {
+        return Err(Refusal::NamespaceNotAllowed(namespace.to_owned()));
     }
     if !config.allowed_roles.contains(&user.spec.role) || user.spec.role == "cluster-admin" {
         return Err(Refusal::RoleNotAllowed(user.spec.role.clone()));
@@ -112,7 +131,7 @@ pub fn validate(user: &User, namespace: &str, config: &Config) -> Result<(), Ref
             .labels
             .keys()
             .chain(extra.annotations.keys())
-            .find(|k| is_reserved_key(k))
+            .find(|k| config.is_reserved_key(k))
     {
         return Err(Refusal::ReservedKey(key.clone()));
     }
@@ -142,6 +161,31 @@ mod tests {
         assert_eq!(namespace_name(&u, &config, |_| false), "user-alice");
         let u = user("alice", json!({ "namespace": { "name": "lab" } }));
         assert_eq!(namespace_name(&u, &config, |_| true), "lab");
+    }
+
+    #[test]
+    fn explicit_names_must_match_the_platforms_patterns() {
+        let mut config = Config::default();
+        let lab = user("alice", json!({ "namespace": { "name": "lab" } }));
+        assert_eq!(
+            validate(&lab, "lab", &config),
+            Err(Refusal::NamespaceNotAllowed("lab".into()))
+        );
+        let own = user("alice", json!({ "namespace": { "name": "user-lab" } }));
+        assert_eq!(validate(&own, "user-lab", &config), Ok(()));
+        config
+            .namespace_patterns
+            .push(glob::Pattern::new("research-*").unwrap());
+        let research = user("alice", json!({ "namespace": { "name": "research-a" } }));
+        assert_eq!(validate(&research, "research-a", &config), Ok(()));
+        let message = Refusal::NamespaceNotAllowed("lab".into()).message(&config);
+        assert!(message.contains("[user-*, research-*]"), "{message}");
+        // A derived name is the platform's own choice: never refused by pattern.
+        config.namespace_patterns.clear();
+        assert_eq!(
+            validate(&user("alice", json!({})), "user-alice", &config),
+            Ok(())
+        );
     }
 
     #[test]
@@ -205,6 +249,19 @@ mod tests {
             validate(&u, "user-alice", &config),
             Err(Refusal::ReservedKey(_))
         ));
+        let mesh = user(
+            "alice",
+            json!({ "namespace": { "labels": { "istio-injection": "enabled" } } }),
+        );
+        assert_eq!(validate(&mesh, "user-alice", &config), Ok(()));
+        let config = Config {
+            reserved_keys: vec!["istio-injection".into(), "istio.io/".into()],
+            ..Config::default()
+        };
+        assert_eq!(
+            validate(&mesh, "user-alice", &config),
+            Err(Refusal::ReservedKey("istio-injection".into()))
+        );
     }
 
     #[test]

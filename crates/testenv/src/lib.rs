@@ -205,6 +205,18 @@ fn random_hex() -> String {
     format!("{a:016x}{b:016x}")
 }
 
+/// The audit policy: RoleBinding writes with their request bodies (who was granted what), every
+/// other request at level `Metadata`.
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Request
+  verbs: [create, update, patch]
+  resources: [{group: rbac.authorization.k8s.io, resources: [rolebindings]}]
+- level: Metadata
+";
+
 /// Writes the serving certificate and key (self-signed for 127.0.0.1), the service-account
 /// signing key pair, the token file with `tokens_csv` and the audit policy into `dir`.
 fn write_files(dir: &Path, tokens_csv: &str) -> Result<ApiServerFiles> {
@@ -222,10 +234,7 @@ fn write_files(dir: &Path, tokens_csv: &str) -> Result<ApiServerFiles> {
         service_account_key: write("service-account.key", &service_account.serialize_pem())?,
         service_account_pub: write("service-account.pub", &service_account.public_key_pem())?,
         tokens: write("tokens.csv", tokens_csv)?,
-        audit_policy: write(
-            "audit-policy.yaml",
-            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n",
-        )?,
+        audit_policy: write("audit-policy.yaml", AUDIT_POLICY)?,
     })
 }
 
@@ -271,7 +280,7 @@ pub struct ApiServerFiles {
     pub service_account_pub: PathBuf,
     /// Static token file: CSV `token,user,uid,"group1,group2"`.
     pub tokens: PathBuf,
-    /// Audit policy (every request at level `Metadata`).
+    /// Audit policy ([`AUDIT_POLICY`]).
     pub audit_policy: PathBuf,
 }
 
@@ -322,6 +331,9 @@ pub fn apiserver_args(dir: &Path, ports: Ports, files: &ApiServerFiles) -> Vec<S
         "--authorization-mode=RBAC".to_owned(),
         format!("--token-auth-file={}", path(&files.tokens)),
         "--disable-admission-plugins=ServiceAccount".to_owned(),
+        "--enable-admission-plugins=OwnerReferencesPermissionEnforcement".to_owned(),
+        // As on real clusters (kubelets run privileged pods): Pod Security decides, not this.
+        "--allow-privileged=true".to_owned(),
         format!("--audit-policy-file={}", path(&files.audit_policy)),
         format!("--audit-log-path={}", dir.join("audit.log").display()),
         "--v=1".to_owned(),
@@ -623,13 +635,18 @@ impl ControlPlane {
         Ok(serde_saphyr::to_string(&kubeconfig).expect("a kubeconfig serializes"))
     }
 
-    /// Writes [`ControlPlane::kubeconfig_yaml`] for `identity` to `path` and returns the path.
+    /// Writes [`ControlPlane::kubeconfig_yaml`] for `identity` to `path` (atomically: readers
+    /// see the old file or the new one) and returns the path.
     ///
     /// # Errors
     /// [`Error::UnknownIdentity`], or [`Error::Io`] if the file cannot be written.
     pub fn write_kubeconfig(&self, identity: &str, path: &Path) -> Result<PathBuf> {
         let yaml = self.kubeconfig_yaml(identity)?;
-        std::fs::write(path, yaml).map_err(io(format!("writing {}", path.display())))?;
+        // Written aside and renamed into place, so a concurrent reader (tests run kubectl in
+        // parallel) never sees a half-written file.
+        let partial = path.with_extension(format!("partial-{}", random_hex()));
+        std::fs::write(&partial, yaml).map_err(io(format!("writing {}", partial.display())))?;
+        std::fs::rename(&partial, path).map_err(io(format!("renaming to {}", path.display())))?;
         Ok(path.to_owned())
     }
 
@@ -685,8 +702,9 @@ impl ControlPlane {
         Ok(())
     }
 
-    /// The API server's audit events so far (policy: every request at level `Metadata`), one
-    /// JSON object per request, in order. Useful to count what a given user wrote.
+    /// The API server's audit events so far (see [`AUDIT_POLICY`]: RoleBinding writes with their
+    /// request bodies, the rest at level `Metadata`), one JSON object per request, in order.
+    /// Useful to count what a given user wrote.
     ///
     /// # Errors
     /// [`Error::Io`] if the audit log cannot be read.

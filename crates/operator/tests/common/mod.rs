@@ -16,8 +16,20 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::Value;
 
-/// A tenant identity with a token, for access checks.
+/// A tenant identity with a token, for access checks; a member of [`TENANT_GROUP`].
 pub const TENANT: &str = "tenant-tom@example.com";
+/// A group [`TENANT`] belongs to.
+pub const TENANT_GROUP: &str = "tom-team";
+/// Namespace name patterns the operator under test allows in `spec.namespace.name`.
+pub const ALLOWED_NAMESPACES: &str = "user-*,e2e-*";
+
+/// The control plane of this test binary, with the CRD and a token for [`TENANT`].
+pub fn plane() -> &'static ControlPlane {
+    ControlPlane::shared(|o| {
+        o.crd(homestead_api::crd())
+            .identity(Identity::new(TENANT).in_group(TENANT_GROUP))
+    })
+}
 /// A namespace reserved by the operator's `--reserved-namespace` flag in these tests.
 pub const RESERVED_BY_FLAG: &str = "reserved-by-flag";
 
@@ -35,8 +47,7 @@ fn repo_root() -> &'static Path {
 pub fn env() -> &'static Env {
     static ENV: OnceLock<Env> = OnceLock::new();
     ENV.get_or_init(|| {
-        let plane =
-            ControlPlane::shared(|o| o.crd(homestead_api::crd()).identity(Identity::new(TENANT)));
+        let plane = plane();
         let root = repo_root();
         for args in [
             ["apply", "-f", "manifests/namespace.yaml"],
@@ -77,8 +88,7 @@ pub fn env() -> &'static Env {
 /// Starts the operator binary as the operator's ServiceAccount identity, with Lease identity
 /// `pod` and its HTTP server on `metrics_address`; it logs to `<plane dir>/<name>.log`.
 pub fn spawn_operator(name: &'static str, pod: &str, metrics_address: &str) -> Supervised {
-    let plane =
-        ControlPlane::shared(|o| o.crd(homestead_api::crd()).identity(Identity::new(TENANT)));
+    let plane = plane();
     let kubeconfig = plane
         .write_kubeconfig(OPERATOR, &plane.dir().join("operator.kubeconfig"))
         .unwrap();
@@ -90,6 +100,7 @@ pub fn spawn_operator(name: &'static str, pod: &str, metrics_address: &str) -> S
                 "--log-format=text".into(),
                 format!("--metrics-address={metrics_address}"),
                 format!("--reserved-namespace={RESERVED_BY_FLAG}"),
+                format!("--allowed-namespace={ALLOWED_NAMESPACES}"),
                 "--concurrency=16".into(),
             ],
             &[
@@ -346,9 +357,15 @@ pub fn concerns(event: &Value, user: &str, ns: &str) -> bool {
 
 /// Runs `kubectl` as admin with `stdin`; returns (success, stdout + stderr).
 pub fn kubectl(args: &[&str], stdin: &str) -> (bool, String) {
+    kubectl_as(ADMIN, args, stdin)
+}
+
+/// Runs `kubectl` authenticated as `identity` (with its own token) with `stdin`; returns
+/// (success, stdout + stderr).
+pub fn kubectl_as(identity: &str, args: &[&str], stdin: &str) -> (bool, String) {
     let mut child = env()
         .plane
-        .kubectl(ADMIN)
+        .kubectl(identity)
         .unwrap()
         .args(args)
         .stdin(std::process::Stdio::piped())
