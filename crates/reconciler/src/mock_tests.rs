@@ -325,3 +325,67 @@ async fn failures_back_off_per_user_and_a_success_resets_it() {
     assert!(sent.is_empty(), "a converged User costs no request");
     assert_eq!(ctx.backoffs.failing(), 1, "only bob is still backing off");
 }
+
+#[tokio::test]
+async fn offboarding_retains_a_namespace_that_has_become_reserved() {
+    let (mut ctx, server, mut writers) = Context::test();
+    let mut alice = finalized("alice", json!({}));
+    provisioned(&mut writers, &alice);
+    alice.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+    ctx.config.reserved_namespaces.insert("user-alice".into());
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": { "name": "users.homestead.dev" },
+        "spec": { "group": "homestead.dev", "names": { "kind": "User", "plural": "users" },
+                  "scope": "Cluster", "versions": [] },
+    });
+    let bindings = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBindingList", "metadata": {},
+        "items": [desired_role_binding(&alice, "user-alice")],
+    });
+    let script = vec![
+        expect(
+            Method::GET,
+            "/customresourcedefinitions/users.homestead.dev",
+            StatusCode::OK,
+            crd,
+        ),
+        expect(
+            Method::GET,
+            "/namespaces/user-alice/rolebindings",
+            StatusCode::OK,
+            bindings,
+        ),
+        expect(
+            Method::DELETE,
+            "/namespaces/user-alice/rolebindings/homestead-user",
+            StatusCode::OK,
+            json!({}),
+        ),
+        expect(Method::POST, EVENTS, StatusCode::CREATED, json!({})),
+        expect(Method::POST, EVENTS, StatusCode::CREATED, json!({})),
+        expect(
+            Method::PATCH,
+            "/api/v1/namespaces/user-alice",
+            StatusCode::OK,
+            json!({}),
+        ),
+        expect(Method::POST, EVENTS, StatusCode::CREATED, json!({})),
+        expect(Method::PATCH, "/users/alice", StatusCode::OK, json!(alice)),
+    ];
+    let (result, sent) = run(ctx, server, alice, script).await;
+    assert_eq!(result.unwrap(), Action::await_change());
+    assert_eq!(sent[3]["reason"], "AccessRevoked");
+    assert_eq!(
+        (sent[4]["type"].as_str(), sent[4]["reason"].as_str()),
+        (Some("Warning"), Some("ReservedNamespace"))
+    );
+    let labels = &sent[5]["metadata"]["labels"];
+    assert_eq!(
+        labels["homestead.dev/retained-from"], "alice",
+        "retained, not deleted: {}",
+        sent[5]
+    );
+    assert!(labels.get("app.kubernetes.io/managed-by").is_none());
+    assert_eq!(sent[6]["reason"], "NamespaceRetained");
+}
