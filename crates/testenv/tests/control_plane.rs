@@ -1,11 +1,12 @@
 //! Proves, on the real servers, that the local control plane does what the integration tests of
-//! the operator rely on: namespace deletion, garbage collection, RBAC enforcement, clean stop.
+//! the operator rely on: namespace deletion, garbage collection, RBAC enforcement, aggregated
+//! roles, default ServiceAccounts, clean stop.
 
 use std::path::Path;
 use std::time::Duration;
 
 use homestead_testenv::{ADMIN, ControlPlane, Identity, Options};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, PostParams};
@@ -127,8 +128,7 @@ async fn rbac_is_enforced_for_token_identities() {
         other => panic!("expected 403 Forbidden before any grant, got {other:?}"),
     }
 
-    // A plain ClusterRole: the aggregated admin/edit/view roles stay empty here, since the
-    // clusterrole-aggregation controller is not among the controllers we run.
+    // A plain ClusterRole of the test's own (the aggregated roles are checked below).
     let admin = plane.client(ADMIN).await.unwrap();
     let roles: Api<ClusterRole> = Api::all(admin.clone());
     let role = ClusterRole {
@@ -185,6 +185,48 @@ async fn rbac_is_enforced_for_token_identities() {
         Err(kube::Error::Api(status)) => assert_eq!(status.code, 403, "{status:?}"),
         other => panic!("the grant covers ConfigMaps only, yet listing Namespaces gave {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn aggregated_roles_carry_their_rules_and_namespaces_get_a_service_account() {
+    let admin = shared().client(ADMIN).await.unwrap();
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    for name in ["admin", "edit", "view"] {
+        let aggregated = await_condition(roles.clone(), name, |role: Option<&ClusterRole>| {
+            role.and_then(|r| r.rules.as_ref()).is_some_and(|rules| {
+                rules
+                    .iter()
+                    .any(|r| r.resources.iter().flatten().any(|x| x == "configmaps"))
+            })
+        });
+        tokio::time::timeout(Duration::from_secs(60), aggregated)
+            .await
+            .unwrap_or_else(|_| panic!("ClusterRole {name} never got its aggregated rules"))
+            .unwrap();
+    }
+    let namespaces: Api<Namespace> = Api::all(admin.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: meta("testenv-sa"),
+                ..Namespace::default()
+            },
+        )
+        .await
+        .unwrap();
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin, "testenv-sa");
+    let created = await_condition(accounts, "default", |sa: Option<&ServiceAccount>| {
+        sa.is_some()
+    });
+    tokio::time::timeout(Duration::from_secs(60), created)
+        .await
+        .expect("the serviceaccount controller made the default ServiceAccount")
+        .unwrap();
+    namespaces
+        .delete("testenv-sa", &DeleteParams::default())
+        .await
+        .unwrap();
 }
 
 /// Command lines of running processes that mention `dir`.
