@@ -65,6 +65,34 @@ pub fn is_dns1123_label(name: &str) -> bool {
         && bytes.last().is_some_and(alnum)
 }
 
+/// Whether `key` is a Kubernetes qualified name, the rule for label keys, annotation keys and
+/// resource names: an optional prefix (a DNS subdomain of at most 253 characters) and `/`, then
+/// a name of 1 to 63 characters of ASCII letters, digits, `-`, `_` and `.`, starting and ending
+/// with a letter or digit. Mirrors the CEL rule on `spec.namespace` and `spec.quota`.
+pub fn is_qualified_name(key: &str) -> bool {
+    let (prefix, name) = match key.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    let prefix_ok = prefix
+        .is_none_or(|p| p.len() <= 253 && !p.is_empty() && p.split('.').all(is_dns1123_label));
+    prefix_ok && !name.is_empty() && name.len() <= 63 && is_label_value(name)
+}
+
+/// Whether `value` is a valid label value: empty, or at most 63 ASCII letters, digits, `-`, `_`
+/// and `.`, starting and ending with a letter or digit.
+pub fn is_label_value(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    let alnum = |b: &u8| b.is_ascii_alphanumeric();
+    bytes.is_empty()
+        || (bytes.len() <= 63
+            && bytes
+                .iter()
+                .all(|b| alnum(b) || matches!(b, b'-' | b'_' | b'.'))
+            && bytes.first().is_some_and(alnum)
+            && bytes.last().is_some_and(alnum))
+}
+
 /// Whether a label or annotation key is reserved: its prefix is one of
 /// [`RESERVED_KEY_DOMAINS`] or a subdomain of one (`app.kubernetes.io/name`,
 /// `pod-security.kubernetes.io/enforce`, `homestead.dev/user`).
@@ -94,6 +122,63 @@ pub fn key_matches(key: &str, pattern: &str) -> bool {
 /// new Namespace and strand the old one.
 const IMMUTABLE_NAMESPACE: &str =
     "spec.namespace.name is immutable: set it when creating the User, or never";
+
+/// CEL rule shared by label, annotation and quota maps: every key is a Kubernetes qualified
+/// name (an optional DNS-subdomain prefix of at most 253 characters and `/`, then a name of at
+/// most 63 characters of letters, digits, `-`, `_` and `.`, starting and ending with a letter or
+/// digit), as the API server requires of label keys, annotation keys and resource names.
+/// See <https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#syntax-and-character-set>.
+const QUALIFIED_KEYS: &str = "self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$') && (!k.contains('/') || size(k.substring(0, k.indexOf('/'))) <= 253))";
+
+/// CEL rule for label values: empty, or at most 63 letters, digits, `-`, `_` and `.`, starting
+/// and ending with a letter or digit.
+const LABEL_VALUES: &str =
+    "self.all(k, self[k].matches('^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$'))";
+
+/// The longest annotation value a User may ask for, in characters (32 annotations of this size
+/// stay well below the API server's 256 KiB limit for all of an object's annotations).
+pub const ANNOTATION_VALUE_MAX_LEN: usize = 4096;
+
+/// Quota resource names without a `/` that the API server knows (its standard quota resources;
+/// `hugepages-*` and `requests.hugepages-*` too). Names with a `/` (`count/deployments.apps`,
+/// `requests.nvidia.com/gpu`) need only be qualified names.
+pub const STANDARD_QUOTA_RESOURCES: [&str; 19] = [
+    "cpu",
+    "memory",
+    "ephemeral-storage",
+    "requests.cpu",
+    "requests.memory",
+    "requests.storage",
+    "requests.ephemeral-storage",
+    "limits.cpu",
+    "limits.memory",
+    "limits.ephemeral-storage",
+    "pods",
+    "resourcequotas",
+    "services",
+    "replicationcontrollers",
+    "secrets",
+    "persistentvolumeclaims",
+    "configmaps",
+    "services.nodeports",
+    "services.loadbalancers",
+];
+
+/// Whether `name` may be a key of a ResourceQuota's `spec.hard`, as the API server checks it:
+/// a qualified name, and without a `/` one of [`STANDARD_QUOTA_RESOURCES`] or a huge-pages name.
+pub fn is_quota_resource_name(name: &str) -> bool {
+    is_qualified_name(name)
+        && (name.contains('/')
+            || STANDARD_QUOTA_RESOURCES.contains(&name)
+            || name.starts_with("hugepages-")
+            || name.starts_with("requests.hugepages-"))
+}
+
+/// CEL rule for quota keys, [`is_quota_resource_name`] without the qualified-name part.
+const QUOTA_KEYS: &str = "self.all(k, k.contains('/') || k.startsWith('hugepages-') || k.startsWith('requests.hugepages-') || k in ['cpu', 'memory', 'ephemeral-storage', 'requests.cpu', 'requests.memory', 'requests.storage', 'requests.ephemeral-storage', 'limits.cpu', 'limits.memory', 'limits.ephemeral-storage', 'pods', 'resourcequotas', 'services', 'replicationcontrollers', 'secrets', 'persistentvolumeclaims', 'configmaps', 'services.nodeports', 'services.loadbalancers'])";
+
+/// CEL rule for quota values: each a valid, non-negative quantity.
+const QUOTA_VALUES: &str = "self.all(k, isQuantity(string(self[k])) && !quantity(string(self[k])).isLessThan(quantity('0')))";
 
 /// CEL rule shared by the label and annotation maps: no key under a [`RESERVED_KEY_DOMAINS`]
 /// prefix or its subdomains.
@@ -209,24 +294,39 @@ pub struct NamespaceSpec {
     /// `k8s.io/`, or a subdomain of one (`app.kubernetes.io/`, `pod-security.kubernetes.io/`), are
     /// reserved; the platform may reserve more with the operator's `--reserved-key` flag.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(extend("maxProperties" = 32))]
-    #[x_kube(validation = Rule::new(NO_RESERVED_KEYS).message("spec.namespace.labels may not use reserved keys: homestead.dev/, kubernetes.io/ and k8s.io/ prefixes and their subdomains").reason(Reason::FieldValueForbidden))]
+    #[schemars(extend("maxProperties" = 32, "additionalProperties" = {"type": "string", "maxLength": 63}))]
+    #[x_kube(
+        validation = Rule::new(NO_RESERVED_KEYS).message("spec.namespace.labels may not use reserved keys: homestead.dev/, kubernetes.io/ and k8s.io/ prefixes and their subdomains").reason(Reason::FieldValueForbidden),
+        validation = Rule::new(QUALIFIED_KEYS).message("spec.namespace.labels keys must be qualified names: an optional DNS subdomain prefix (at most 253 characters) and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit").reason(Reason::FieldValueInvalid),
+        validation = Rule::new(LABEL_VALUES).message("spec.namespace.labels values must be empty or at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit").reason(Reason::FieldValueInvalid),
+    )]
     pub labels: BTreeMap<String, String>,
 
-    /// Extra annotations for the Namespace, with the same reserved keys as `labels`.
+    /// Extra annotations for the Namespace, with the same reserved keys as `labels`. At most 32;
+    /// keys are qualified names, values at most 4096 characters.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(extend("maxProperties" = 32))]
-    #[x_kube(validation = Rule::new(NO_RESERVED_KEYS).message("spec.namespace.annotations may not use reserved keys: homestead.dev/, kubernetes.io/ and k8s.io/ prefixes and their subdomains").reason(Reason::FieldValueForbidden))]
+    #[schemars(extend("maxProperties" = 32, "additionalProperties" = {"type": "string", "maxLength": 4096}))]
+    #[x_kube(
+        validation = Rule::new(NO_RESERVED_KEYS).message("spec.namespace.annotations may not use reserved keys: homestead.dev/, kubernetes.io/ and k8s.io/ prefixes and their subdomains").reason(Reason::FieldValueForbidden),
+        validation = Rule::new(QUALIFIED_KEYS).message("spec.namespace.annotations keys must be qualified names: an optional DNS subdomain prefix (at most 253 characters) and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit").reason(Reason::FieldValueInvalid),
+    )]
     pub annotations: BTreeMap<String, String>,
 }
 
 /// A ResourceQuota for the person's Namespace.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct QuotaSpec {
     /// Hard limits per resource name, as in a ResourceQuota's `spec.hard`, for example
-    /// `{requests.cpu: "4", requests.memory: 8Gi, pods: "20"}`.
-    #[schemars(extend("maxProperties" = 64))]
+    /// `{requests.cpu: "4", requests.memory: 8Gi, pods: "20"}`. At most 64; names are qualified
+    /// names (`pods`, `requests.cpu`, `count/deployments.apps`, `requests.nvidia.com/gpu`),
+    /// values non-negative quantities.
+    #[schemars(extend("maxProperties" = 64, "additionalProperties" = {"x-kubernetes-int-or-string": true, "maxLength": 64, "description": "A quantity, for example 4, 500m or 8Gi (https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/)."}))]
+    #[x_kube(
+        validation = Rule::new(QUALIFIED_KEYS).message("spec.quota.hard keys must be resource names (qualified names such as pods, requests.cpu or count/deployments.apps)").reason(Reason::FieldValueInvalid),
+        validation = Rule::new(QUOTA_KEYS).message("spec.quota.hard keys without a '/' must be standard quota resources: cpu, memory, ephemeral-storage, pods, services, secrets, configmaps, persistentvolumeclaims, replicationcontrollers, resourcequotas, services.nodeports, services.loadbalancers, requests.* or limits.* of cpu, memory, ephemeral-storage (and requests.storage), or hugepages-*").reason(Reason::FieldValueInvalid),
+        validation = Rule::new(QUOTA_VALUES).message("spec.quota.hard values must be non-negative quantities such as 4, 500m or 8Gi").reason(Reason::FieldValueInvalid),
+    )]
     pub hard: BTreeMap<String, Quantity>,
 }
 
@@ -359,6 +459,51 @@ mod tests {
         assert!(key_matches("istio-injection", "istio-injection"));
         assert!(!key_matches("istio-injection-x", "istio-injection"));
         assert!(!key_matches("myistio.io/x", "istio.io/"));
+    }
+
+    #[test]
+    fn qualified_names_and_label_values() {
+        for ok in [
+            "team",
+            "app.example.com/tier",
+            "requests.cpu",
+            "count/deployments.apps",
+            "requests.nvidia.com/gpu",
+            "A_b-c.d",
+        ] {
+            assert!(is_qualified_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "a/b/c",
+            "not a resource",
+            "-a",
+            "a-",
+            "/a",
+            "Example.com/a",
+            &"a".repeat(64),
+            "é",
+        ] {
+            assert!(!is_qualified_name(bad), "{bad}");
+        }
+        for ok in [
+            "pods",
+            "requests.cpu",
+            "count/deployments.apps",
+            "hugepages-2Mi",
+            "requests.nvidia.com/gpu",
+        ] {
+            assert!(is_quota_resource_name(ok), "{ok}");
+        }
+        for bad in ["bananas", "not a resource", "requests.gpu", "a/b/c"] {
+            assert!(!is_quota_resource_name(bad), "{bad}");
+        }
+        for ok in ["", "a", "v1.2_3-x", &"a".repeat(63)] {
+            assert!(is_label_value(ok), "{ok}");
+        }
+        for bad in ["has spaces and !!", "-a", "a.", &"a".repeat(64), "ü"] {
+            assert!(!is_label_value(bad), "{bad}");
+        }
     }
 
     #[test]

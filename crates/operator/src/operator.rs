@@ -8,8 +8,10 @@ use futures::StreamExt;
 use homestead_api::User;
 use homestead_reconciler::{Caches, Config, Context, Metrics, error_policy, reconcile};
 use kube::Client;
+use kube::runtime::controller;
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
 use prometheus::Registry;
 use tokio_util::sync::CancellationToken;
 
@@ -104,8 +106,23 @@ async fn reconcile_users(
     controller
         .graceful_shutdown_on(stop.cancelled_owned())
         .run(reconcile, error_policy, ctx)
-        .for_each(|_| async {})
+        .for_each(|result| async move { log_controller_error(result) })
         .await;
+}
+
+/// Logs what the Controller reports besides reconcile results: a failed reconcile was already
+/// logged once by `error_policy`; watch and queue errors (the API server unreachable, a
+/// forbidden list) are warnings, since they stall every User.
+fn log_controller_error<T>(
+    result: Result<T, controller::Error<homestead_reconciler::Error, watcher::Error>>,
+) {
+    match result {
+        Ok(_) | Err(controller::Error::ReconcilerFailed(..)) => {}
+        Err(controller::Error::ObjectNotFound(object)) => {
+            tracing::debug!(%object, "User gone before its reconcile");
+        }
+        Err(error) => tracing::warn!("watch or queue failed: {error}"),
+    }
 }
 
 /// Marks the operator ready once every cache has listed.

@@ -115,6 +115,24 @@ impl Context {
         }
     }
 
+    /// Sends a server-side dry-run create of `object`: the API server runs authorization and
+    /// admission (RBAC escalation checks, admission policies, webhooks) and persists nothing.
+    ///
+    /// # Errors
+    /// [`Error::Kube`] with [`Verb::Create`] when the API server would refuse it.
+    pub(crate) async fn dry_run_create<K: Object>(&self, object: &K) -> Result<()> {
+        let (ns, name) = (object.namespace(), object.name_any());
+        let params = PostParams {
+            dry_run: true,
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+        };
+        self.api::<K>(ns.as_deref())
+            .create(&params, object)
+            .await
+            .map(drop)
+            .map_err(Self::error::<K>(Verb::Create, ns.as_deref(), &name))
+    }
+
     /// Server-side applies `object` with field manager `homestead`, forcing ownership of the
     /// fields Homestead manages (drift repair). Only call it for an object proven to be the
     /// User's, or one that must not exist yet.

@@ -1,15 +1,19 @@
 //! Comparisons of the desired state with the cached one: whether a write is needed at all
 //! (DESIGN.md semantic 10: steady state costs no write). What Homestead applied earlier is read
 //! from `metadata.managedFields`, so a key it no longer wants counts as drift while keys others
-//! added are left alone. Quantities are compared by exact value with `kube_quantity`.
+//! added are left alone. Quantities are compared exactly ([`crate::quantity`]), as the API
+//! server stores them.
 
 use std::collections::BTreeMap;
 
+use crate::quantity::{nano_value, round_up_to_milli};
 use k8s_openapi::api::core::v1::ResourceQuota;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube_quantity::ParsedQuantity;
+
+/// Owner references Homestead makes point to Users of this API group (`homestead.dev/...`).
+const USER_API_GROUP: &str = "homestead.dev/";
 
 /// Labels the API server sets on every object of a kind itself; never Homestead's to remove.
 const SERVER_SET_LABELS: [&str; 1] = ["kubernetes.io/metadata.name"];
@@ -68,13 +72,16 @@ fn map_matches(
 }
 
 /// Whether the cached metadata already matches the desired labels, annotations and owner
-/// references (by uid), as server-side apply by `manager` would leave them.
+/// references to Users (by uid), as server-side apply by `manager` would leave them. Owner
+/// references to anything else were added by another writer; apply leaves them, and so does
+/// this comparison.
 pub fn metadata_matches(desired: &ObjectMeta, cached: &ObjectMeta, manager: &str) -> bool {
     let owner_uids = |m: &ObjectMeta| -> Vec<String> {
         let mut uids: Vec<String> = m
             .owner_references
             .iter()
             .flatten()
+            .filter(|o| o.api_version.starts_with(USER_API_GROUP))
             .map(|o| o.uid.clone())
             .collect();
         uids.sort();
@@ -99,8 +106,8 @@ pub fn role_binding_matches(desired: &RoleBinding, cached: &RoleBinding, manager
         && metadata_matches(&desired.metadata, &cached.metadata, manager)
 }
 
-/// Whether a cached ResourceQuota has the desired hard limits, comparing quantities by value
-/// (the API server canonicalizes them: `1024Mi` is stored as `1Gi`), and the desired metadata.
+/// Whether a cached ResourceQuota has the desired hard limits, comparing quantities as the API
+/// server stores them (see [`stored_as`]), and the desired metadata.
 pub fn quota_matches(desired: &ResourceQuota, cached: &ResourceQuota, manager: &str) -> bool {
     let hard = |q: &ResourceQuota| {
         q.spec
@@ -112,17 +119,18 @@ pub fn quota_matches(desired: &ResourceQuota, cached: &ResourceQuota, manager: &
     want.len() == have.len()
         && want
             .iter()
-            .all(|(k, v)| have.get(k).is_some_and(|h| quantities_equal(v, h)))
+            .all(|(k, v)| have.get(k).is_some_and(|h| stored_as(v, h)))
         && metadata_matches(&desired.metadata, &cached.metadata, manager)
 }
 
-/// Compares two Kubernetes quantities by exact value (`"1Gi"` equals `"1024Mi"`, `"1"` equals
-/// `"1000m"`); quantities that do not parse compare as strings. See
-/// <https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/>.
-pub fn quantities_equal(a: &Quantity, b: &Quantity) -> bool {
-    match (ParsedQuantity::try_from(a), ParsedQuantity::try_from(b)) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => a.0 == b.0,
+/// Whether the API server stores the quantity `desired` as `stored`. It canonicalizes
+/// (`1024Mi` is stored as `1Gi`) and rounds every resource quantity up to a multiple of `1m`
+/// (`0.1m` is stored as `1m`; Kubernetes' `SetDefaults_ResourceList`), so `stored` must equal
+/// `desired` rounded up: at least `desired`, and less than `1m` above it.
+pub fn stored_as(desired: &Quantity, stored: &Quantity) -> bool {
+    match (nano_value(&desired.0), nano_value(&stored.0)) {
+        (Some(want), Some(have)) => round_up_to_milli(want) == have,
+        _ => desired.0 == stored.0,
     }
 }
 
@@ -135,22 +143,34 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn quantities_compare_by_exact_value() {
+    fn quantities_compare_as_the_server_stores_them() {
         let q = |s: &str| Quantity(s.to_owned());
-        for (a, b) in [
-            ("1Gi", "1024Mi"),
+        for (desired, stored) in [
+            ("0.1m", "1m"),
+            ("1024Mi", "1Gi"),
             ("1", "1000m"),
             ("0.5", "500m"),
             ("1e3", "1k"),
             ("8Gi", "8589934592"),
+            ("1.0004", "1001m"),
+            ("5", "5"),
         ] {
-            assert!(quantities_equal(&q(a), &q(b)), "{a} == {b}");
+            assert!(
+                stored_as(&q(desired), &q(stored)),
+                "{desired} is stored as {stored}"
+            );
         }
-        for (a, b) in [("1Gi", "1G"), ("1", "1001m"), ("100", "100.000000001")] {
-            assert!(!quantities_equal(&q(a), &q(b)), "{a} != {b}");
+        for (desired, stored) in [("2m", "1m"), ("1", "1001m"), ("0.1m", "2m"), ("1Gi", "1G")] {
+            assert!(
+                !stored_as(&q(desired), &q(stored)),
+                "{desired} is not stored as {stored}"
+            );
         }
-        assert!(quantities_equal(&q("lots"), &q("lots")));
-        assert!(!quantities_equal(&q("lots"), &q("1")));
+        assert!(
+            stored_as(&q("lots"), &q("lots")),
+            "unparsable: compared as strings"
+        );
+        assert!(!stored_as(&q("lots"), &q("1")));
     }
 
     #[test]
@@ -247,5 +267,17 @@ mod tests {
         let mut orphaned = desired.clone();
         orphaned.owner_references = None;
         assert!(!metadata_matches(&desired, &orphaned, "homestead"));
+        // An owner reference another writer added is theirs: no drift.
+        let mut adopted = desired.clone();
+        adopted.owner_references.as_mut().unwrap().push(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "example.com/v1".into(),
+                kind: "Team".into(),
+                name: "a".into(),
+                uid: "team-uid".into(),
+                ..Default::default()
+            },
+        );
+        assert!(metadata_matches(&desired, &adopted, "homestead"));
     }
 }

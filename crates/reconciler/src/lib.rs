@@ -9,6 +9,7 @@
 //! - [`ownership`]: what belongs to whom, and the watch-event-to-User mapping.
 //! - [`desired`]: pure builders of the desired Namespace, RoleBinding and ResourceQuota.
 //! - [`drift`]: comparisons of desired and cached state (no write when they match).
+//! - [`quantity`]: exact values of resource quantities.
 //! - [`status`]: condition reasons, Event reasons, the pure desired status and its write.
 //! - [`provision`]: the live-User path (namespace, access, quota).
 //! - [`offboard`]: the finalizer's cleanup (Delete, Retain, uninstall).
@@ -24,6 +25,7 @@ pub mod metrics;
 pub mod offboard;
 pub mod ownership;
 pub mod provision;
+pub mod quantity;
 mod reconcile;
 pub mod status;
 pub mod validate;

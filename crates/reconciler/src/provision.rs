@@ -12,7 +12,7 @@ use kube::ResourceExt;
 use kube::api::DeleteParams;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::client::cached;
 use crate::context::Context;
@@ -20,7 +20,7 @@ use crate::desired::{
     QUOTA_NAME, ROLE_BINDING_NAME, desired_namespace, desired_quota, desired_role_binding,
 };
 use crate::drift::{metadata_matches, quota_matches, role_binding_matches};
-use crate::error::Result;
+use crate::error::{Error, Result, Verb};
 use crate::ownership::{is_owned_by, labelled_for};
 use crate::status::{Change, Outcome, Reason, terminating_message};
 use crate::validate::{Refusal, namespace_name, validate};
@@ -32,7 +32,10 @@ pub const RESYNC: Duration = Duration::from_secs(300);
 /// next reconcile sooner (on each status change and on deletion).
 pub const TERMINATING_RECHECK: Duration = Duration::from_secs(30);
 
-/// Brings the cluster to `user`'s desired state (see the module docs).
+/// Brings the cluster to `user`'s desired state (see the module docs). A request that fails
+/// is reported before the error is returned: `Ready=False` with a reason naming the step
+/// (`Forbidden`, `ApplyFailed`, ...) and the API server's answer, and a Warning Event on the
+/// transition, so no User is left without a condition while it backs off.
 ///
 /// # Errors
 /// [`crate::Error::Kube`] when a request fails; nothing already written is undone, and the
@@ -45,41 +48,91 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
     if let Err(refusal) = validate(user, &name, &ctx.config) {
         return refuse(user, ctx, name, &refusal).await;
     }
-    let existing = match ctx.namespace(&name).await? {
-        None => None,
+    match converge(user, ctx, &name).await {
+        Ok(Step::Done(outcome)) => {
+            ctx.write_status(user, outcome).await?;
+            Ok(Action::requeue(RESYNC))
+        }
+        Ok(Step::Wait(outcome)) => {
+            ctx.write_status(user, outcome).await?;
+            Ok(Action::requeue(TERMINATING_RECHECK))
+        }
+        Ok(Step::Refuse(refusal)) => refuse(user, ctx, name, &refusal).await,
+        Err(error) => {
+            let outcome = Outcome::new(name, failure_reason(&error), failure_message(&error));
+            if let Err(status_error) = ctx.write_status(user, outcome).await {
+                warn!(user = %user.name_any(), "reporting the failure failed: {status_error}");
+            }
+            Err(error)
+        }
+    }
+}
+
+/// Where a reconcile of a live User ends.
+enum Step {
+    /// Converged: the `Ready` outcome to write.
+    Done(Outcome),
+    /// The Namespace is terminating: report and check again later.
+    Wait(Outcome),
+    /// Found a reason to refuse (a Namespace that is not the User's).
+    Refuse(Refusal),
+}
+
+/// Checks the existing Namespace's ownership, then converges the Namespace, access and quota.
+async fn converge(user: &User, ctx: &Context, name: &str) -> Result<Step> {
+    let existing = match ctx.namespace(name).await? {
         Some(ns) if !is_owned_by(&ns.metadata, user) => {
-            return refuse(user, ctx, name.clone(), &Refusal::NamespaceConflict(name)).await;
+            return Ok(Step::Refuse(Refusal::NamespaceConflict(name.to_owned())));
         }
         Some(ns) if ns.metadata.deletion_timestamp.is_some() => {
-            ctx.write_status(
-                user,
-                Outcome::new(name, Reason::NamespaceTerminating, terminating_message(&ns)),
-            )
-            .await?;
-            return Ok(Action::requeue(TERMINATING_RECHECK));
+            let message = terminating_message(&ns);
+            let outcome = Outcome::new(name, Reason::NamespaceTerminating, message);
+            return Ok(Step::Wait(outcome));
         }
-        Some(ns) => Some(ns),
+        existing => existing,
     };
-    if !ensure_namespace(user, ctx, &name, existing.as_deref()).await? {
-        return refuse(user, ctx, name.clone(), &Refusal::NamespaceConflict(name)).await;
+    if !ensure_namespace(user, ctx, name, existing.as_deref()).await? {
+        return Ok(Step::Refuse(Refusal::NamespaceConflict(name.to_owned())));
     }
     let (reason, message) = if user.spec.suspended {
-        revoke_access(user, ctx, &name).await?;
+        revoke_access(user, ctx, name).await?;
         let message =
             format!("suspended: access revoked; namespace {name:?} and its contents are kept");
         (Reason::Suspended, message)
     } else {
-        grant_access(user, ctx, &name).await?;
+        grant_access(user, ctx, name).await?;
         let message = format!(
             "namespace {name:?} provisioned; {:?} has ClusterRole {:?} there",
             user.spec.identity.username, user.spec.role
         );
         (Reason::Provisioned, message)
     };
-    ensure_quota(user, ctx, &name).await?;
-    ctx.write_status(user, Outcome::new(name, reason, message))
-        .await?;
-    Ok(Action::requeue(RESYNC))
+    ensure_quota(user, ctx, name).await?;
+    Ok(Step::Done(Outcome::new(name, reason, message)))
+}
+
+/// The `Ready=False` reason for a failed request: `Forbidden` when the API server (RBAC, an
+/// admission policy or webhook) refused it with 403, else the step that failed.
+pub fn failure_reason(error: &Error) -> Reason {
+    match error {
+        Error::Kube {
+            source: kube::Error::Api(status),
+            ..
+        } if status.code == 403 => Reason::Forbidden,
+        Error::Kube { verb, .. } => match verb {
+            Verb::Get | Verb::List => Reason::ReadFailed,
+            Verb::Create => Reason::CreateFailed,
+            Verb::Apply | Verb::PatchStatus => Reason::ApplyFailed,
+            Verb::Delete => Reason::DeleteFailed,
+        },
+        _ => Reason::ApplyFailed,
+    }
+}
+
+/// The `Ready=False` message for a failed request: what failed, the API server's answer, and
+/// that Homestead retries.
+fn failure_message(error: &Error) -> String {
+    format!("{error}; retrying with backoff")
 }
 
 /// Refuses to provision: `Ready=False` with the refusal's reason, a Warning Event on the
@@ -92,6 +145,14 @@ pub(crate) async fn refuse(
 ) -> Result<Action> {
     let reason = refusal.reason();
     info!(user = %user.name_any(), %reason, "refusing to provision");
+    // A refusal never keeps a suspended person's access in a namespace that is theirs.
+    if user.spec.suspended
+        && ctx
+            .cached_namespace(&namespace)
+            .is_some_and(|ns| is_owned_by(&ns.metadata, user))
+    {
+        revoke_access(user, ctx, &namespace).await?;
+    }
     ctx.write_status(
         user,
         Outcome::new(namespace, reason, refusal.message(&ctx.config)),
@@ -185,6 +246,11 @@ async fn grant_access(user: &User, ctx: &Context, namespace: &str) -> Result<()>
     let (change, note) = match cached_binding(ctx, namespace) {
         Some(cached) if role_binding_matches(&desired, &cached, FIELD_MANAGER) => return Ok(()),
         Some(cached) if cached.role_ref != desired.role_ref => {
+            // roleRef is immutable, so the binding is replaced; first make sure the API server
+            // accepts the new one (RBAC, admission), so a refusal keeps the old access.
+            let mut trial = desired.clone();
+            trial.metadata.name = Some(format!("{ROLE_BINDING_NAME}-next"));
+            ctx.dry_run_create(&trial).await?;
             let binding = ObjectRef::<RoleBinding>::new(ROLE_BINDING_NAME).within(namespace);
             ctx.delete(&binding, &DeleteParams::default()).await?;
             let note = format!(

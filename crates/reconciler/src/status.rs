@@ -25,6 +25,10 @@ pub enum Reason {
     Suspended,
     /// The Namespace exists and is not this User's.
     NamespaceConflict,
+    /// `spec.quota` is not what the API server accepts.
+    InvalidQuota,
+    /// `spec.namespace` labels or annotations are not what the API server accepts.
+    InvalidMetadata,
     /// The Namespace name is reserved.
     ReservedNamespace,
     /// The Namespace name is not a DNS-1123 label.
@@ -41,6 +45,16 @@ pub enum Reason {
     NamespaceTerminating,
     /// The User is being offboarded and its Namespace deleted.
     Terminating,
+    /// The API server refused a request (HTTP 403: RBAC, an admission policy or a webhook).
+    Forbidden,
+    /// Reading the cluster failed.
+    ReadFailed,
+    /// Creating an object failed.
+    CreateFailed,
+    /// Applying an object failed (for example, the API server found it invalid).
+    ApplyFailed,
+    /// Deleting an object failed.
+    DeleteFailed,
 }
 
 impl Reason {
@@ -50,6 +64,8 @@ impl Reason {
             Self::Provisioned => "Provisioned",
             Self::Suspended => "Suspended",
             Self::NamespaceConflict => "NamespaceConflict",
+            Self::InvalidQuota => "InvalidQuota",
+            Self::InvalidMetadata => "InvalidMetadata",
             Self::ReservedNamespace => "ReservedNamespace",
             Self::InvalidNamespaceName => "InvalidNamespaceName",
             Self::NamespaceNotAllowed => "NamespaceNotAllowed",
@@ -58,6 +74,11 @@ impl Reason {
             Self::ReservedKey => "ReservedKey",
             Self::NamespaceTerminating => "NamespaceTerminating",
             Self::Terminating => "Terminating",
+            Self::Forbidden => "Forbidden",
+            Self::ReadFailed => "ReadFailed",
+            Self::CreateFailed => "CreateFailed",
+            Self::ApplyFailed => "ApplyFailed",
+            Self::DeleteFailed => "DeleteFailed",
         }
     }
 
@@ -169,6 +190,21 @@ pub fn desired_status(user: &User, outcome: &Outcome, now: Time) -> UserStatus {
     }
 }
 
+/// Whether `current` already holds what Homestead writes into a status (`namespace`,
+/// `observedGeneration` and the `Ready` condition); conditions other writers added are theirs
+/// and never a reason to write.
+pub fn status_matches(current: &UserStatus, desired: &UserStatus) -> bool {
+    let ready = |s: &UserStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_READY)
+            .cloned()
+    };
+    current.namespace == desired.namespace
+        && current.observed_generation == desired.observed_generation
+        && ready(current) == ready(desired)
+}
+
 /// Whether `outcome` changes the `Ready` condition's status or reason (an Event-worthy
 /// transition) compared with `user`'s current status.
 pub fn is_transition(user: &User, outcome: &Outcome) -> bool {
@@ -217,7 +253,11 @@ impl Context {
     /// [`Error::Kube`] with [`Verb::PatchStatus`] when the patch fails; no Event is published then.
     pub(crate) async fn write_status(&self, user: &User, outcome: Outcome) -> Result<()> {
         let desired = desired_status(user, &outcome, Time(k8s_openapi::jiff::Timestamp::now()));
-        if user.status.as_ref() == Some(&desired) {
+        if user
+            .status
+            .as_ref()
+            .is_some_and(|s| status_matches(s, &desired))
+        {
             return Ok(());
         }
         let name = user.name_any();
@@ -297,6 +337,24 @@ mod tests {
     }
 
     #[test]
+    fn conditions_of_other_writers_are_no_reason_to_write() {
+        let u = user("alice", json!({}));
+        let desired = desired_status(&u, &outcome(Reason::Provisioned), at(1));
+        let mut current = desired.clone();
+        current.conditions.push(Condition {
+            type_: "Audited".into(),
+            status: "True".into(),
+            reason: "ByOthers".into(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: at(5),
+        });
+        assert!(status_matches(&current, &desired));
+        current.conditions[0].message = "changed".into();
+        assert!(!status_matches(&current, &desired));
+    }
+
+    #[test]
     fn transitions_are_status_or_reason_changes() {
         let mut u = user("alice", json!({}));
         assert!(
@@ -315,6 +373,8 @@ mod tests {
             Reason::Provisioned,
             Reason::Suspended,
             Reason::NamespaceConflict,
+            Reason::InvalidQuota,
+            Reason::InvalidMetadata,
             Reason::ReservedNamespace,
             Reason::InvalidNamespaceName,
             Reason::NamespaceNotAllowed,
@@ -323,6 +383,11 @@ mod tests {
             Reason::ReservedKey,
             Reason::NamespaceTerminating,
             Reason::Terminating,
+            Reason::Forbidden,
+            Reason::ReadFailed,
+            Reason::CreateFailed,
+            Reason::ApplyFailed,
+            Reason::DeleteFailed,
         ]
         .into_iter()
         .filter(|r| r.is_ready())

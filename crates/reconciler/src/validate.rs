@@ -1,10 +1,14 @@
 //! Refusals: what Homestead will not provision and why, decided before anything is written.
 //! Also the Namespace name a User gets. Pure functions, no client.
 
-use homestead_api::{User, is_dns1123_label};
+use homestead_api::{
+    ANNOTATION_VALUE_MAX_LEN, User, is_dns1123_label, is_label_value, is_qualified_name,
+    is_quota_resource_name,
+};
 use kube::ResourceExt;
 
 use crate::context::Config;
+use crate::quantity::nano_value;
 use crate::status::Reason;
 
 /// Why Homestead refuses to provision a User. Each maps to the `Ready=False` [`Reason`] of the
@@ -28,6 +32,12 @@ pub enum Refusal {
     ReservedKey(String),
     /// The Namespace exists and does not belong to this User.
     NamespaceConflict(String),
+    /// `spec.quota.hard` names an invalid resource or a value that is not a non-negative
+    /// quantity (normally refused at admission already).
+    InvalidQuota(String),
+    /// A label or annotation in `spec.namespace` is not what the API server accepts (normally
+    /// refused at admission already).
+    InvalidMetadata(String),
 }
 
 impl Refusal {
@@ -41,6 +51,8 @@ impl Refusal {
             Self::ForbiddenSubject(_) => Reason::ForbiddenSubject,
             Self::ReservedKey(_) => Reason::ReservedKey,
             Self::NamespaceConflict(_) => Reason::NamespaceConflict,
+            Self::InvalidQuota(_) => Reason::InvalidQuota,
+            Self::InvalidMetadata(_) => Reason::InvalidMetadata,
         }
     }
 
@@ -76,6 +88,12 @@ impl Refusal {
             ),
             Self::ReservedKey(key) => format!(
                 "spec.namespace may not set {key:?}: keys under homestead.dev/, kubernetes.io/, k8s.io/ (and their subdomains) and those reserved by the platform (--reserved-key) are refused"
+            ),
+            Self::InvalidQuota(what) => format!(
+                "spec.quota.hard is invalid: {what}; keys must be resource names such as requests.cpu, values non-negative quantities such as 500m or 8Gi"
+            ),
+            Self::InvalidMetadata(what) => format!(
+                "spec.namespace is invalid: {what}; label and annotation keys must be qualified names, label values at most 63 letters, digits, '-', '_' or '.', annotation values at most {ANNOTATION_VALUE_MAX_LEN} characters"
             ),
             Self::NamespaceConflict(ns) => format!(
                 "namespace {ns:?} already exists and does not belong to this User; Homestead never takes over a namespace it did not create for this User"
@@ -134,6 +152,58 @@ pub fn validate(user: &User, namespace: &str, config: &Config) -> Result<(), Ref
             .find(|k| config.is_reserved_key(k))
     {
         return Err(Refusal::ReservedKey(key.clone()));
+    }
+    check_metadata(user)?;
+    check_quota(user)
+}
+
+/// Label and annotation keys and values the API server would refuse.
+fn check_metadata(user: &User) -> Result<(), Refusal> {
+    let Some(extra) = &user.spec.namespace else {
+        return Ok(());
+    };
+    let invalid = |what: String| Err(Refusal::InvalidMetadata(what));
+    for (key, value) in &extra.labels {
+        if !is_qualified_name(key) {
+            return invalid(format!("label key {key:?} is not a qualified name"));
+        }
+        if !is_label_value(value) {
+            return invalid(format!("label {key:?} has the invalid value {value:?}"));
+        }
+    }
+    for (key, value) in &extra.annotations {
+        if !is_qualified_name(key) {
+            return invalid(format!("annotation key {key:?} is not a qualified name"));
+        }
+        if value.chars().count() > ANNOTATION_VALUE_MAX_LEN {
+            return invalid(format!(
+                "annotation {key:?} is longer than {ANNOTATION_VALUE_MAX_LEN} characters"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Quota resource names and values the API server would refuse.
+fn check_quota(user: &User) -> Result<(), Refusal> {
+    let Some(quota) = &user.spec.quota else {
+        return Ok(());
+    };
+    for (resource, value) in &quota.hard {
+        if !is_quota_resource_name(resource) {
+            return Err(Refusal::InvalidQuota(format!(
+                "{resource:?} is not a quota resource name"
+            )));
+        }
+        match nano_value(&value.0) {
+            Some(nano) if nano >= 0 => {}
+            _ => {
+                return Err(Refusal::InvalidQuota(format!(
+                    "{resource}: {:?} is not a non-negative quantity",
+                    value.0
+                )));
+            }
+        }
     }
     Ok(())
 }
@@ -262,6 +332,47 @@ mod tests {
             validate(&mesh, "user-alice", &config),
             Err(Refusal::ReservedKey("istio-injection".into()))
         );
+    }
+
+    #[test]
+    fn invalid_quota_and_metadata_are_refused_before_anything_is_written() {
+        let config = Config::default();
+        for (spec, want) in [
+            (
+                json!({ "quota": { "hard": { "pods": "-5" } } }),
+                Reason::InvalidQuota,
+            ),
+            (
+                json!({ "quota": { "hard": { "requests.cpu": "lots" } } }),
+                Reason::InvalidQuota,
+            ),
+            (
+                json!({ "quota": { "hard": { "not a resource": "1" } } }),
+                Reason::InvalidQuota,
+            ),
+            (
+                json!({ "namespace": { "labels": { "team": "has spaces and !!" } } }),
+                Reason::InvalidMetadata,
+            ),
+            (
+                json!({ "namespace": { "labels": { "a/b/c": "x" } } }),
+                Reason::InvalidMetadata,
+            ),
+            (
+                json!({ "namespace": { "annotations": { "note": "x".repeat(4097) } } }),
+                Reason::InvalidMetadata,
+            ),
+        ] {
+            let u = user("alice", spec.clone());
+            let refusal = validate(&u, "user-alice", &config).expect_err(&spec.to_string());
+            assert_eq!(refusal.reason(), want, "{spec}");
+        }
+        let fine = user(
+            "alice",
+            json!({ "quota": { "hard": { "requests.cpu": "0.1m", "count/deployments.apps": "3" } },
+                    "namespace": { "labels": { "team": "a_b" }, "annotations": { "note": "x".repeat(4096) } } }),
+        );
+        assert_eq!(validate(&fine, "user-alice", &config), Ok(()));
     }
 
     #[test]
