@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use futures::StreamExt;
 use homestead_api::User;
-use homestead_reconciler::{Caches, Config, Context, Metrics, error_policy, reconcile};
+use homestead_reconciler::{Config, Context, Metrics, error_policy, reconcile};
 use kube::Client;
 use kube::runtime::controller;
 use kube::runtime::events::Reporter;
@@ -93,16 +93,12 @@ async fn reconcile_users(
     let (controller, caches) = watches::controller(&client, concurrency);
     let users = controller.store();
     health.set_user_store(users.clone());
-    tokio::spawn(mark_ready_when_synced(
-        health.clone(),
-        users,
-        caches.clone(),
-    ));
     let reporter = Reporter {
         controller: "homestead".into(),
         instance: Some(identity),
     };
     let ctx = Arc::new(Context::new(client, config, reporter, metrics, caches));
+    tokio::spawn(mark_ready_when_synced(health.clone(), users, ctx.clone()));
     controller
         .graceful_shutdown_on(stop.cancelled_owned())
         .run(reconcile, error_policy, ctx)
@@ -125,10 +121,11 @@ fn log_controller_error<T>(
     }
 }
 
-/// Marks the operator ready once every cache has listed.
-async fn mark_ready_when_synced(health: Health, users: Store<User>, caches: Caches) {
-    watches::synced(&users, &caches).await;
+/// Lets reconciles proceed and marks the operator ready once every cache has listed.
+async fn mark_ready_when_synced(health: Health, users: Store<User>, ctx: Arc<Context>) {
+    watches::synced(&users, &ctx.caches).await;
     tracing::info!("caches synced");
+    ctx.mark_synced();
     health.set_ready(true);
 }
 

@@ -161,6 +161,9 @@ pub struct Context {
     pub caches: Caches,
     /// Retry delays of Users whose reconcile failed.
     pub backoffs: Backoffs,
+    /// Whether every cache has seen its first list; reconciles wait for it, so nothing is
+    /// written from a half-filled cache after a restart. Set by the operator.
+    pub synced: tokio::sync::watch::Sender<bool>,
 }
 
 impl Context {
@@ -180,7 +183,20 @@ impl Context {
             metrics,
             caches,
             backoffs: Backoffs::default(),
+            synced: tokio::sync::watch::Sender::new(false),
         }
+    }
+
+    /// Marks every cache as synced: reconciles may proceed.
+    pub fn mark_synced(&self) {
+        self.synced.send_replace(true);
+    }
+
+    /// Waits until [`Context::mark_synced`] was called.
+    pub async fn wait_synced(&self) {
+        let mut synced = self.synced.subscribe();
+        // The sender lives in `self`, so the channel cannot close while we wait.
+        let _ = synced.wait_for(|synced| *synced).await;
     }
 }
 
@@ -240,6 +256,7 @@ pub(crate) mod test {
                     quotas,
                 },
             );
+            context.mark_synced();
             let writers = Writers {
                 namespaces: ns_writer,
                 role_bindings: rb_writer,

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::offboard::offboard;
 use crate::provision::{TERMINATING_RECHECK, provision};
 
-/// Reconciles one User: the kube-runtime finalizer helper adds `homestead.dev/cleanup` before
+/// Reconciles one User, once every cache has synced: the kube-runtime finalizer helper adds `homestead.dev/cleanup` before
 /// anything is created, runs [`provision`] while the User lives and [`offboard`] once it is
 /// deleted, and removes the finalizer when offboarding succeeds. Waiting for a terminating
 /// Namespace is a normal outcome: `Ok` with a requeue after 30 s (the Namespace watch usually
@@ -30,6 +30,7 @@ use crate::provision::{TERMINATING_RECHECK, provision};
 /// [`Error`] when an API request fails; the controller then calls [`error_policy`].
 #[instrument(skip_all, fields(user = %user.name_any()))]
 pub async fn reconcile(user: Arc<User>, ctx: Arc<Context>) -> Result<Action> {
+    ctx.wait_synced().await;
     let timer = ctx.metrics.duration.start_timer();
     let reference = ObjectRef::from_obj(user.as_ref());
     let users: Api<User> = Api::all(ctx.client.clone());

@@ -1,0 +1,90 @@
+//! Faults survived with nothing lost: a restart over converged Users writes nothing and says
+//! nothing (no reconcile writes before every cache has synced), and a User suspended while the
+//! operator was down loses access within seconds of the restart. Its own test binary: it
+//! restarts the shared operator.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use homestead_api::User;
+use homestead_testenv::free_port;
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+
+#[tokio::test]
+async fn a_restart_over_converged_users_writes_nothing_and_catches_up_at_once() {
+    let s = Scenario::new();
+    let c = admin().await;
+    let names: Vec<String> = (0..20).map(|i| format!("flt-{i:02}")).collect();
+    for name in &names {
+        let spec = json!({ "quota": { "hard": { "pods": "5", "requests.cpu": "0.1m" } } });
+        s.create(&c, &user(name, spec)).await;
+    }
+    for name in &names {
+        wait_reason(&c, name, "Provisioned").await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // Stop the operator, and while it is down suspend one person.
+    env().operator.lock().unwrap().stop();
+    let suspended = &names[0];
+    Api::<User>::all(c.clone())
+        .patch(
+            suspended,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "suspended": true } })),
+        )
+        .await
+        .unwrap();
+    let mark = audit().len();
+    let started = Instant::now();
+    let address = format!("127.0.0.1:{}", free_port().unwrap());
+    *env().operator.lock().unwrap() =
+        spawn_operator("homestead-restarted", "homestead-restarted", &address);
+
+    let rbs: Api<RoleBinding> = Api::namespaced(c.clone(), &format!("user-{suspended}"));
+    eventually(
+        "the suspension made while down to take effect",
+        60,
+        || async {
+            rbs.list(&Default::default())
+                .await
+                .ok()?
+                .items
+                .is_empty()
+                .then_some(())
+        },
+    )
+    .await;
+    let revoked_after = started.elapsed();
+    wait_reason(&c, suspended, "Suspended").await;
+    eventually("the restarted operator to be ready", 60, || async {
+        (http_get(&address, "/readyz")?.0 == 200).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+
+    let converged = &names[1..];
+    let writes: Vec<_> = audit()[mark..]
+        .iter()
+        .filter(|e| is_operator_write(e))
+        .filter(|e| {
+            converged
+                .iter()
+                .any(|n| concerns(e, n, &format!("user-{n}")))
+        })
+        .cloned()
+        .collect();
+    assert!(
+        writes.is_empty(),
+        "the restart wrote for converged Users: {writes:#?}"
+    );
+    println!(
+        "restart: access revoked {:.1} s after start; 0 writes and 0 Events for {} converged Users",
+        revoked_after.as_secs_f64(),
+        converged.len()
+    );
+}
