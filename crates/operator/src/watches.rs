@@ -5,7 +5,11 @@
 //! its User through its Namespace (whose labels tenants cannot write), never through a label
 //! on the RoleBinding itself.
 
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
+
+use futures::StreamExt;
 
 use homestead_api::{LABEL_MANAGED_BY, MANAGED_BY, User};
 use homestead_reconciler::Caches;
@@ -23,9 +27,15 @@ use serde::de::DeserializeOwned;
 pub fn controller(client: &Client, concurrency: u16) -> (Controller<User>, Caches) {
     let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
     let (namespaces, namespace_events) = cached_watch::<Namespace>(client, managed.clone());
-    let (quotas, quota_events) = cached_watch::<ResourceQuota>(client, managed);
     let (role_bindings, role_binding_events) =
         cached_watch::<RoleBinding>(client, watcher::Config::default());
+    let (quotas, quota_events) = cached_watch::<ResourceQuota>(client, managed);
+    let namespace_events = namespace_events.touched_objects();
+    let role_binding_events = role_binding_events.touched_objects();
+    // Quota status moves with every pod that comes or goes; only what Homestead sets matters.
+    let quota_events = changes_of(quota_events, |q: &ResourceQuota| {
+        fingerprint(&(&q.metadata.labels, &q.metadata.owner_references, &q.spec))
+    });
     let by_namespace = namespaces.clone();
     let controller = Controller::new(
         Api::<User>::all(client.clone()),
@@ -46,14 +56,59 @@ pub fn controller(client: &Client, concurrency: u16) -> (Controller<User>, Cache
     (controller, caches)
 }
 
-/// A reflector cache of `K` objects matching `config`, and the stream of touched objects
-/// (applied or deleted) that feeds both the cache and the Controller's triggers.
+/// The objects of `events` that are new, deleted, or changed in what `key` fingerprints;
+/// updates that change nothing else (status, resourceVersion) are dropped.
+fn changes_of<K, S>(
+    events: S,
+    key: impl Fn(&K) -> u64 + Send + 'static,
+) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Resource + Send + 'static,
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
+    let mut seen: HashMap<(Option<String>, String), u64> = HashMap::new();
+    events.filter_map(move |event| {
+        let changed = match event {
+            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                let id = (
+                    o.meta().namespace.clone(),
+                    o.meta().name.clone().unwrap_or_default(),
+                );
+                let print = key(&o);
+                (seen.insert(id, print) != Some(print)).then_some(Ok(o))
+            }
+            Ok(watcher::Event::Delete(o)) => {
+                let id = (
+                    o.meta().namespace.clone(),
+                    o.meta().name.clone().unwrap_or_default(),
+                );
+                seen.remove(&id);
+                Some(Ok(o))
+            }
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
+            Err(e) => Some(Err(e)),
+        };
+        std::future::ready(changed)
+    })
+}
+
+/// A 64-bit fingerprint of `value`'s JSON form.
+fn fingerprint(value: &impl serde::Serialize) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    serde_json::to_string(value)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    hasher.finish()
+}
+
+/// A reflector cache of `K` objects matching `config`, and the stream of its watch events
+/// that feeds both the cache and the Controller's triggers.
 fn cached_watch<K>(
     client: &Client,
     config: watcher::Config,
 ) -> (
     Store<K>,
-    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+    impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
 )
 where
     K: Resource<DynamicType = ()>
@@ -65,9 +120,8 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(Api::all(client.clone()), config))
-        .default_backoff()
-        .touched_objects();
+    let stream =
+        reflector::reflector(writer, watcher(Api::all(client.clone()), config)).default_backoff();
     (store, stream)
 }
 
