@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -407,8 +407,10 @@ pub struct ControlPlane {
     server: String,
     tokens: BTreeMap<String, String>,
     bin: PathBuf,
+    ports: Ports,
+    files: ApiServerFiles,
     /// In stop order: kube-controller-manager, kube-apiserver, etcd.
-    processes: Vec<Supervised>,
+    processes: Mutex<Vec<Supervised>>,
 }
 
 impl ControlPlane {
@@ -431,15 +433,17 @@ impl ControlPlane {
             .map(|i| (i.name.clone(), random_hex()))
             .collect();
         let files = write_files(&dir, &token_file(&options.identities, &tokens))?;
-        let mut plane = Self {
+        let plane = Self {
             server: format!("https://127.0.0.1:{}", ports.apiserver),
             dir,
             tokens,
             bin,
-            processes: Vec::new(),
+            ports,
+            files,
+            processes: Mutex::default(),
         };
-        plane.start_etcd(ports)?;
-        plane.start_apiserver(ports, &files)?;
+        plane.start_etcd()?;
+        plane.start_apiserver("kube-apiserver.log")?;
         plane.wait_ready(started).await?;
         plane.start_controller_manager().await?;
         if !options.crds.is_empty() {
@@ -457,35 +461,73 @@ impl ControlPlane {
 
     /// Starts etcd; the watchdog removes the directory after it stops, unless
     /// `HOMESTEAD_TESTENV_KEEP` is set.
-    fn start_etcd(&mut self, ports: Ports) -> Result<()> {
+    fn start_etcd(&self) -> Result<()> {
         let keep = std::env::var_os("HOMESTEAD_TESTENV_KEEP").is_some_and(|v| v != "0");
         let etcd = Supervised::spawn(
             "etcd",
             &self.bin.join("etcd"),
-            &etcd_args(&self.dir, ports),
+            &etcd_args(&self.dir, self.ports),
             self.dir.join("etcd.log"),
             (!keep).then_some(self.dir.as_path()),
         )
         .map_err(io("starting etcd"))?;
-        self.processes.push(etcd);
+        self.processes().push(etcd);
         Ok(())
     }
 
-    fn start_apiserver(&mut self, ports: Ports, files: &ApiServerFiles) -> Result<()> {
+    /// Starts kube-apiserver (logging to `log` in the directory) before etcd in stop order.
+    fn start_apiserver(&self, log: &str) -> Result<()> {
         let apiserver = Supervised::spawn(
             "kube-apiserver",
             &self.bin.join("kube-apiserver"),
-            &apiserver_args(&self.dir, ports, files),
-            self.dir.join("kube-apiserver.log"),
+            &apiserver_args(&self.dir, self.ports, &self.files),
+            self.dir.join(log),
             None,
         )
         .map_err(io("starting kube-apiserver"))?;
-        self.processes.insert(0, apiserver);
+        let mut processes = self.processes();
+        let etcd = processes.iter().position(|p| p.name == "etcd").unwrap_or(0);
+        processes.insert(etcd, apiserver);
         Ok(())
     }
 
+    /// Stops kube-apiserver and starts it again on the same port and etcd (the cluster's
+    /// state is kept), and waits until it is ready; for testing how clients survive an API
+    /// server restart. Its log continues in `kube-apiserver-restarted-<n>.log`.
+    ///
+    /// # Errors
+    /// [`Error::Startup`] if it does not come back within 120 seconds, [`Error::Io`] if it
+    /// cannot be started.
+    pub async fn restart_apiserver(&self) -> Result<()> {
+        let restarts = {
+            let mut processes = self.processes();
+            let i = processes.iter().position(|p| p.name == "kube-apiserver");
+            if let Some(i) = i {
+                processes.remove(i).stop();
+            }
+            std::fs::read_dir(&self.dir)
+                .map(|d| {
+                    d.filter_map(Result::ok)
+                        .filter(|e| {
+                            e.file_name()
+                                .to_string_lossy()
+                                .starts_with("kube-apiserver-restarted")
+                        })
+                        .count()
+                })
+                .unwrap_or(0)
+        };
+        self.start_apiserver(&format!("kube-apiserver-restarted-{}.log", restarts + 1))?;
+        self.wait_ready(Instant::now()).await
+    }
+
+    /// The supervised processes (a poisoned lock is taken over: the list stays valid).
+    fn processes(&self) -> std::sync::MutexGuard<'_, Vec<Supervised>> {
+        self.processes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Starts kube-controller-manager as the admin and waits until it has initialized.
-    async fn start_controller_manager(&mut self) -> Result<()> {
+    async fn start_controller_manager(&self) -> Result<()> {
         let kubeconfig = self.write_kubeconfig(ADMIN, &self.dir.join("admin.kubeconfig"))?;
         let kcm = Supervised::spawn(
             "kube-controller-manager",
@@ -495,8 +537,9 @@ impl ControlPlane {
             None,
         )
         .map_err(io("starting kube-controller-manager"))?;
-        self.processes.insert(0, kcm);
-        self.wait_logged(0).await
+        let log = kcm.log.clone();
+        self.processes().insert(0, kcm);
+        self.wait_logged("kube-controller-manager", &log).await
     }
 
     /// The control plane shared by all tests of one test binary, started on first use with
@@ -526,7 +569,7 @@ impl ControlPlane {
     }
 
     /// Polls `/readyz` every 250 ms until it answers `ok`, failing early if a process exits.
-    async fn wait_ready(&mut self, started: Instant) -> Result<()> {
+    async fn wait_ready(&self, started: Instant) -> Result<()> {
         let client = self.client(ADMIN).await?;
         loop {
             self.check_running()?;
@@ -544,28 +587,26 @@ impl ControlPlane {
         }
     }
 
-    /// Waits up to 30 seconds until process `index` has written to its log (it got as far as
+    /// Waits up to 30 seconds until process `name` has written to its `log` (it got as far as
     /// initializing), failing with the logs if any process exits meanwhile.
-    async fn wait_logged(&mut self, index: usize) -> Result<()> {
+    async fn wait_logged(&self, name: &str, log: &Path) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             self.check_running()?;
-            let logged = std::fs::metadata(&self.processes[index].log).is_ok_and(|m| m.len() > 0);
-            if logged {
+            if std::fs::metadata(log).is_ok_and(|m| m.len() > 0) {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                let reason = format!("{} wrote nothing in 30 s", self.processes[index].name);
-                return Err(self.startup_error(reason));
+                return Err(self.startup_error(format!("{name} wrote nothing in 30 s")));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 
     /// Fails with the logs if any process has exited.
-    fn check_running(&mut self) -> Result<()> {
+    fn check_running(&self) -> Result<()> {
         let dead: Vec<&str> = self
-            .processes
+            .processes()
             .iter_mut()
             .filter_map(|p| (!p.is_running()).then_some(p.name))
             .collect();
@@ -577,14 +618,15 @@ impl ControlPlane {
         }
     }
 
-    fn startup_error(&mut self, reason: String) -> Error {
+    fn startup_error(&self, reason: String) -> Error {
         let mut logs = String::new();
-        for p in &mut self.processes {
+        let mut processes = self.processes();
+        for p in processes.iter_mut() {
             if let Some(status) = p.exit_status() {
                 let _ = writeln!(logs, "{} exited: {status}", p.name);
             }
         }
-        for p in &self.processes {
+        for p in processes.iter() {
             let _ = writeln!(
                 logs,
                 "---- {} ({}) ----\n{}",
@@ -738,15 +780,16 @@ impl ControlPlane {
 
     /// Stops every process (kube-controller-manager, kube-apiserver, then etcd) and removes the
     /// directory unless `HOMESTEAD_TESTENV_KEEP` is set. Dropping does the same.
-    pub fn stop(mut self) {
+    pub fn stop(self) {
         self.stop_all();
     }
 
-    fn stop_all(&mut self) {
-        for p in &mut self.processes {
+    fn stop_all(&self) {
+        let mut processes = self.processes();
+        for p in processes.iter_mut() {
             p.stop();
         }
-        self.processes.clear();
+        processes.clear();
     }
 }
 
