@@ -6,6 +6,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use futures::StreamExt;
 use homestead_api::User;
+use homestead_reconciler::context::Fence;
 use homestead_reconciler::{Config, Context, Metrics, error_policy, reconcile};
 use kube::Client;
 use kube::runtime::controller;
@@ -32,14 +33,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let metrics = Metrics::new(&registry)?;
     let health = Health::new(registry, metrics.clone());
     let server = Server::bind(cli.metrics_address).await?;
-    let client = Client::try_default()
-        .await
-        .context("connecting to the Kubernetes API server")?;
+    let identity = cli.lease_identity.clone().unwrap_or_else(default_identity);
+    let client = client(&identity).await?;
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     let server = tokio::spawn(server.serve(health.clone(), shutdown.clone()));
 
-    let identity = cli.lease_identity.clone().unwrap_or_else(default_identity);
     let stop = shutdown.child_token();
     let leadership = if cli.leader_election {
         health.set_ready(true); // a healthy standby is ready: it serves and waits
@@ -54,16 +53,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         None
     };
 
-    reconcile_users(
-        client,
-        config,
-        identity,
-        metrics,
-        cli.concurrency,
-        &health,
-        stop,
-    )
-    .await;
+    let fence = leadership.as_ref().map(Leadership::fence);
+    let parts = (client, config, identity, metrics, fence);
+    reconcile_users(parts, cli.concurrency, &health, stop).await;
     health.set_ready(false);
     let lost = !shutdown.is_cancelled();
     if let Some(leadership) = leadership {
@@ -79,13 +71,29 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What the reconcile [`Context`] is made of: the client, the configuration, this replica's
+/// identity, the metrics, and the leader-election fence (`None`: no leader election).
+type ContextParts = (Client, Config, String, Metrics, Option<Arc<Fence>>);
+
+/// A client from the in-cluster or kubeconfig configuration whose requests carry the user agent
+/// `homestead/<version> (<identity>)`, so audit logs tell the replicas apart.
+///
+/// # Errors
+/// When no configuration is found or the client cannot be built.
+async fn client(identity: &str) -> anyhow::Result<Client> {
+    let mut config = kube::Config::infer()
+        .await
+        .context("loading the Kubernetes client configuration")?;
+    let agent = format!("homestead/{} ({identity})", env!("CARGO_PKG_VERSION"));
+    let agent = axum::http::HeaderValue::from_str(&agent).context("user agent")?;
+    config.headers.push((axum::http::header::USER_AGENT, agent));
+    Client::try_from(config).context("connecting to the Kubernetes API server")
+}
+
 /// Runs the Controller over Users until `stop` is cancelled, marking the operator ready once
 /// every cache has listed. Events are reported as controller `homestead`, instance `identity`.
 async fn reconcile_users(
-    client: Client,
-    config: Config,
-    identity: String,
-    metrics: Metrics,
+    (client, config, identity, metrics, fence): ContextParts,
     concurrency: u16,
     health: &Health,
     stop: CancellationToken,
@@ -97,7 +105,11 @@ async fn reconcile_users(
         controller: "homestead".into(),
         instance: Some(identity),
     };
-    let ctx = Arc::new(Context::new(client, config, reporter, metrics, caches));
+    let mut ctx = Context::new(client, config, reporter, metrics, caches);
+    if let Some(fence) = fence {
+        ctx.fence = fence;
+    }
+    let ctx = Arc::new(ctx);
     tokio::spawn(mark_ready_when_synced(health.clone(), users, ctx.clone()));
     controller
         .graceful_shutdown_on(stop.cancelled_owned())

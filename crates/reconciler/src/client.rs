@@ -1,6 +1,7 @@
 //! The reconciler's door to the API server: typed get / create / apply / delete of the objects
 //! Homestead manages, with the `Api` derived from the object's kind and namespace, and Event
-//! publishing. Every failure becomes an [`Error::Kube`] naming the verb, kind and object.
+//! publishing. Every failure becomes an [`Error::Kube`] naming the verb, kind and object. No
+//! write leaves a replica that may have lost the leader-election Lease ([`Error::NotLeader`]).
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -75,6 +76,15 @@ impl Context {
         K::Scope::api(self.client.clone(), namespace)
     }
 
+    /// Fails with [`Error::NotLeader`] unless this replica may write now.
+    pub(crate) fn fenced(&self) -> Result<()> {
+        if self.fence.is_held() {
+            Ok(())
+        } else {
+            Err(Error::NotLeader)
+        }
+    }
+
     fn error<K: Object>(
         verb: Verb,
         namespace: Option<&str>,
@@ -103,6 +113,7 @@ impl Context {
     /// # Errors
     /// [`Error::Kube`] with [`Verb::Create`] for any failure but a conflict.
     pub(crate) async fn create<K: Object>(&self, object: &K) -> Result<Option<K>> {
+        self.fenced()?;
         let (ns, name) = (object.namespace(), object.name_any());
         let params = PostParams {
             field_manager: Some(FIELD_MANAGER.to_owned()),
@@ -121,6 +132,7 @@ impl Context {
     /// # Errors
     /// [`Error::Kube`] with [`Verb::Create`] when the API server would refuse it.
     pub(crate) async fn dry_run_create<K: Object>(&self, object: &K) -> Result<()> {
+        self.fenced()?;
         let (ns, name) = (object.namespace(), object.name_any());
         let params = PostParams {
             dry_run: true,
@@ -140,6 +152,7 @@ impl Context {
     /// # Errors
     /// [`Error::Kube`] with [`Verb::Apply`].
     pub(crate) async fn apply<K: Object>(&self, object: &K) -> Result<()> {
+        self.fenced()?;
         let (ns, name) = (object.namespace(), object.name_any());
         let params = PatchParams::apply(FIELD_MANAGER).force();
         self.api::<K>(ns.as_deref())
@@ -211,6 +224,7 @@ impl Context {
         reference: &ObjectRef<K>,
         params: &DeleteParams,
     ) -> Result<()> {
+        self.fenced()?;
         let ns = reference.namespace.as_deref();
         match self.api::<K>(ns).delete(&reference.name, params).await {
             Ok(_) => Ok(()),
@@ -247,6 +261,9 @@ impl Context {
     /// Publishes an Event about `user` with `reason` and `note`. Failures are logged, never
     /// returned: Events are best effort and must not hold up a reconcile.
     pub(crate) async fn publish(&self, user: &User, type_: EventType, reason: &str, note: String) {
+        if !self.fence.is_held() {
+            return;
+        }
         let event = Event {
             type_,
             reason: reason.to_owned(),

@@ -73,6 +73,10 @@ pub enum Error {
     /// helper keeps the finalizer; [`crate::reconcile()`] turns it into a requeue, not a failure.
     #[error("namespace {0:?} is still terminating")]
     NamespaceTerminating(String),
+    /// This replica may not write: it no longer holds (or cannot confirm it holds) the
+    /// leader-election Lease.
+    #[error("not the leader (the leader-election Lease is not confirmed): nothing written")]
+    NotLeader,
     /// The finalizer helper failed: adding or removing the finalizer, or provisioning or
     /// offboarding (the inner error says which).
     #[error(transparent)]
@@ -106,6 +110,7 @@ impl Error {
                 Verb::PatchStatus => "status_failed",
             },
             Self::NamespaceTerminating(_) => "namespace_terminating",
+            Self::NotLeader => "not_leader",
             Self::Finalizer(inner) => match inner.as_ref() {
                 F::ApplyFailed(e) | F::CleanupFailed(e) => e.metric_label(),
                 F::AddFinalizer(_) | F::RemoveFinalizer(_) => "finalizer_failed",
@@ -124,7 +129,7 @@ impl Error {
                 F::ApplyFailed(e) | F::CleanupFailed(e) => e.terminating_namespace(),
                 _ => None,
             },
-            Self::Kube { .. } => None,
+            Self::Kube { .. } | Self::NotLeader => None,
         }
     }
 }

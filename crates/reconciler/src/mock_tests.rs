@@ -389,3 +389,34 @@ async fn offboarding_retains_a_namespace_that_has_become_reserved() {
     assert!(labels.get("app.kubernetes.io/managed-by").is_none());
     assert_eq!(sent[6]["reason"], "NamespaceRetained");
 }
+
+#[tokio::test]
+async fn a_replica_that_cannot_confirm_the_lease_writes_nothing() {
+    let (mut ctx, server, _writers) = Context::test();
+    ctx.fence = Arc::new(crate::context::Fence::closed());
+    // A new User: provisioning would write a finalizer, a Namespace, a RoleBinding, a status.
+    let fresh = user("alice", json!({}));
+    let (result, sent) = run(ctx, server, fresh, vec![]).await;
+    assert_eq!(result.unwrap(), Action::requeue(Duration::from_secs(5)));
+    assert!(sent.is_empty(), "a fenced replica made requests: {sent:?}");
+}
+
+#[tokio::test]
+async fn a_fence_that_closes_stops_the_next_write() {
+    let (mut ctx, _server, _writers) = Context::test();
+    ctx.fence = Arc::new(crate::context::Fence::closed());
+    ctx.fence
+        .hold_until(std::time::Instant::now() + Duration::from_secs(60));
+    // Held: a reconcile may start. Then the Lease can no longer be confirmed:
+    ctx.fence.hold_until(std::time::Instant::now());
+    let error = ctx
+        .apply(&desired_namespace(
+            &user("alice", json!({})),
+            "user-alice",
+            Default::default(),
+        ))
+        .await
+        .expect_err("a closed fence refuses the write");
+    assert!(matches!(error, Error::NotLeader));
+    assert_eq!(error.metric_label(), "not_leader");
+}

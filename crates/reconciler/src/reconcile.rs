@@ -31,6 +31,10 @@ use crate::provision::{TERMINATING_RECHECK, provision};
 #[instrument(skip_all, fields(user = %user.name_any()))]
 pub async fn reconcile(user: Arc<User>, ctx: Arc<Context>) -> Result<Action> {
     ctx.wait_synced().await;
+    if !ctx.fence.is_held() {
+        // Not (or no longer) the leader: touch nothing, not even the finalizer.
+        return Ok(Action::requeue(Duration::from_secs(5)));
+    }
     let timer = ctx.metrics.duration.start_timer();
     let reference = ObjectRef::from_obj(user.as_ref());
     let users: Api<User> = Api::all(ctx.client.clone());

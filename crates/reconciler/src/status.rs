@@ -260,6 +260,7 @@ impl Context {
         {
             return Ok(());
         }
+        self.fenced()?;
         let name = user.name_any();
         let patch = serde_json::json!({
             "apiVersion": User::api_version(&()),
