@@ -141,3 +141,83 @@ async fn a_restart_over_converged_users_writes_nothing_and_catches_up_at_once() 
         converged.len()
     );
 }
+
+/// An API Priority and Fairness squeeze: the operator's ServiceAccount gets a priority level
+/// with one seat and a one-request queue, so a burst of Users meets HTTP 429.
+const SQUEEZE: &str = r#"
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {name: flt-squeeze}
+spec:
+  type: Limited
+  limited:
+    nominalConcurrencyShares: 1
+    lendablePercent: 0
+    borrowingLimitPercent: 0
+    limitResponse:
+      type: Queue
+      queuing: {queues: 1, handSize: 1, queueLengthLimit: 1}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: flt-squeeze}
+spec:
+  priorityLevelConfiguration: {name: flt-squeeze}
+  matchingPrecedence: 100
+  distinguisherMethod: {type: ByUser}
+  rules:
+  - subjects:
+    - kind: ServiceAccount
+      serviceAccount: {name: homestead, namespace: homestead-system}
+    resourceRules:
+    - {verbs: ["*"], apiGroups: ["*"], resources: ["*"], clusterScope: true, namespaces: ["*"]}
+"#;
+
+#[tokio::test]
+async fn an_api_priority_and_fairness_squeeze_is_waited_out_without_a_hot_loop() {
+    let _turn = one_at_a_time().await;
+    let s = Scenario::new();
+    let c = admin().await;
+    let (ok, out) = kubectl(&["apply", "-f", "-"], SQUEEZE);
+    assert!(ok, "{out}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mark = audit().len();
+    let started = Instant::now();
+    let names: Vec<String> = (0..30).map(|i| format!("flt-apf-{i:02}")).collect();
+    for name in &names {
+        s.create(&c, &user(name, json!({}))).await;
+    }
+    for name in &names {
+        wait_reason(&c, name, "Provisioned").await;
+    }
+    let converged = started.elapsed();
+    let (ok, out) = kubectl(&["delete", "-f", "-"], SQUEEZE);
+    assert!(ok, "{out}");
+    let requests: Vec<serde_json::Value> = audit()[mark..]
+        .iter()
+        .filter(|e| e["user"]["username"] == homestead_testenv::OPERATOR)
+        .cloned()
+        .collect();
+    let throttled = requests
+        .iter()
+        .filter(|e| e["responseStatus"]["code"] == 429)
+        .count();
+    println!(
+        "APF squeeze: {} Users Ready after {:.1} s; operator requests {} ({:.1} per User), {} answered 429",
+        names.len(),
+        converged.as_secs_f64(),
+        requests.len(),
+        requests.len() as f64 / names.len() as f64,
+        throttled
+    );
+    assert!(
+        throttled > 0,
+        "the squeeze throttled nothing; the test tested nothing"
+    );
+    assert!(
+        requests.len() < 40 * names.len(),
+        "{} requests for {} Users: a hot loop",
+        requests.len(),
+        names.len()
+    );
+}
