@@ -41,6 +41,10 @@ test: control-plane
 bench users="500": control-plane
     HOMESTEAD_BENCH_USERS={{users}} cargo bench -p homestead --bench converge
 
+# Kill the operator (SIGKILL) at random moments during a bulk import and an offboarding, then check nothing was lost or leaked, and count writes after a restart (release build; minutes).
+chaos users="1000" offboard="300": control-plane
+    HOMESTEAD_CHAOS_USERS={{users}} HOMESTEAD_CHAOS_OFFBOARD={{offboard}} cargo bench -p homestead --bench chaos
+
 # Fail if a control-plane process started by the tests outlived them (a running `just up` is fine).
 _no-leftovers:
     #!/usr/bin/env bash
