@@ -34,10 +34,24 @@ fn operator_pid(address: &str) -> Option<u32> {
         })
 }
 
-/// SIGKILLs the running operator after a random 1-4 s, then starts a new one (it waits for the
-/// killed one's Lease to expire, as a new Pod would). Returns the new metrics address.
+/// Once the running operator leads and has synced its caches, SIGKILLs it after a random
+/// 0.5-4 s, then starts a new one (which waits for the killed one's Lease to expire, as a new
+/// Pod would). Returns the new metrics address.
 async fn kill_and_restart(address: &str, round: usize) -> String {
-    let wait = 1000 + u64::from(std::process::id()).wrapping_mul(7919 * (round as u64 + 1)) % 3000;
+    while !env()
+        .operator
+        .lock()
+        .unwrap()
+        .log_tail(200)
+        .contains("caches synced")
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let wait = 500 + u64::from(nanos) % 3500;
     tokio::time::sleep(Duration::from_millis(wait)).await;
     if let Some(pid) = operator_pid(address) {
         std::process::Command::new("kill")
