@@ -42,7 +42,7 @@ async fn kill_and_restart(address: &str, round: usize) -> String {
         .operator
         .lock()
         .unwrap()
-        .log_tail(200)
+        .log_tail(usize::MAX)
         .contains("caches synced")
     {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -59,7 +59,7 @@ async fn kill_and_restart(address: &str, round: usize) -> String {
             .status()
             .unwrap();
         println!(
-            "  SIGKILL operator {pid} after {:.1} s",
+            "  SIGKILL operator {pid} {:.1} s after it began reconciling",
             wait as f64 / 1000.0
         );
     }
