@@ -11,7 +11,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{admin, audit, env, is_operator_write, spawn_operator};
+use common::{admin, audit, env, is_operator_write, operator_pid, spawn_operator};
 use futures::{StreamExt, TryStreamExt};
 use homestead_api::User;
 use homestead_testenv::free_port;
@@ -19,20 +19,6 @@ use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
-
-/// The pid of the operator process serving `address` (not its watchdog).
-fn operator_pid(address: &str) -> Option<u32> {
-    let needle = format!("--metrics-address={address}");
-    std::fs::read_dir("/proc")
-        .ok()?
-        .filter_map(Result::ok)
-        .find_map(|e| {
-            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
-            let cmdline = String::from_utf8_lossy(&cmdline);
-            (cmdline.contains(&needle) && !cmdline.starts_with("bash"))
-                .then(|| e.file_name().to_string_lossy().parse().ok())?
-        })
-}
 
 /// Once the running operator leads and has synced its caches, SIGKILLs it after a random
 /// 0.5-4 s, then starts a new one (which waits for the killed one's Lease to expire, as a new

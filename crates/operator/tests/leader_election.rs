@@ -10,14 +10,6 @@ use common::*;
 use homestead_testenv::free_port;
 use serde_json::json;
 
-fn reconciles(metrics_address: &str) -> u64 {
-    let (_, body) = http_get(metrics_address, "/metrics").unwrap_or_default();
-    body.lines()
-        .filter(|l| l.starts_with("homestead_reconciliations_total"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
-}
-
 #[tokio::test]
 async fn standby_takes_over_when_the_leader_stops() {
     let s = Scenario::new();

@@ -14,21 +14,6 @@ use homestead_testenv::free_port;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-/// The pid of the operator process serving `metrics_address` (not its watchdog).
-fn operator_pid(metrics_address: &str) -> u32 {
-    let needle = format!("--metrics-address={metrics_address}");
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(Result::ok)
-        .find_map(|e| {
-            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
-            let cmdline = String::from_utf8_lossy(&cmdline);
-            (cmdline.contains(&needle) && !cmdline.starts_with("bash"))
-                .then(|| e.file_name().to_string_lossy().parse().ok())?
-        })
-        .expect("the operator process")
-}
-
 fn signal(pid: u32, signal: &str) {
     let status = Command::new("kill")
         .args([signal, &pid.to_string()])
@@ -50,7 +35,7 @@ async fn a_paused_leader_writes_nothing_when_it_resumes_and_exits() {
     s.create(&c, &user("lp-before", json!({}))).await;
     wait_reason(&c, "lp-before", "Provisioned").await;
 
-    let leader = operator_pid(&env().metrics_address);
+    let leader = operator_pid(&env().metrics_address).expect("the leader's process");
     signal(leader, "-STOP");
     let paused = Instant::now();
     eventually("the standby to take over", 60, || async {

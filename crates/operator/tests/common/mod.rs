@@ -387,3 +387,26 @@ pub fn kubectl_as(identity: &str, args: &[&str], stdin: &str) -> (bool, String) 
     );
     (out.status.success(), text)
 }
+
+/// The pid of the operator process serving `metrics_address` (not its watchdog), if running.
+pub fn operator_pid(metrics_address: &str) -> Option<u32> {
+    let needle = format!("--metrics-address={metrics_address}");
+    std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(Result::ok)
+        .find_map(|e| {
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            (cmdline.contains(&needle) && !cmdline.starts_with("bash"))
+                .then(|| e.file_name().to_string_lossy().parse().ok())?
+        })
+}
+
+/// `homestead_reconciliations_total` (all results) of the operator serving `metrics_address`.
+pub fn reconciles(metrics_address: &str) -> u64 {
+    let (_, body) = http_get(metrics_address, "/metrics").unwrap_or_default();
+    body.lines()
+        .filter(|l| l.starts_with("homestead_reconciliations_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
