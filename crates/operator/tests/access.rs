@@ -568,9 +568,8 @@ async fn the_admission_policy_bounds_the_operator_where_rbac_would_not() {
 }
 
 #[tokio::test]
-async fn unsafe_names_and_keys_are_refused_with_the_rule() {
-    let s = Scenario::new();
-    let c = admin().await;
+async fn unsafe_keys_are_refused_at_admission_with_the_rule() {
+    env();
     let doc = |name: &str, namespace: &str| {
         format!(
             "apiVersion: homestead.dev/v1alpha1\nkind: User\nmetadata:\n  name: {name}\nspec:\n  identity: {{username: a@example.com}}\n  namespace: {namespace}\n"
@@ -589,42 +588,6 @@ async fn unsafe_names_and_keys_are_refused_with_the_rule() {
             "{key}: {out}"
         );
     }
-    // What only the operator's flags know: Ready=False with a reason, and nothing created.
-    for (name, spec, want) in [
-        (
-            "acc-mesh",
-            json!({ "namespace": { "labels": { "istio-injection": "enabled" } } }),
-            "ReservedKey",
-        ),
-        (
-            "acc-sidecar",
-            json!({ "namespace": { "annotations": { "sidecar.istio.io/inject": "true" } } }),
-            "ReservedKey",
-        ),
-        (
-            "acc-payroll",
-            json!({ "namespace": { "name": "payroll-db" } }),
-            "NamespaceNotAllowed",
-        ),
-    ] {
-        s.create(&c, &user(name, spec)).await;
-        let u = wait_reason(&c, name, want).await;
-        let ready = u.ready_condition().unwrap();
-        assert_eq!(ready.status, "False");
-        assert!(
-            ready.message.contains("--reserved-key")
-                || ready.message.contains("--allowed-namespace"),
-            "{}",
-            ready.message
-        );
-        let ns = u.status.as_ref().unwrap().namespace.clone().unwrap();
-        assert!(
-            Api::<Namespace>::all(c.clone())
-                .get_opt(&ns)
-                .await
-                .unwrap()
-                .is_none(),
-            "{ns} was created"
-        );
-    }
+    // What only the operator's flags know (--reserved-key, --allowed-namespace) ends in
+    // Ready=False with nothing created: bad_input.rs, what_only_the_operator_knows_*.
 }

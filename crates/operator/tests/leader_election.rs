@@ -16,11 +16,7 @@ async fn standby_takes_over_when_the_leader_stops() {
     let env = env();
     let c = admin().await;
     let standby_address = format!("127.0.0.1:{}", free_port().unwrap());
-    let standby = spawn_operator("homestead-standby", "homestead-standby", &standby_address);
-    eventually("the standby to be ready", 60, || async {
-        (http_get(&standby_address, "/readyz")?.0 == 200).then_some(())
-    })
-    .await;
+    let standby = spawn_standby(&standby_address).await;
 
     s.create(&c, &user("ha-one", json!({}))).await;
     wait_reason(&c, "ha-one", "Provisioned").await;

@@ -27,11 +27,7 @@ async fn a_paused_leader_writes_nothing_when_it_resumes_and_exits() {
     let s = Scenario::new();
     let c = admin().await;
     let standby_address = format!("127.0.0.1:{}", free_port().unwrap());
-    let standby = spawn_operator("homestead-standby", "homestead-standby", &standby_address);
-    eventually("the standby to be ready", 60, || async {
-        (http_get(&standby_address, "/readyz")?.0 == 200).then_some(())
-    })
-    .await;
+    let standby = spawn_standby(&standby_address).await;
     s.create(&c, &user("lp-before", json!({}))).await;
     wait_reason(&c, "lp-before", "Provisioned").await;
 

@@ -410,3 +410,15 @@ pub fn reconciles(metrics_address: &str) -> u64 {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
         .sum()
 }
+
+/// Starts a second operator replica (`homestead-standby`, Lease identity the same) serving
+/// `metrics_address`, and waits until it is ready (a standby is ready while it waits for the
+/// Lease).
+pub async fn spawn_standby(metrics_address: &str) -> Supervised {
+    let standby = spawn_operator("homestead-standby", "homestead-standby", metrics_address);
+    eventually("the standby to be ready", 60, || async {
+        (http_get(metrics_address, "/readyz")?.0 == 200).then_some(())
+    })
+    .await;
+    standby
+}
