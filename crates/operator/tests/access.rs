@@ -218,14 +218,7 @@ async fn suspension_leaves_no_way_back_in_and_unsuspending_restores_homesteads_b
 
     set_suspended(&c, "acc-susp", true).await;
     wait_reason(&c, "acc-susp", "Suspended").await;
-    eventually("every RoleBinding to be gone", 30, || async {
-        let left = Api::<RoleBinding>::namespaced(c.clone(), "user-acc-susp")
-            .list(&Default::default())
-            .await
-            .ok()?;
-        left.items.is_empty().then_some(())
-    })
-    .await;
+    wait_no_role_bindings(&c, "user-acc-susp", 30).await;
     assert_no_access("user-acc-susp");
     let revoked = event_notes(&c, "acc-susp", "AccessRevoked").await;
     assert!(

@@ -460,16 +460,7 @@ async fn a_refusal_never_keeps_a_suspended_persons_access() {
         .await
         .unwrap();
     wait_reason(&c, "bad-suspref", "RoleNotAllowed").await;
-    let rbs: Api<RoleBinding> = Api::namespaced(c.clone(), "user-bad-suspref");
-    eventually("the suspended person's access to be gone", 30, || async {
-        rbs.list(&Default::default())
-            .await
-            .ok()?
-            .items
-            .is_empty()
-            .then_some(())
-    })
-    .await;
+    wait_no_role_bindings(&c, "user-bad-suspref", 30).await;
 }
 
 #[tokio::test]

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use homestead_api::User;
 use homestead_testenv::free_port;
-use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
@@ -98,20 +97,7 @@ async fn a_restart_over_converged_users_writes_nothing_and_catches_up_at_once() 
     *env().operator.lock().unwrap() =
         spawn_operator("homestead-restarted", "homestead-restarted", &address);
 
-    let rbs: Api<RoleBinding> = Api::namespaced(c.clone(), &format!("user-{suspended}"));
-    eventually(
-        "the suspension made while down to take effect",
-        60,
-        || async {
-            rbs.list(&Default::default())
-                .await
-                .ok()?
-                .items
-                .is_empty()
-                .then_some(())
-        },
-    )
-    .await;
+    wait_no_role_bindings(&c, &format!("user-{suspended}"), 60).await;
     let revoked_after = started.elapsed();
     wait_reason(&c, suspended, "Suspended").await;
     eventually("the restarted operator to be ready", 60, || async {

@@ -422,3 +422,15 @@ pub async fn spawn_standby(metrics_address: &str) -> Supervised {
     .await;
     standby
 }
+
+/// Waits up to `secs` seconds until `namespace` holds no RoleBinding at all (access revoked).
+pub async fn wait_no_role_bindings(client: &Client, namespace: &str, secs: u64) {
+    let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> =
+        Api::namespaced(client.clone(), namespace);
+    let what = format!("every RoleBinding in {namespace} to be gone");
+    eventually(&what, secs, || async {
+        let left = bindings.list(&Default::default()).await.ok()?;
+        left.items.is_empty().then_some(())
+    })
+    .await;
+}
