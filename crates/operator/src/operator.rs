@@ -109,6 +109,7 @@ async fn reconcile_users(
     if let Some(fence) = fence {
         ctx.fence = fence;
     }
+    health.set_fence(ctx.fence.clone());
     let ctx = Arc::new(ctx);
     tokio::spawn(mark_ready_when_synced(health.clone(), users, ctx.clone()));
     controller

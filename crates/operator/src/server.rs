@@ -15,6 +15,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use homestead_api::User;
 use homestead_reconciler::Metrics;
+use homestead_reconciler::context::Fence;
 use kube::runtime::reflector::Store;
 use prometheus::{Encoder, Registry, TextEncoder};
 use tokio_util::sync::CancellationToken;
@@ -26,6 +27,7 @@ pub struct Health {
     registry: Registry,
     metrics: Metrics,
     users: Arc<OnceLock<Store<User>>>,
+    fence: Arc<OnceLock<Arc<Fence>>>,
 }
 
 impl Health {
@@ -36,6 +38,7 @@ impl Health {
             registry,
             metrics,
             users: Arc::default(),
+            fence: Arc::default(),
         }
     }
 
@@ -48,12 +51,20 @@ impl Health {
     pub fn set_user_store(&self, store: Store<User>) {
         let _ = self.users.set(store);
     }
+
+    /// Gives `/metrics` the fence of this replica's writes, from which it computes
+    /// `homestead_leader` (0 until set: a standby does not lead).
+    pub fn set_fence(&self, fence: Arc<Fence>) {
+        let _ = self.fence.set(fence);
+    }
 }
 
 async fn metrics(State(health): State<Health>) -> impl IntoResponse {
     if let Some(store) = health.users.get() {
         health.metrics.observe_users(&store.state());
     }
+    let leading = health.fence.get().is_some_and(|f| f.is_held());
+    health.metrics.leader.set(i64::from(leading));
     let mut body = Vec::new();
     let encoder = TextEncoder::new();
     match encoder.encode(&health.registry.gather(), &mut body) {

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use homestead_api::User;
-use homestead_testenv::free_port;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
@@ -93,7 +92,8 @@ async fn a_restart_over_converged_users_writes_nothing_and_catches_up_at_once() 
         .unwrap();
     let mark = audit().len();
     let started = Instant::now();
-    let address = format!("127.0.0.1:{}", free_port().unwrap());
+    // The same metrics address as before (now free), so the other tests here find it.
+    let address = env().metrics_address.clone();
     *env().operator.lock().unwrap() =
         spawn_operator("homestead-restarted", "homestead-restarted", &address);
 
@@ -205,5 +205,47 @@ async fn an_api_priority_and_fairness_squeeze_is_waited_out_without_a_hot_loop()
         "{} requests for {} Users: a hot loop",
         requests.len(),
         names.len()
+    );
+}
+
+/// The value of the unlabelled metric `name` at the operator's `/metrics`.
+fn metric(name: &str) -> Option<f64> {
+    let (_, body) = http_get(&env().metrics_address, "/metrics")?;
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+#[tokio::test]
+async fn a_leader_cut_off_from_the_api_server_stops_writing_by_itself() {
+    let _turn = one_at_a_time().await;
+    let s = Scenario::new();
+    let c = admin().await;
+    let names: Vec<String> = (0..3).map(|i| format!("flt-cut-{i}")).collect();
+    converged(&s, &c, &names).await;
+    assert_eq!(
+        metric("homestead_leader"),
+        Some(1.0),
+        "the operator leads to begin with"
+    );
+
+    let cut = Instant::now();
+    env().plane.stop_apiserver();
+    eventually("the cut-off leader to stop writing", 30, || async {
+        (metric("homestead_leader") == Some(0.0)).then_some(())
+    })
+    .await;
+    let fenced_after = cut.elapsed();
+    env().plane.start_apiserver_again().await.unwrap();
+    eventually("the leader to confirm its Lease again", 60, || async {
+        (metric("homestead_leader") == Some(1.0)).then_some(())
+    })
+    .await;
+    let c = admin().await;
+    s.create(&c, &user("flt-cut-new", json!({}))).await;
+    wait_reason(&c, "flt-cut-new", "Provisioned").await;
+    println!(
+        "API server gone: the leader stopped writing {:.1} s later (by itself; the Lease lasts 15 s); after the outage ({:.1} s) it leads and provisions again",
+        fenced_after.as_secs_f64(),
+        cut.elapsed().as_secs_f64()
     );
 }

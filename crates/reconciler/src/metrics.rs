@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use homestead_api::User;
-use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGaugeVec, Opts, Registry};
+use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 /// The reconciler's metrics; cheap to clone (shared handles).
 #[derive(Clone, Debug)]
@@ -17,6 +17,9 @@ pub struct Metrics {
     pub duration: Histogram,
     /// `homestead_users{ready="True"|"False"|"Unknown"}`: Users by their `Ready` condition.
     pub users: IntGaugeVec,
+    /// `homestead_leader`: 1 while this replica holds the leader-election Lease and may write
+    /// (its fence is open), else 0.
+    pub leader: IntGauge,
 }
 
 impl Metrics {
@@ -58,12 +61,18 @@ impl Metrics {
         registry.register(Box::new(reconciliations.clone()))?;
         registry.register(Box::new(errors.clone()))?;
         registry.register(Box::new(duration.clone()))?;
+        let leader = IntGauge::new(
+            "homestead_leader",
+            "Whether this replica holds the leader-election Lease and may write (1) or not (0)",
+        )?;
         registry.register(Box::new(users.clone()))?;
+        registry.register(Box::new(leader.clone()))?;
         Ok(Self {
             reconciliations,
             errors,
             duration,
             users,
+            leader,
         })
     }
 

@@ -491,34 +491,44 @@ impl ControlPlane {
         Ok(())
     }
 
-    /// Stops kube-apiserver and starts it again on the same port and etcd (the cluster's
-    /// state is kept), and waits until it is ready; for testing how clients survive an API
-    /// server restart. Its log continues in `kube-apiserver-restarted-<n>.log`.
+    /// Stops kube-apiserver (etcd and the cluster's state stay); clients then find nobody
+    /// listening. For testing how clients survive an API server outage; see
+    /// [`ControlPlane::start_apiserver_again`].
+    pub fn stop_apiserver(&self) {
+        let mut processes = self.processes();
+        if let Some(i) = processes.iter().position(|p| p.name == "kube-apiserver") {
+            processes.remove(i).stop();
+        }
+    }
+
+    /// Starts kube-apiserver again on the same port and etcd after
+    /// [`ControlPlane::stop_apiserver`], and waits until it is ready. Its log continues in
+    /// `kube-apiserver-restarted-<n>.log`.
     ///
     /// # Errors
-    /// [`Error::Startup`] if it does not come back within 120 seconds, [`Error::Io`] if it
-    /// cannot be started.
-    pub async fn restart_apiserver(&self) -> Result<()> {
-        let restarts = {
-            let mut processes = self.processes();
-            let i = processes.iter().position(|p| p.name == "kube-apiserver");
-            if let Some(i) = i {
-                processes.remove(i).stop();
-            }
-            std::fs::read_dir(&self.dir)
-                .map(|d| {
-                    d.filter_map(Result::ok)
-                        .filter(|e| {
-                            e.file_name()
-                                .to_string_lossy()
-                                .starts_with("kube-apiserver-restarted")
-                        })
-                        .count()
+    /// [`Error::Startup`] if it is not ready within 120 seconds, [`Error::Io`] if it cannot be
+    /// started.
+    pub async fn start_apiserver_again(&self) -> Result<()> {
+        let restarts = std::fs::read_dir(&self.dir).map_or(0, |d| {
+            d.filter_map(Result::ok)
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with("kube-apiserver-restarted")
                 })
-                .unwrap_or(0)
-        };
+                .count()
+        });
         self.start_apiserver(&format!("kube-apiserver-restarted-{}.log", restarts + 1))?;
         self.wait_ready(Instant::now()).await
+    }
+
+    /// [`ControlPlane::stop_apiserver`], then [`ControlPlane::start_apiserver_again`].
+    ///
+    /// # Errors
+    /// As [`ControlPlane::start_apiserver_again`].
+    pub async fn restart_apiserver(&self) -> Result<()> {
+        self.stop_apiserver();
+        self.start_apiserver_again().await
     }
 
     /// The supervised processes (a poisoned lock is taken over: the list stays valid).
