@@ -11,7 +11,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{admin, audit, env, is_operator_write};
+use common::{admin, audit, env, is_operator_write, operator_pid};
 use futures::{StreamExt, TryStreamExt};
 use homestead_api::User;
 use kube::api::{Api, ListParams, PostParams};
@@ -24,21 +24,12 @@ fn operator_writes() -> usize {
         .count()
 }
 
-/// Peak resident set of the process whose command line mentions `needle`, in KiB.
-fn peak_rss_kib(needle: &str) -> Option<u64> {
-    std::fs::read_dir("/proc")
-        .ok()?
-        .filter_map(Result::ok)
-        .find_map(|e| {
-            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
-            let cmdline = String::from_utf8_lossy(&cmdline);
-            if !cmdline.contains(needle) || cmdline.starts_with("bash") {
-                return None;
-            }
-            let status = std::fs::read_to_string(e.path().join("status")).ok()?;
-            let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-            line.split_whitespace().nth(1)?.parse().ok()
-        })
+/// Peak resident set (VmHWM) of the operator serving `metrics_address`, in KiB.
+fn peak_rss_kib(metrics_address: &str) -> Option<u64> {
+    let pid = operator_pid(metrics_address)?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 #[tokio::main]
