@@ -1,35 +1,478 @@
-//! `just bench`: how fast the operator provisions a bulk HR import, what it costs the API
-//! server, and what it holds in memory, on the real local control plane.
+//! `just bench [USERS]`: Homestead against the floor of what any operator must ask of the API
+//! server, side by side on one real local control plane (release build).
 //!
-//! Creates `HOMESTEAD_BENCH_USERS` Users (default 500) at once, then reports: seconds until all
-//! are `Ready=True` and Users per second; the operator's write requests (from the audit log) per
-//! User; writes during 10 s of steady state afterwards (leases excluded; expected 0); and the
-//! operator's peak resident memory (VmHWM) in MiB. Figures, not assertions: compare runs.
+//! 1. **Floor**: with no operator running, a client that makes exactly the requests a User
+//!    cannot do without (create the User, add the finalizer, create the Namespace, create the
+//!    RoleBinding, write the status), `IN_FLIGHT` Users at a time; then offboards them as
+//!    cheaply as possible (delete the User and its Namespace, remove the finalizer once the
+//!    Namespace is gone).
+//! 2. **Homestead**: the release operator (default flags) on as many fresh Users, created
+//!    `IN_FLIGHT` at a time, until all are `Ready=True`; 30 s of steady state; a restart (time
+//!    until every cache is synced); a forced re-list (the API server restarted); and
+//!    offboarding of all of them (`deletionPolicy: Delete`).
+//!
+//! Waiting is done with watches. Request counts come from the audit log: every request about
+//! a benchmark User (the User, its Namespace and anything in it, Events about it), by verb and
+//! resource, per User. Memory is the operator's resident set from `/proc`. Figures, not
+//! assertions: the output is meant to be compared between runs and with the README.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 
+use std::collections::{BTreeMap, HashSet};
+use std::future::Future;
 use std::time::{Duration, Instant};
 
-use common::{admin, audit, env, is_operator_write, operator_pid};
+use common::{install, operator_pid, spawn_operator_with};
 use futures::{StreamExt, TryStreamExt};
-use homestead_api::User;
-use kube::api::{Api, ListParams, PostParams};
+use homestead_api::{FIELD_MANAGER, FINALIZER, User};
+use homestead_reconciler::context::PodSecurity;
+use homestead_reconciler::desired::{desired_namespace, desired_role_binding};
+use homestead_reconciler::status::{Outcome, Reason, desired_status};
+use homestead_testenv::{ADMIN, ControlPlane, OPERATOR, Supervised, free_port};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
 
-/// The operator's writes so far, Lease renewals excluded.
-fn operator_writes() -> usize {
-    audit()
-        .iter()
-        .filter(|e| is_operator_write(e) && e["objectRef"]["resource"] != "leases")
+/// Users created, deleted or provisioned at once, by the floor client and by the benchmark.
+const IN_FLIGHT: usize = 64;
+/// Label telling the two runs' Users apart (`floor` or `homestead`).
+const RUN_LABEL: &str = "bench-run";
+/// Steady state observed after convergence, in seconds.
+const STEADY_SECONDS: u64 = 30;
+
+/// A run's Users: `<run>-00042`, labelled `bench-run=<run>`, role `edit`, deletionPolicy
+/// Delete, no quota (the floor makes no quota either).
+fn bench_user(run: &str, i: usize) -> User {
+    serde_json::from_value(json!({
+        "apiVersion": "homestead.dev/v1alpha1", "kind": "User",
+        "metadata": { "name": format!("{run}-{i:05}"), "labels": { RUN_LABEL: run } },
+        "spec": { "identity": { "username": format!("{run}-{i}@example.com") }, "role": "edit",
+                  "deletionPolicy": "Delete" },
+    }))
+    .unwrap()
+}
+
+/// Runs `f(i)` for `0..count`, `IN_FLIGHT` at a time; panics on the first error.
+async fn each<F, Fut>(count: usize, f: F)
+where
+    F: Fn(usize) -> Fut,
+    Fut: Future<Output = kube::Result<()>>,
+{
+    futures::stream::iter(0..count)
+        .map(f)
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect::<Vec<()>>()
+        .await
+        .unwrap();
+}
+
+/// Watches the Users of `run` until `done` holds for every one of `count` (or, with `count`
+/// 0, until none is left). The watch starts before this returns its future's first poll
+/// completes the initial list, so start it before the Users change.
+async fn wait_users(client: Client, run: &str, count: usize, done: fn(&User) -> bool) {
+    let config = watcher::Config::default().labels(&format!("{RUN_LABEL}={run}"));
+    let mut events = watcher(Api::<User>::all(client), config).boxed();
+    let (mut present, mut finished) = (HashSet::new(), HashSet::new());
+    let mut listed = false;
+    while let Some(event) = events.try_next().await.unwrap() {
+        match event {
+            watcher::Event::Apply(u) | watcher::Event::InitApply(u) => {
+                present.insert(u.name_any());
+                if done(&u) {
+                    finished.insert(u.name_any());
+                } else {
+                    finished.remove(&u.name_any());
+                }
+            }
+            watcher::Event::Delete(u) => {
+                present.remove(&u.name_any());
+                finished.remove(&u.name_any());
+            }
+            watcher::Event::InitDone => listed = true,
+            watcher::Event::Init => {}
+        }
+        let complete = if count == 0 {
+            present.is_empty()
+        } else {
+            finished.len() == count
+        };
+        if listed && complete {
+            return;
+        }
+    }
+}
+
+/// Whether `user` is `Ready=True`.
+fn is_ready(user: &User) -> bool {
+    user.ready_condition().is_some_and(|c| c.status == "True")
+}
+
+/// Starts [`wait_users`] in the background and returns once its watch has listed.
+async fn watch_users(
+    client: &Client,
+    run: &'static str,
+    count: usize,
+    done: fn(&User) -> bool,
+) -> tokio::task::JoinHandle<()> {
+    let task = tokio::spawn(wait_users(client.clone(), run, count, done));
+    // The initial list of a few thousand Users takes well under this.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    task
+}
+
+/// The floor: provisions `count` Users with only the unavoidable requests. Returns the time.
+async fn floor_provision(client: &Client, count: usize) -> Duration {
+    let users: Api<User> = Api::all(client.clone());
+    let started = Instant::now();
+    each(count, |i| {
+        let (users, client) = (users.clone(), client.clone());
+        async move {
+            let user = users
+                .create(&PostParams::default(), &bench_user("floor", i))
+                .await?;
+            let name = user.name_any();
+            let finalizer = json!({ "metadata": { "finalizers": [FINALIZER] } });
+            users
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&finalizer))
+                .await?;
+            let ns = format!("user-{name}");
+            let post = PostParams {
+                field_manager: Some(FIELD_MANAGER.to_owned()),
+                ..PostParams::default()
+            };
+            Api::<Namespace>::all(client.clone())
+                .create(
+                    &post,
+                    &desired_namespace(&user, &ns, PodSecurity::default()),
+                )
+                .await?;
+            Api::<RoleBinding>::namespaced(client, &ns)
+                .create(&post, &desired_role_binding(&user, &ns))
+                .await?;
+            let outcome = Outcome::new(&ns, Reason::Provisioned, "provisioned");
+            let status = json!({
+                "apiVersion": "homestead.dev/v1alpha1", "kind": "User",
+                "status": desired_status(&user, &outcome, Time(Timestamp::now())),
+            });
+            users
+                .patch_status(
+                    &name,
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(&status),
+                )
+                .await
+                .map(drop)
+        }
+    })
+    .await;
+    started.elapsed()
+}
+
+/// The floor's offboarding of `count` Users: deletes each User (its finalizer holds it) and its
+/// Namespace, and removes the finalizer as soon as the Namespace watch reports it gone. Returns
+/// the time until every User is gone.
+async fn floor_offboard(client: &Client, count: usize) -> Duration {
+    let users: Api<User> = Api::all(client.clone());
+    let gone = watch_users(client, "floor", 0, |_| false).await;
+    let releaser = {
+        let users = users.clone();
+        let namespaces = watcher(Api::<Namespace>::all(client.clone()), Default::default());
+        tokio::spawn(async move {
+            namespaces
+                .try_filter_map(|e| async move {
+                    Ok(match e {
+                        watcher::Event::Delete(ns) => ns
+                            .name_any()
+                            .strip_prefix("user-")
+                            .filter(|n| n.starts_with("floor-"))
+                            .map(str::to_owned),
+                        _ => None,
+                    })
+                })
+                .map_err(|e| panic!("namespace watch: {e}"))
+                .try_for_each_concurrent(IN_FLIGHT, |name: String| {
+                    let users = users.clone();
+                    async move {
+                        let release = json!({ "metadata": { "finalizers": null } });
+                        users
+                            .patch(&name, &PatchParams::default(), &Patch::Merge(&release))
+                            .await
+                            .unwrap();
+                        Ok::<(), ()>(())
+                    }
+                })
+                .await
+        })
+    };
+    let started = Instant::now();
+    each(count, |i| {
+        let (users, client) = (users.clone(), client.clone());
+        async move {
+            let name = format!("floor-{i:05}");
+            users.delete(&name, &DeleteParams::default()).await?;
+            Api::<Namespace>::all(client)
+                .delete(&format!("user-{name}"), &DeleteParams::background())
+                .await
+                .map(drop)
+        }
+    })
+    .await;
+    gone.await.unwrap();
+    releaser.abort();
+    started.elapsed()
+}
+
+/// Homestead: creates `count` Users and returns the time until all are `Ready=True`.
+async fn homestead_provision(client: &Client, count: usize) -> Duration {
+    let users: Api<User> = Api::all(client.clone());
+    let ready = watch_users(client, "homestead", count, is_ready).await;
+    let started = Instant::now();
+    each(count, |i| {
+        let users = users.clone();
+        async move {
+            users
+                .create(&PostParams::default(), &bench_user("homestead", i))
+                .await
+                .map(drop)
+        }
+    })
+    .await;
+    ready.await.unwrap();
+    started.elapsed()
+}
+
+/// Homestead's offboarding: deletes `count` Users and returns the time until all are gone.
+async fn homestead_offboard(client: &Client, count: usize) -> Duration {
+    let users: Api<User> = Api::all(client.clone());
+    let gone = watch_users(client, "homestead", 0, |_| false).await;
+    let started = Instant::now();
+    each(count, |i| {
+        let users = users.clone();
+        async move {
+            users
+                .delete(&format!("homestead-{i:05}"), &DeleteParams::default())
+                .await
+                .map(drop)
+        }
+    })
+    .await;
+    gone.await.unwrap();
+    started.elapsed()
+}
+
+/// A field of `/proc/<pid>/status` in MiB (`VmRSS`: resident now; `VmHWM`: peak).
+fn memory_mib(pid: u32, field: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    kib / 1024.0
+}
+
+/// Resets the peak resident set (`VmHWM`) of `pid` to its current one (Linux `clear_refs`).
+fn reset_peak(pid: u32) {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+}
+
+/// The operator under benchmark: a release binary with default flags.
+struct Operator {
+    /// Stops the operator when dropped.
+    _process: Supervised,
+    address: String,
+}
+
+impl Operator {
+    /// Starts it and returns once it logged that every cache is synced, with the time that took.
+    async fn start(pod: &str) -> (Self, Duration) {
+        let address = format!("127.0.0.1:{}", free_port().unwrap());
+        let started = Instant::now();
+        let process = spawn_operator_with("homestead", pod, &address, &[]);
+        while !process.log_tail(usize::MAX).contains("caches synced") {
+            assert!(
+                started.elapsed() < Duration::from_secs(300),
+                "operator not synced:\n{}",
+                process.log_tail(40)
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        (
+            Self {
+                _process: process,
+                address,
+            },
+            started.elapsed(),
+        )
+    }
+
+    fn pid(&self) -> u32 {
+        operator_pid(&self.address).expect("operator running")
+    }
+}
+
+/// One request from the audit log, as far as the benchmark needs it.
+struct Request {
+    /// When the API server received it.
+    at: Timestamp,
+    /// Who made it: the operator, or the admin (the floor client and the benchmark itself).
+    by_operator: bool,
+    /// `verb resource[/subresource]`.
+    kind: String,
+    /// The benchmark User it concerns (`floor-00042`): the User, its Namespace or anything in
+    /// it, or an Event about it.
+    user: Option<String>,
+    /// Whether it writes (create, update, patch, delete).
+    write: bool,
+    /// Whether it is about a Lease.
+    lease: bool,
+}
+
+/// The completed requests of the operator and the admin in the audit log, read line by line
+/// (kube-controller-manager's, the bulk of a namespace deletion, are skipped).
+fn audit_log(plane: &ControlPlane) -> Vec<Request> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(plane.dir().join("audit.log")).unwrap();
+    std::io::BufReader::new(file)
+        .lines()
+        .map_while(Result::ok)
+        .filter(|line| !line.contains("\"userAgent\":\"kube-controller-manager"))
+        .filter_map(|line| serde_json::from_str::<Value>(&line).ok())
+        .filter(|e| e["stage"] == "ResponseComplete")
+        .filter_map(|e| {
+            let by = e["user"]["username"].as_str()?;
+            if by != OPERATOR && by != ADMIN {
+                return None;
+            }
+            Some(Request {
+                at: e["requestReceivedTimestamp"].as_str()?.parse().ok()?,
+                by_operator: by == OPERATOR,
+                kind: request_kind(&e),
+                user: concerned_user(&e),
+                write: matches!(
+                    e["verb"].as_str(),
+                    Some("create" | "update" | "patch" | "delete" | "deletecollection")
+                ),
+                lease: e["objectRef"]["resource"] == "leases",
+            })
+        })
+        .collect()
+}
+
+/// The benchmark User an audit event concerns (`floor-00042`), if any.
+fn concerned_user(event: &Value) -> Option<String> {
+    let r = &event["objectRef"];
+    let name = r["name"].as_str().unwrap_or_default();
+    let user = match (r["resource"].as_str()?, r["namespace"].as_str()) {
+        ("users", _) => name,
+        ("namespaces", None) => name.strip_prefix("user-")?,
+        ("events", Some("default")) => name.split('.').next()?,
+        (_, Some(ns)) => ns.strip_prefix("user-")?,
+        _ => return None,
+    };
+    (user.starts_with("floor-") || user.starts_with("homestead-")).then(|| user.to_owned())
+}
+
+/// `verb resource[/subresource]` of an audit event.
+fn request_kind(event: &Value) -> String {
+    let r = &event["objectRef"];
+    let verb = event["verb"].as_str().unwrap_or("?");
+    let resource = r["resource"].as_str().unwrap_or("?");
+    match r["subresource"].as_str() {
+        Some(sub) => format!("{verb} {resource}/{sub}"),
+        None => format!("{verb} {resource}"),
+    }
+}
+
+/// Requests about `run`'s Users between `from` and `to`, by `verb resource`.
+fn requests(
+    log: &[Request],
+    run: &str,
+    (from, to): (Timestamp, Timestamp),
+) -> BTreeMap<String, usize> {
+    let prefix = format!("{run}-");
+    let mut counts = BTreeMap::new();
+    for r in log.iter().filter(|r| r.at >= from && r.at <= to) {
+        if r.user.as_ref().is_some_and(|u| u.starts_with(&prefix)) {
+            *counts.entry(r.kind.clone()).or_default() += 1;
+        }
+    }
+    counts
+}
+
+/// The operator's requests between `from` and `to` about no benchmark User (lists, watches,
+/// Lease renewals, the CRD), by `verb resource`.
+fn operator_overhead(
+    log: &[Request],
+    (from, to): (Timestamp, Timestamp),
+) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for r in log.iter().filter(|r| r.at >= from && r.at <= to) {
+        if r.by_operator && r.user.is_none() {
+            *counts.entry(r.kind.clone()).or_default() += 1;
+        }
+    }
+    counts
+}
+
+/// The operator's writes between `from` and `to` (Lease renewals excluded).
+fn operator_writes(log: &[Request], (from, to): (Timestamp, Timestamp)) -> usize {
+    log.iter()
+        .filter(|r| r.at >= from && r.at <= to && r.by_operator && r.write && !r.lease)
         .count()
 }
 
-/// Peak resident set (VmHWM) of the operator serving `metrics_address`, in KiB.
-fn peak_rss_kib(metrics_address: &str) -> Option<u64> {
-    let pid = operator_pid(metrics_address)?;
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+/// Prints two request tables side by side, per User.
+fn print_requests(floor: &BTreeMap<String, usize>, ours: &BTreeMap<String, usize>, count: usize) {
+    let keys: std::collections::BTreeSet<&String> = floor.keys().chain(ours.keys()).collect();
+    let per = |m: &BTreeMap<String, usize>, k: &String| {
+        m.get(k).copied().unwrap_or(0) as f64 / count as f64
+    };
+    println!("  {:<36} {:>8} {:>10}", "request", "floor", "homestead");
+    for k in keys {
+        println!("  {k:<36} {:>8.2} {:>10.2}", per(floor, k), per(ours, k));
+    }
+    let total = |m: &BTreeMap<String, usize>| m.values().sum::<usize>() as f64 / count as f64;
+    println!(
+        "  {:<36} {:>8.2} {:>10.2}",
+        "total per User",
+        total(floor),
+        total(ours)
+    );
+}
+
+/// Waits until the operator has listed Users, Namespaces and RoleBindings again after `since`.
+async fn wait_relisted(plane: &ControlPlane, since: Timestamp) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let log = audit_log(plane);
+        let relisted: HashSet<&str> = log
+            .iter()
+            .filter(|r| r.by_operator && r.at > since && r.kind.starts_with("list "))
+            .map(|r| r.kind.trim_start_matches("list "))
+            .collect();
+        if ["users", "namespaces", "rolebindings"]
+            .iter()
+            .all(|r| relisted.contains(r))
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no re-list after the API server restart"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
 }
 
 #[tokio::main]
@@ -37,70 +480,99 @@ async fn main() {
     let count: usize = std::env::var("HOMESTEAD_BENCH_USERS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(500);
-    // The shared test environment: control plane, CRD, rbac/ and the (release) operator binary.
-    let address = env().metrics_address.clone();
-    let users: Api<User> = Api::all(admin().await);
+        .unwrap_or(1000);
+    let plane = install();
+    let admin = plane.client(ADMIN).await.unwrap();
+    println!("{count} Users, {IN_FLIGHT} in flight, one local control plane\n");
 
-    let started = Instant::now();
-    futures::stream::iter(0..count)
-        .map(|i| {
-            let users = users.clone();
-            async move {
-                let user: User = serde_json::from_value(serde_json::json!({
-                    "apiVersion": "homestead.dev/v1alpha1", "kind": "User",
-                    "metadata": { "name": format!("bench-{i:05}") },
-                    "spec": { "identity": { "username": format!("bench-{i}@example.com") }, "role": "edit",
-                              "quota": { "hard": { "pods": "10" } } },
-                }))
-                .unwrap();
-                users.create(&PostParams::default(), &user).await.map(drop)
-            }
-        })
-        .buffer_unordered(16)
-        .try_collect::<Vec<()>>()
-        .await
-        .unwrap();
-    let created = started.elapsed();
-    loop {
-        let ready = users
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .filter(|u| u.ready_condition().is_some_and(|c| c.status == "True"))
-            .count();
-        if ready == count {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(600),
-            "only {ready}/{count} Ready after 600 s"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let converged = started.elapsed();
-    let writes = operator_writes();
+    let t0 = Timestamp::now();
+    let floor_up = floor_provision(&admin, count).await;
+    println!("floor: provisioned in {}", secs(floor_up));
+    let t1 = Timestamp::now();
+    let floor_down = floor_offboard(&admin, count).await;
+    println!("floor: offboarded in {}", secs(floor_down));
+    let t2 = Timestamp::now();
+
+    let (operator, first_sync) = Operator::start("homestead-bench").await;
+    let t3 = Timestamp::now();
+    let ours_up = homestead_provision(&admin, count).await;
+    let t4 = Timestamp::now();
+    println!("homestead: all Ready in {}", secs(ours_up));
+    let peak_provisioning = memory_mib(operator.pid(), "VmHWM");
+
+    // A restart over converged Users, then steady state.
+    drop(operator);
+    let (operator, restart_sync) = Operator::start("homestead-bench-2").await;
+    let t5 = Timestamp::now();
+    tokio::time::sleep(Duration::from_secs(STEADY_SECONDS)).await;
+    let t6 = Timestamp::now();
+    let steady_rss = memory_mib(operator.pid(), "VmRSS");
+    let steady_peak = memory_mib(operator.pid(), "VmHWM");
+
+    // A forced re-list: the API server restarts, its watch cache starts over, and every watch
+    // of the operator lists again.
+    reset_peak(operator.pid());
+    let before_relist = Timestamp::now();
+    plane.restart_apiserver().await.unwrap();
+    wait_relisted(plane, before_relist).await;
     tokio::time::sleep(Duration::from_secs(10)).await;
-    let steady = operator_writes() - writes;
-    let rss = peak_rss_kib(&address)
-        .map_or_else(|| "?".to_owned(), |k| format!("{:.1}", k as f64 / 1024.0));
+    let relist_peak = memory_mib(operator.pid(), "VmHWM");
+    let relist_rss = memory_mib(operator.pid(), "VmRSS");
 
-    println!("users:                         {count}");
+    let t7 = Timestamp::now();
+    let ours_down = homestead_offboard(&admin, count).await;
+    let t8 = Timestamp::now();
+    println!("homestead: offboarded in {}\n", secs(ours_down));
+
+    let events = audit_log(plane);
+    let ratio = |ours: Duration, floor: Duration| ours.as_secs_f64() / floor.as_secs_f64();
+    println!("| | floor client | Homestead | ratio |");
+    println!("|---|---|---|---|");
     println!(
-        "created in:                    {:.2} s",
-        created.as_secs_f64()
+        "| create to all Ready | {} | {} | {:.2}x |",
+        secs(floor_up),
+        secs(ours_up),
+        ratio(ours_up, floor_up)
     );
     println!(
-        "all Ready=True after:          {:.2} s ({:.1} users/s)",
-        converged.as_secs_f64(),
-        count as f64 / converged.as_secs_f64()
+        "| offboarding (Delete) | {} | {} | {:.2}x |",
+        secs(floor_down),
+        secs(ours_down),
+        ratio(ours_down, floor_down)
+    );
+    println!();
+    println!("requests per User while provisioning (audit log):");
+    print_requests(
+        &requests(&events, "floor", (t0, t1)),
+        &requests(&events, "homestead", (t3, t4)),
+        count,
+    );
+    println!("requests per User while offboarding (audit log):");
+    print_requests(
+        &requests(&events, "floor", (t1, t2)),
+        &requests(&events, "homestead", (t7, t8)),
+        count,
+    );
+    println!("operator requests about no one User while provisioning (watches, lists, Leases):");
+    for (k, n) in operator_overhead(&events, (t3, t4)) {
+        println!("  {k:<36} {n:>8}");
+    }
+    println!();
+    println!(
+        "operator start to all caches synced: {} (no Users), {} ({count} Users, after a restart)",
+        secs(first_sync),
+        secs(restart_sync)
     );
     println!(
-        "operator writes to converge:   {writes} ({:.2} per user)",
-        writes as f64 / count as f64
+        "operator writes in {STEADY_SECONDS} s of steady state after that restart: {} (Lease renewals excluded)",
+        operator_writes(&events, (t5, t6))
     );
-    println!("operator writes in 10 s after: {steady} (Lease renewals excluded)");
-    println!("operator peak RSS:             {rss} MiB");
+    println!("operator peak RSS while provisioning:   {peak_provisioning:.1} MiB");
+    println!(
+        "operator RSS in steady state:           {steady_rss:.1} MiB (peak since restart {steady_peak:.1} MiB)"
+    );
+    println!(
+        "operator peak RSS during a re-list:     {relist_peak:.1} MiB ({:.2}x steady; {relist_rss:.1} MiB 10 s after)",
+        relist_peak / steady_rss
+    );
 }

@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use homestead_api::{LABEL_MANAGED_BY, MANAGED_BY, User};
+use homestead_api::{FIELD_MANAGER, LABEL_MANAGED_BY, MANAGED_BY, User};
 use homestead_reconciler::Caches;
 use homestead_reconciler::ownership::user_of;
+use homestead_reconciler::trim::{trim_managed, trim_user};
 use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::runtime::controller::{self, Controller};
@@ -39,18 +40,23 @@ pub fn controller(client: &Client, concurrency: u16) -> (Controller<User>, Cache
         fingerprint(&(&q.metadata.labels, &q.metadata.owner_references, &q.spec))
     });
     let by_namespace = namespaces.clone();
-    let controller = Controller::new(
+    let (users, writer) = reflector::store();
+    let user_events = watcher(
         Api::<User>::all(client.clone()),
         watcher::Config::default().any_semantic(),
     )
-    .with_config(controller::Config::default().concurrency(concurrency))
-    .trigger_backoff(watch_backoff())
-    .watches_stream(namespace_events, |o| user_of(&o))
-    .watches_stream(role_binding_events, move |rb| {
-        let namespace = by_namespace.get(&ObjectRef::new(rb.metadata.namespace.as_deref()?))?;
-        user_of(namespace.as_ref())
-    })
-    .watches_stream(quota_events, |o| user_of(&o));
+    .modify(trim_user)
+    .reflect(writer)
+    .applied_objects();
+    let controller = Controller::for_stream(user_events, users)
+        .with_config(controller::Config::default().concurrency(concurrency))
+        .trigger_backoff(watch_backoff())
+        .watches_stream(namespace_events, |o| user_of(&o))
+        .watches_stream(role_binding_events, move |rb| {
+            let namespace = by_namespace.get(&ObjectRef::new(rb.metadata.namespace.as_deref()?))?;
+            user_of(namespace.as_ref())
+        })
+        .watches_stream(quota_events, |o| user_of(&o));
     let caches = Caches {
         namespaces,
         role_bindings,
@@ -123,8 +129,10 @@ fn watch_backoff() -> impl Backoff + 'static {
     )
 }
 
-/// A reflector cache of `K` objects matching `config`, and the stream of its watch events
-/// that feeds both the cache and the Controller's triggers.
+/// A reflector cache of `K` objects matching `config`, trimmed to what reconciles read
+/// ([`trim_managed`]), and the stream of its watch events that feeds both the cache and the
+/// Controller's triggers. The initial list is paged (kube-runtime's default: 500 objects a
+/// page), so a re-list never holds a whole cluster's response at once.
 fn cached_watch<K>(
     client: &Client,
     config: watcher::Config,
@@ -142,7 +150,9 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(Api::all(client.clone()), config))
+    let stream = watcher(Api::all(client.clone()), config)
+        .modify(|o: &mut K| trim_managed(o.meta_mut(), FIELD_MANAGER))
+        .reflect(writer)
         .backoff(watch_backoff());
     (store, stream)
 }

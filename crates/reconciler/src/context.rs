@@ -209,6 +209,8 @@ pub struct Context {
     pub caches: Caches,
     /// Retry delays of Users whose reconcile failed.
     pub backoffs: Backoffs,
+    /// Statuses written moments ago that the User cache may not show yet.
+    pub recent_statuses: crate::status::RecentStatuses,
     /// Whether every cache has seen its first list; reconciles wait for it, so nothing is
     /// written from a half-filled cache after a restart. Set by the operator.
     pub synced: tokio::sync::watch::Sender<bool>,
@@ -234,6 +236,7 @@ impl Context {
             metrics,
             caches,
             backoffs: Backoffs::default(),
+            recent_statuses: crate::status::RecentStatuses::default(),
             synced: tokio::sync::watch::Sender::new(false),
             fence: std::sync::Arc::new(Fence::always()),
         }

@@ -12,6 +12,7 @@
 //! - [`quantity`]: exact values of resource quantities.
 //! - [`status`]: condition reasons, Event reasons, the pure desired status and its write.
 //! - [`provision`]: the live-User path (namespace, access, quota).
+//! - [`trim`]: what the caches keep of each object.
 //! - [`offboard`]: the finalizer's cleanup (Delete, Retain, uninstall).
 //! - [`reconcile()`] / [`error_policy`]: the kube-runtime entry points.
 //! - [`metrics`]: the Prometheus metrics.
@@ -28,6 +29,7 @@ pub mod provision;
 pub mod quantity;
 mod reconcile;
 pub mod status;
+pub mod trim;
 pub mod validate;
 
 #[cfg(test)]

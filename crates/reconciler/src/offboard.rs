@@ -18,7 +18,7 @@ use crate::context::Context;
 use crate::desired::retained_namespace;
 use crate::error::{Error, Result};
 use crate::ownership::is_owned_by;
-use crate::provision::revoke;
+use crate::provision::{cached_bindings_in, revoke};
 use crate::status::{Change, Outcome, Reason, terminating_message};
 use crate::validate::namespace_name;
 
@@ -32,12 +32,6 @@ use crate::validate::namespace_name;
 /// [`Error::NamespaceTerminating`] while a `Delete` offboarding waits for the Namespace (the
 /// finalizer must stay); [`Error::Kube`] when a request fails.
 pub async fn offboard(user: &User, ctx: &Context) -> Result<Action> {
-    let uninstalling = crd_is_deleting(ctx).await?;
-    let policy = if uninstalling {
-        DeletionPolicy::Retain
-    } else {
-        user.spec.deletion_policy
-    };
     let owned = |ns: &Namespace| is_owned_by(&ns.metadata, user);
     let name = namespace_name(user, &ctx.config, |n| {
         ctx.cached_namespace(n).is_some_and(|ns| owned(&ns))
@@ -49,9 +43,22 @@ pub async fn offboard(user: &User, ctx: &Context) -> Result<Action> {
         ctx.record(user, Change::Offboarded, note).await;
         return Ok(Action::await_change());
     };
+    if namespace.metadata.deletion_timestamp.is_some() {
+        // Already on its way out (deleted by an earlier pass, or by someone else): nothing can
+        // be created in it any more, so only bindings still cached are left to remove, and the
+        // Namespace watch says when it is gone.
+        let revoked = revoke(ctx, &name, cached_bindings_in(ctx, &name), "offboarding").await?;
+        return wait_for_deletion(user, ctx, &namespace, revoked.into_iter().collect()).await;
+    }
+    let uninstalling = crd_is_deleting(ctx).await?;
+    let policy = if uninstalling {
+        DeletionPolicy::Retain
+    } else {
+        user.spec.deletion_policy
+    };
     let bindings = ctx.list::<RoleBinding>(&name).await?;
     let names = bindings.iter().map(ResourceExt::name_any).collect();
-    revoke(user, ctx, &name, names, "offboarding").await?;
+    let revoked = revoke(ctx, &name, names, "offboarding").await?;
     let reserved = ctx.config.is_reserved(&name);
     if reserved && policy == DeletionPolicy::Delete {
         let note = format!(
@@ -65,9 +72,20 @@ pub async fn offboard(user: &User, ctx: &Context) -> Result<Action> {
         )
         .await;
     }
+    let mut changes: Vec<(Change, String)> = revoked.into_iter().collect();
     match policy {
-        DeletionPolicy::Delete if !reserved => delete_namespace(user, ctx, &namespace).await,
-        _ => retain_namespace(user, ctx, &namespace, uninstalling).await,
+        DeletionPolicy::Delete if !reserved => {
+            delete_namespace(ctx, &namespace).await?;
+            let note = format!("deleting namespace {name:?} (deletionPolicy Delete)");
+            changes.push((Change::NamespaceDeleting, note));
+            wait_for_deletion(user, ctx, &namespace, changes).await
+        }
+        _ => {
+            for (change, note) in changes {
+                ctx.record(user, change, note).await;
+            }
+            retain_namespace(user, ctx, &namespace, uninstalling).await
+        }
     }
 }
 
@@ -80,33 +98,33 @@ async fn crd_is_deleting(ctx: &Context) -> Result<bool> {
     Ok(crd.is_none_or(|crd| crd.metadata.deletion_timestamp.is_some()))
 }
 
-/// `Delete`: deletes the Namespace (with its uid as precondition, so a namespace recreated by
-/// someone else under the same name is never deleted), reports what still blocks it as
-/// `Ready=False, Terminating`, and waits.
-async fn delete_namespace(user: &User, ctx: &Context, namespace: &Namespace) -> Result<Action> {
+/// `Delete`: deletes the Namespace, with its uid as precondition, so a namespace recreated by
+/// someone else under the same name is never deleted.
+async fn delete_namespace(ctx: &Context, namespace: &Namespace) -> Result<()> {
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: namespace.uid(),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    ctx.delete(&ObjectRef::<Namespace>::new(&namespace.name_any()), &params)
+        .await
+}
+
+/// Reports what still blocks the terminating `namespace` as `Ready=False, Terminating` (one
+/// Event on the transition, naming the `changes` made on the way) and waits: the finalizer
+/// stays until the Namespace watch reports it gone.
+async fn wait_for_deletion(
+    user: &User,
+    ctx: &Context,
+    namespace: &Namespace,
+    changes: Vec<(Change, String)>,
+) -> Result<Action> {
     let name = namespace.name_any();
-    if namespace.metadata.deletion_timestamp.is_none() {
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: namespace.uid(),
-                resource_version: None,
-            }),
-            ..DeleteParams::background()
-        };
-        ctx.delete(&ObjectRef::<Namespace>::new(&name), &params)
-            .await?;
-        let note = format!("offboarding: deleting namespace {name:?} (deletionPolicy Delete)");
-        ctx.record(user, Change::NamespaceDeleting, note).await;
-    }
-    ctx.write_status(
-        user,
-        Outcome::new(
-            name.clone(),
-            Reason::Terminating,
-            terminating_message(namespace),
-        ),
-    )
-    .await?;
+    let message = terminating_message(namespace);
+    let outcome = Outcome::new(name.clone(), Reason::Terminating, message).with_changes(changes);
+    ctx.write_status(user, outcome).await?;
     Err(Error::NamespaceTerminating(name))
 }
 

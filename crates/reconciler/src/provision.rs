@@ -3,6 +3,7 @@
 //! the Namespace, the person's access (RoleBinding, or none while suspended) and the quota to
 //! the desired state, writing only what differs from the cache, and finally the status.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use homestead_api::{FIELD_MANAGER, User};
@@ -46,20 +47,24 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
             .is_some_and(|ns| is_owned_by(&ns.metadata, user))
     });
     if let Err(refusal) = validate(user, &name, &ctx.config) {
-        return refuse(user, ctx, name, &refusal).await;
+        return refuse(user, ctx, name, &refusal, Vec::new()).await;
     }
-    match converge(user, ctx, &name).await {
+    let mut changes = Vec::new();
+    match converge(user, ctx, &name, &mut changes).await {
         Ok(Step::Done(outcome)) => {
-            ctx.write_status(user, outcome).await?;
+            ctx.write_status(user, outcome.with_changes(changes))
+                .await?;
             Ok(Action::requeue(RESYNC))
         }
         Ok(Step::Wait(outcome)) => {
-            ctx.write_status(user, outcome).await?;
+            ctx.write_status(user, outcome.with_changes(changes))
+                .await?;
             Ok(Action::requeue(TERMINATING_RECHECK))
         }
-        Ok(Step::Refuse(refusal)) => refuse(user, ctx, name, &refusal).await,
+        Ok(Step::Refuse(refusal)) => refuse(user, ctx, name, &refusal, changes).await,
         Err(error) => {
-            let outcome = Outcome::new(name, failure_reason(&error), failure_message(&error));
+            let outcome = Outcome::new(name, failure_reason(&error), failure_message(&error))
+                .with_changes(changes);
             if let Err(status_error) = ctx.write_status(user, outcome).await {
                 warn!(user = %user.name_any(), "reporting the failure failed: {status_error}");
             }
@@ -67,6 +72,9 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
         }
     }
 }
+
+/// What a reconcile changed so far, each with a note for the Event that reports it.
+type Changes = Vec<(Change, String)>;
 
 /// Where a reconcile of a live User ends.
 enum Step {
@@ -78,37 +86,78 @@ enum Step {
     Refuse(Refusal),
 }
 
-/// Checks the existing Namespace's ownership, then converges the Namespace, access and quota.
-async fn converge(user: &User, ctx: &Context, name: &str) -> Result<Step> {
-    let existing = match ctx.namespace(name).await? {
-        Some(ns) if !is_owned_by(&ns.metadata, user) => {
-            return Ok(Step::Refuse(Refusal::NamespaceConflict(name.to_owned())));
-        }
-        Some(ns) if ns.metadata.deletion_timestamp.is_some() => {
-            let message = terminating_message(&ns);
-            let outcome = Outcome::new(name, Reason::NamespaceTerminating, message);
-            return Ok(Step::Wait(outcome));
-        }
-        existing => existing,
-    };
-    if !ensure_namespace(user, ctx, name, existing.as_deref()).await? {
-        return Ok(Step::Refuse(Refusal::NamespaceConflict(name.to_owned())));
+/// Converges the Namespace, then access and quota, recording what it changed in `changes`.
+async fn converge(user: &User, ctx: &Context, name: &str, changes: &mut Changes) -> Result<Step> {
+    if let Some(step) = ensure_namespace(user, ctx, name, changes).await? {
+        return Ok(step);
     }
     let (reason, message) = if user.spec.suspended {
-        revoke_access(user, ctx, name).await?;
+        changes.extend(revoke_access(ctx, name).await?);
         let message =
             format!("suspended: access revoked; namespace {name:?} and its contents are kept");
         (Reason::Suspended, message)
     } else {
-        grant_access(user, ctx, name).await?;
+        changes.extend(grant_access(user, ctx, name).await?);
         let message = format!(
             "namespace {name:?} provisioned; {:?} has ClusterRole {:?} there",
             user.spec.identity.username, user.spec.role
         );
         (Reason::Provisioned, message)
     };
-    ensure_quota(user, ctx, name).await?;
+    changes.extend(ensure_quota(user, ctx, name).await?);
     Ok(Step::Done(Outcome::new(name, reason, message)))
+}
+
+/// Brings the Namespace `name` to the desired state, without a read the cache can answer.
+/// Unknown to the cache (which holds the Namespaces labelled as Homestead's), it is created
+/// with a request that fails if it exists; only then is it read, to learn whose it is. An
+/// existing Namespace must be the User's, is waited for while it terminates, and gets its
+/// labels, annotations and owner reference back if they drifted. Returns the [`Step`] that
+/// ends the reconcile early (a refusal or a wait), or `None` to go on.
+async fn ensure_namespace(
+    user: &User,
+    ctx: &Context,
+    name: &str,
+    changes: &mut Changes,
+) -> Result<Option<Step>> {
+    let desired = desired_namespace(user, name, ctx.config.pod_security);
+    let existing = match ctx.cached_namespace(name) {
+        Some(ns) => ns,
+        None => match ctx.create(&desired).await? {
+            Some(_) => {
+                changes.push((
+                    Change::NamespaceCreated,
+                    format!("created namespace {name:?}"),
+                ));
+                return Ok(None);
+            }
+            None => match ctx.get(&ObjectRef::<Namespace>::new(name)).await? {
+                Some(ns) => Arc::new(ns),
+                None => {
+                    // Deleted between the create and the read: try again soon.
+                    let message = format!("namespace {name:?} was deleted a moment ago");
+                    let outcome = Outcome::new(name, Reason::NamespaceTerminating, message);
+                    return Ok(Some(Step::Wait(outcome)));
+                }
+            },
+        },
+    };
+    if !is_owned_by(&existing.metadata, user) {
+        return Ok(Some(Step::Refuse(Refusal::NamespaceConflict(
+            name.to_owned(),
+        ))));
+    }
+    if existing.metadata.deletion_timestamp.is_some() {
+        let message = terminating_message(&existing);
+        let outcome = Outcome::new(name, Reason::NamespaceTerminating, message);
+        return Ok(Some(Step::Wait(outcome)));
+    }
+    if !metadata_matches(&desired.metadata, &existing.metadata, FIELD_MANAGER) {
+        ctx.apply_over(&desired, &existing.metadata).await?;
+        let note = format!("updated labels, annotations or owner of namespace {name:?}");
+        changes.push((Change::NamespaceUpdated, note));
+    }
+    Ok(None)
 }
 
 /// The `Ready=False` reason for a failed request: `Forbidden` when the API server (RBAC, an
@@ -136,12 +185,14 @@ fn failure_message(error: &Error) -> String {
 }
 
 /// Refuses to provision: `Ready=False` with the refusal's reason, a Warning Event on the
-/// transition, and no write to anything but the User's status.
+/// transition (naming the `changes` made before the refusal was found), and no write to
+/// anything but the User's status.
 pub(crate) async fn refuse(
     user: &User,
     ctx: &Context,
     namespace: String,
     refusal: &Refusal,
+    mut changes: Changes,
 ) -> Result<Action> {
     let reason = refusal.reason();
     info!(user = %user.name_any(), %reason, "refusing to provision");
@@ -151,45 +202,12 @@ pub(crate) async fn refuse(
             .cached_namespace(&namespace)
             .is_some_and(|ns| is_owned_by(&ns.metadata, user))
     {
-        revoke_access(user, ctx, &namespace).await?;
+        changes.extend(revoke_access(ctx, &namespace).await?);
     }
-    ctx.write_status(
-        user,
-        Outcome::new(namespace, reason, refusal.message(&ctx.config)),
-    )
-    .await?;
+    let outcome =
+        Outcome::new(namespace, reason, refusal.message(&ctx.config)).with_changes(changes);
+    ctx.write_status(user, outcome).await?;
     Ok(Action::requeue(RESYNC))
-}
-
-/// Creates the Namespace `name` when `owned` (the User's existing one) is `None`, with a
-/// request that fails if it exists, or brings `owned` back to the desired labels, annotations
-/// and owner reference. Returns `false` when a Namespace of that name appeared, not the User's,
-/// between the check and the create: it is left untouched.
-async fn ensure_namespace(
-    user: &User,
-    ctx: &Context,
-    name: &str,
-    owned: Option<&Namespace>,
-) -> Result<bool> {
-    let desired = desired_namespace(user, name, ctx.config.pod_security);
-    match owned {
-        None => {
-            if ctx.create(&desired).await?.is_none() {
-                // Someone created it meanwhile; only a fresh read can say whose it is.
-                let ns = ctx.get(&ObjectRef::<Namespace>::new(name)).await?;
-                return Ok(ns.is_some_and(|ns| is_owned_by(&ns.metadata, user)));
-            }
-            let note = format!("created namespace {name:?}");
-            ctx.record(user, Change::NamespaceCreated, note).await;
-        }
-        Some(ns) if metadata_matches(&desired.metadata, &ns.metadata, FIELD_MANAGER) => {}
-        Some(ns) => {
-            ctx.apply_over(&desired, &ns.metadata).await?;
-            let note = format!("updated labels, annotations or owner of namespace {name:?}");
-            ctx.record(user, Change::NamespaceUpdated, note).await;
-        }
-    }
-    Ok(true)
 }
 
 /// Homestead's RoleBinding in the User's `namespace`, from the cache. It is known by its name in
@@ -201,30 +219,39 @@ fn cached_binding(ctx: &Context, namespace: &str) -> Option<RoleBinding> {
 /// Suspension: removes every RoleBinding in the User's `namespace` that the cache knows of,
 /// Homestead's and any the person (or anyone) made, so the person, their groups and their
 /// ServiceAccounts lose all access there. The RoleBinding watch covers every namespace, so one
-/// created later triggers this again.
-async fn revoke_access(user: &User, ctx: &Context, namespace: &str) -> Result<()> {
-    let bindings: Vec<String> = ctx
-        .caches
+/// created later triggers this again. Returns the change made, if any.
+async fn revoke_access(ctx: &Context, namespace: &str) -> Result<Option<(Change, String)>> {
+    revoke(
+        ctx,
+        namespace,
+        cached_bindings_in(ctx, namespace),
+        "suspended",
+    )
+    .await
+}
+
+/// The names of every RoleBinding in `namespace` the cache knows of (a scan of the whole
+/// cache: a suspended User's and an offboarding User's reconciles only).
+pub(crate) fn cached_bindings_in(ctx: &Context, namespace: &str) -> Vec<String> {
+    ctx.caches
         .role_bindings
         .state()
         .iter()
         .filter(|rb| rb.namespace().as_deref() == Some(namespace))
         .map(|rb| rb.name_any())
-        .collect();
-    revoke(user, ctx, namespace, bindings, "suspended").await
+        .collect()
 }
 
-/// Deletes the RoleBindings `names` in `namespace` and reports them in one `AccessRevoked`
-/// Event (`why` says why); does nothing for an empty list.
+/// Deletes the RoleBindings `names` in `namespace`; returns the `AccessRevoked` change that
+/// names them (`why` says why), or `None` for an empty list.
 pub(crate) async fn revoke(
-    user: &User,
     ctx: &Context,
     namespace: &str,
     mut names: Vec<String>,
     why: &str,
-) -> Result<()> {
+) -> Result<Option<(Change, String)>> {
     if names.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     names.sort();
     for name in &names {
@@ -235,16 +262,20 @@ pub(crate) async fn revoke(
         "{why}: removed every RoleBinding in namespace {namespace:?}: {}",
         names.join(", ")
     );
-    ctx.record(user, Change::AccessRevoked, note).await;
-    Ok(())
+    Ok(Some((Change::AccessRevoked, note)))
 }
 
 /// Grants `spec.role` in `namespace`: creates, repairs or (on a role change, since roleRef is
 /// immutable) replaces Homestead's RoleBinding; writes nothing when the cache already matches.
-async fn grant_access(user: &User, ctx: &Context, namespace: &str) -> Result<()> {
+/// Returns the change made, if any.
+async fn grant_access(
+    user: &User,
+    ctx: &Context,
+    namespace: &str,
+) -> Result<Option<(Change, String)>> {
     let desired = desired_role_binding(user, namespace);
     let (change, note) = match cached_binding(ctx, namespace) {
-        Some(cached) if role_binding_matches(&desired, &cached, FIELD_MANAGER) => return Ok(()),
+        Some(cached) if role_binding_matches(&desired, &cached, FIELD_MANAGER) => return Ok(None),
         Some(cached) if cached.role_ref != desired.role_ref => {
             // roleRef is immutable, so the binding is replaced; first make sure the API server
             // accepts the new one (RBAC, admission), so a refusal keeps the old access.
@@ -273,17 +304,21 @@ async fn grant_access(user: &User, ctx: &Context, namespace: &str) -> Result<()>
         }
     };
     ctx.apply(&desired).await?;
-    ctx.record(user, change, note).await;
-    Ok(())
+    Ok(Some((change, note)))
 }
 
-/// Applies, or removes, Homestead's ResourceQuota in `namespace` per `spec.quota`.
-async fn ensure_quota(user: &User, ctx: &Context, namespace: &str) -> Result<()> {
+/// Applies, or removes, Homestead's ResourceQuota in `namespace` per `spec.quota`. Returns the
+/// change made, if any.
+async fn ensure_quota(
+    user: &User,
+    ctx: &Context,
+    namespace: &str,
+) -> Result<Option<(Change, String)>> {
     let cached = cached(&ctx.caches.quotas, namespace, QUOTA_NAME)
         .filter(|q| labelled_for(&q.metadata, user));
     let change = match (desired_quota(user, namespace), cached) {
         (Some(quota), Some(cached)) if quota_matches(&quota, &cached, FIELD_MANAGER) => {
-            return Ok(());
+            return Ok(None);
         }
         (Some(quota), _) => {
             ctx.apply(&quota).await?;
@@ -294,7 +329,7 @@ async fn ensure_quota(user: &User, ctx: &Context, namespace: &str) -> Result<()>
             ctx.delete(&quota, &DeleteParams::default()).await?;
             Change::QuotaRemoved
         }
-        (None, None) => return Ok(()),
+        (None, None) => return Ok(None),
     };
     let verb = if change == Change::QuotaApplied {
         "applied"
@@ -302,6 +337,5 @@ async fn ensure_quota(user: &User, ctx: &Context, namespace: &str) -> Result<()>
         "removed"
     };
     let note = format!("{verb} ResourceQuota {namespace}/{QUOTA_NAME}");
-    ctx.record(user, change, note).await;
-    Ok(())
+    Ok(Some((change, note)))
 }

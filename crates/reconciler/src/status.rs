@@ -3,7 +3,11 @@
 //! (following the Kubernetes API conventions for conditions), and the status write that sends
 //! it only when it changed, with an Event on every transition (DESIGN.md semantics 9, 11, 16).
 
+use std::collections::HashMap;
 use std::fmt;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use homestead_api::{CONDITION_READY, FIELD_MANAGER, User, UserStatus};
 use k8s_openapi::api::core::v1::Namespace;
@@ -149,17 +153,122 @@ pub struct Outcome {
     pub reason: Reason,
     /// A human-readable message: what is so, and what to do if anything.
     pub message: String,
+    /// What this reconcile changed on the way, each with a note saying exactly what; reported
+    /// in Events, never in the status.
+    pub changes: Vec<(Change, String)>,
 }
 
 impl Outcome {
-    /// An outcome for `namespace` with `reason` and `message`.
+    /// An outcome for `namespace` with `reason` and `message`, and no change made.
     pub fn new(namespace: impl Into<String>, reason: Reason, message: impl Into<String>) -> Self {
         Self {
             namespace: namespace.into(),
             reason,
             message: message.into(),
+            changes: Vec::new(),
         }
     }
+
+    /// This outcome, with the `changes` made on the way to it.
+    #[must_use]
+    pub fn with_changes(mut self, changes: Vec<(Change, String)>) -> Self {
+        self.changes = changes;
+        self
+    }
+}
+
+/// How long a status this replica wrote counts as written while the cache does not show it
+/// yet: far longer than a watch event takes to arrive, far shorter than a resync.
+const RECENT: Duration = Duration::from_secs(10);
+
+/// The statuses this replica wrote in the last [`RECENT`] seconds, by User name, as
+/// fingerprints of what was written ([`fingerprint`]). A reconcile that runs before the User
+/// watch delivers Homestead's own status write (another watch, such as the new Namespace's,
+/// triggered it) sees the previous status in the cache; this keeps it from writing the same
+/// status, and reporting the same transition, twice. An entry is dropped as soon as the cache
+/// shows the status, and no longer counts after [`RECENT`], so a status someone else changed
+/// is still repaired.
+#[derive(Debug, Default)]
+pub struct RecentStatuses(Mutex<HashMap<String, (u64, Instant)>>);
+
+impl RecentStatuses {
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u64, Instant)>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether a status with fingerprint `print` was written for `user` less than [`RECENT`] ago.
+    pub fn was_written(&self, user: &str, print: u64) -> bool {
+        self.entries()
+            .get(user)
+            .is_some_and(|&(p, at)| p == print && at.elapsed() < RECENT)
+    }
+
+    /// Remembers that a status with fingerprint `print` was just written for `user`; forgets
+    /// entries older than [`RECENT`] once there are many.
+    pub fn remember(&self, user: String, print: u64) {
+        let mut entries = self.entries();
+        if entries.len() >= 1024 {
+            entries.retain(|_, (_, at)| at.elapsed() < RECENT);
+        }
+        entries.insert(user, (print, Instant::now()));
+    }
+
+    /// Forgets `user`'s entry (the cache shows the status now).
+    pub fn forget(&self, user: &str) {
+        self.entries().remove(user);
+    }
+}
+
+/// A fingerprint of what a status write sets, `lastTransitionTime` left out (a reconcile
+/// working from a stale cache computes a different one for the same transition).
+pub fn fingerprint(status: &UserStatus) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    status.namespace.hash(&mut hasher);
+    status.observed_generation.hash(&mut hasher);
+    for c in &status.conditions {
+        (&c.type_, &c.status, &c.reason, &c.message).hash(&mut hasher);
+        c.observed_generation.hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
+/// The longest Event note the API server accepts (`events.k8s.io/v1`), in bytes.
+const MAX_NOTE_BYTES: usize = 1024;
+
+/// The Events that report `outcome`, as (type, reason, note). A `transition` of `Ready` (its
+/// status or reason changes; see [`is_transition`]) is one Event with the new reason, the
+/// message and every change made on the way, so provisioning a User costs one Event, not one
+/// per object; otherwise each change is a Normal Event of its own, and an unchanged outcome
+/// none.
+pub fn events_for(transition: bool, outcome: &Outcome) -> Vec<(EventType, &'static str, String)> {
+    if !transition {
+        return outcome
+            .changes
+            .iter()
+            .map(|(change, note)| (EventType::Normal, change.as_str(), note.clone()))
+            .collect();
+    }
+    let type_ = if outcome.reason.is_ready() {
+        EventType::Normal
+    } else {
+        EventType::Warning
+    };
+    let mut note = outcome.message.clone();
+    if !outcome.changes.is_empty() {
+        let done: Vec<&str> = outcome.changes.iter().map(|(_, n)| n.as_str()).collect();
+        note = format!("{note} (done: {})", done.join("; "));
+    }
+    if note.len() > MAX_NOTE_BYTES {
+        let mut end = MAX_NOTE_BYTES - 3;
+        while !note.is_char_boundary(end) {
+            end -= 1;
+        }
+        note.truncate(end);
+        note.push_str("...");
+    }
+    vec![(type_, outcome.reason.as_str(), note)]
 }
 
 /// The status `outcome` describes for `user`: `status.namespace`, `observedGeneration` (the
@@ -245,23 +354,40 @@ pub fn terminating_message(ns: &Namespace) -> String {
 
 impl Context {
     /// Writes `outcome` into `user`'s status by server-side apply on the status subresource
-    /// (field manager `homestead`), only if it differs from the current status, and publishes
-    /// an Event (Normal when ready, else Warning) when the `Ready` condition's status or reason
-    /// changes.
+    /// (field manager `homestead`), only if it differs from the current status, then publishes
+    /// the Events [`events_for`] says: one on a transition of `Ready` (Normal when ready, else
+    /// Warning) summing up the changes made, else one per change.
     ///
     /// # Errors
     /// [`Error::Kube`] with [`Verb::PatchStatus`] when the patch fails; no Event is published then.
     pub(crate) async fn write_status(&self, user: &User, outcome: Outcome) -> Result<()> {
-        let desired = desired_status(user, &outcome, Time(k8s_openapi::jiff::Timestamp::now()));
+        let written = self.patch_status(user, &outcome).await?;
+        let transition = written && is_transition(user, &outcome);
+        for (type_, reason, note) in events_for(transition, &outcome) {
+            self.publish(user, type_, reason, note).await;
+        }
+        Ok(())
+    }
+
+    /// The status write of [`Context::write_status`]. Returns whether it wrote: not when the
+    /// cached status already matches, nor when this replica wrote the same status moments ago
+    /// and the User watch has not delivered it yet ([`RecentStatuses`]).
+    async fn patch_status(&self, user: &User, outcome: &Outcome) -> Result<bool> {
+        let desired = desired_status(user, outcome, Time(k8s_openapi::jiff::Timestamp::now()));
+        let name = user.name_any();
         if user
             .status
             .as_ref()
             .is_some_and(|s| status_matches(s, &desired))
         {
-            return Ok(());
+            self.recent_statuses.forget(&name);
+            return Ok(false);
+        }
+        let print = fingerprint(&desired);
+        if self.recent_statuses.was_written(&name, print) {
+            return Ok(false);
         }
         self.fenced()?;
-        let name = user.name_any();
         let patch = serde_json::json!({
             "apiVersion": User::api_version(&()),
             "kind": User::kind(&()),
@@ -275,16 +401,8 @@ impl Context {
             )
             .await
             .map_err(|source| Error::kube(Verb::PatchStatus, User::kind(&()), &name, source))?;
-        if is_transition(user, &outcome) {
-            let type_ = if outcome.reason.is_ready() {
-                EventType::Normal
-            } else {
-                EventType::Warning
-            };
-            self.publish(user, type_, outcome.reason.as_str(), outcome.message)
-                .await;
-        }
-        Ok(())
+        self.recent_statuses.remember(name, print);
+        Ok(true)
     }
 }
 
@@ -304,7 +422,64 @@ mod tests {
             namespace: "user-alice".into(),
             reason,
             message: format!("{reason}"),
+            changes: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_status_written_moments_ago_is_not_written_again() {
+        let u = user("alice", json!({}));
+        let recent = RecentStatuses::default();
+        let provisioned = fingerprint(&desired_status(&u, &outcome(Reason::Provisioned), at(1)));
+        // The same status computed later (another lastTransitionTime) has the same fingerprint.
+        assert_eq!(
+            provisioned,
+            fingerprint(&desired_status(&u, &outcome(Reason::Provisioned), at(2)))
+        );
+        let suspended = fingerprint(&desired_status(&u, &outcome(Reason::Suspended), at(1)));
+        assert_ne!(provisioned, suspended);
+
+        assert!(!recent.was_written("alice", provisioned));
+        recent.remember("alice".into(), provisioned);
+        assert!(recent.was_written("alice", provisioned));
+        assert!(
+            !recent.was_written("alice", suspended),
+            "a different status is written"
+        );
+        assert!(!recent.was_written("bob", provisioned));
+        recent.forget("alice");
+        assert!(
+            !recent.was_written("alice", provisioned),
+            "the cache shows it: compare again"
+        );
+    }
+
+    #[test]
+    fn one_event_per_transition_sums_up_the_changes() {
+        let changes = vec![
+            (
+                Change::NamespaceCreated,
+                "created namespace \"user-alice\"".to_owned(),
+            ),
+            (
+                Change::AccessGranted,
+                "bound ClusterRole \"edit\"".to_owned(),
+            ),
+        ];
+        let done = outcome(Reason::Provisioned).with_changes(changes);
+        let events = events_for(true, &done);
+        assert_eq!(events.len(), 1);
+        let (type_, reason, note) = &events[0];
+        assert_eq!((*type_, *reason), (EventType::Normal, "Provisioned"));
+        assert!(note.contains("created namespace") && note.contains("bound ClusterRole"));
+        // Without a transition, each change is its own Event; nothing changed, no Event.
+        let reasons: Vec<_> = events_for(false, &done).iter().map(|e| e.1).collect();
+        assert_eq!(reasons, ["NamespaceCreated", "AccessGranted"]);
+        assert!(events_for(false, &outcome(Reason::Provisioned)).is_empty());
+        // A long note is cut to what the API server accepts.
+        let long = outcome(Reason::Provisioned)
+            .with_changes(vec![(Change::QuotaApplied, "x".repeat(5000))]);
+        assert!(events_for(true, &long)[0].2.len() <= MAX_NOTE_BYTES);
     }
 
     #[test]

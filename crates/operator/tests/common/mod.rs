@@ -43,29 +43,35 @@ fn repo_root() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }
 
+/// Installs the operator's namespace and `rbac/` (admission policy included) on [`plane`].
+pub fn install() -> &'static ControlPlane {
+    let plane = plane();
+    let root = repo_root();
+    for args in [
+        ["apply", "-f", "manifests/namespace.yaml"],
+        ["apply", "-k", "rbac/"],
+    ] {
+        let out = plane
+            .kubectl(ADMIN)
+            .unwrap()
+            .current_dir(root)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    plane
+}
+
 /// The control plane with the CRD, `rbac/` and a running operator, started on first use.
 pub fn env() -> &'static Env {
     static ENV: OnceLock<Env> = OnceLock::new();
     ENV.get_or_init(|| {
-        let plane = plane();
-        let root = repo_root();
-        for args in [
-            ["apply", "-f", "manifests/namespace.yaml"],
-            ["apply", "-k", "rbac/"],
-        ] {
-            let out = plane
-                .kubectl(ADMIN)
-                .unwrap()
-                .current_dir(root)
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "kubectl {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
+        let plane = install();
         let metrics_address = format!("127.0.0.1:{}", free_port().unwrap());
         let operator = spawn_operator("homestead", "homestead-test", &metrics_address);
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -88,6 +94,16 @@ pub fn env() -> &'static Env {
 /// Starts the operator binary as the operator's ServiceAccount identity, with Lease identity
 /// `pod` and its HTTP server on `metrics_address`; it logs to `<plane dir>/<name>.log`.
 pub fn spawn_operator(name: &'static str, pod: &str, metrics_address: &str) -> Supervised {
+    spawn_operator_with(name, pod, metrics_address, &["--concurrency=16"])
+}
+
+/// [`spawn_operator`] with `extra` flags in place of the tests' `--concurrency=16`.
+pub fn spawn_operator_with(
+    name: &'static str,
+    pod: &str,
+    metrics_address: &str,
+    extra: &[&str],
+) -> Supervised {
     let plane = plane();
     let kubeconfig = plane
         .write_kubeconfig(OPERATOR, &plane.dir().join("operator.kubeconfig"))
@@ -101,8 +117,10 @@ pub fn spawn_operator(name: &'static str, pod: &str, metrics_address: &str) -> S
                 format!("--metrics-address={metrics_address}"),
                 format!("--reserved-namespace={RESERVED_BY_FLAG}"),
                 format!("--allowed-namespace={ALLOWED_NAMESPACES}"),
-                "--concurrency=16".into(),
-            ],
+            ]
+            .into_iter()
+            .chain(extra.iter().map(|&flag| flag.to_owned()))
+            .collect::<Vec<_>>(),
             &[
                 ("KUBECONFIG", kubeconfig.display().to_string()),
                 ("POD_NAMESPACE", "homestead-system".into()),
