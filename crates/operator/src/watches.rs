@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use homestead_api::{FIELD_MANAGER, LABEL_MANAGED_BY, MANAGED_BY, User};
+use homestead_api::{LABEL_MANAGED_BY, MANAGED_BY, User};
 use homestead_reconciler::Caches;
 use homestead_reconciler::ownership::user_of;
-use homestead_reconciler::trim::{trim_managed, trim_user};
+use homestead_reconciler::trim::{trim, trim_user};
 use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::runtime::controller::{self, Controller};
@@ -130,7 +130,7 @@ fn watch_backoff() -> impl Backoff + 'static {
 }
 
 /// A reflector cache of `K` objects matching `config`, trimmed to what reconciles read
-/// ([`trim_managed`]), and the stream of its watch events that feeds both the cache and the
+/// ([`trim`]), and the stream of its watch events that feeds both the cache and the
 /// Controller's triggers. The initial list is paged (kube-runtime's default: 500 objects a
 /// page), so a re-list never holds a whole cluster's response at once.
 fn cached_watch<K>(
@@ -151,7 +151,7 @@ where
 {
     let (store, writer) = reflector::store();
     let stream = watcher(Api::all(client.clone()), config)
-        .modify(|o: &mut K| trim_managed(o.meta_mut(), FIELD_MANAGER))
+        .modify(|o: &mut K| trim(o.meta_mut()))
         .reflect(writer)
         .backoff(watch_backoff());
     (store, stream)

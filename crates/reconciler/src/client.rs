@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use homestead_api::{FIELD_MANAGER, User};
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType};
@@ -162,25 +161,35 @@ impl Context {
             .map_err(Self::error::<K>(Verb::Apply, ns.as_deref(), &name))
     }
 
-    /// Server-side applies `desired` over `current` (the live object's metadata, known to be
-    /// the User's). If `current` still has the fields Homestead set when it created the object
-    /// (operation `Update` in `managedFields`), they first move to Homestead's apply entry with a
-    /// JSON patch that tests the entry is unchanged (as kubectl does when it upgrades client-side
-    /// to server-side apply): otherwise the apply could never remove a label or owner reference
-    /// Homestead set at creation. See
+    /// Server-side applies `desired` over the live object with uid `uid` (one proven to be the
+    /// User's; nothing happens if the live object is another one or gone by now). The live
+    /// object is read first, since caches keep no `managedFields` ([`crate::trim`]): if it still
+    /// has the fields Homestead set when it created the object (operation `Update` in
+    /// `managedFields`), they move to Homestead's apply entry with a JSON patch that tests the
+    /// entry is unchanged (as kubectl does when it upgrades client-side to server-side apply):
+    /// otherwise the apply could never remove a label or owner reference Homestead set at
+    /// creation. See
     /// <https://kubernetes.io/docs/reference/using-api/server-side-apply/#upgrading-from-client-side-apply-to-server-side-apply>.
+    /// Only repairs and releases take this path, never a steady state.
     ///
     /// # Errors
-    /// [`Error::Kube`] with [`Verb::Apply`] for either request.
-    pub(crate) async fn apply_over<K: Object>(
-        &self,
-        desired: &K,
-        current: &ObjectMeta,
-    ) -> Result<()> {
-        if let Some(i) = created_fields_entry(current, FIELD_MANAGER) {
-            let (ns, name) = (desired.namespace(), desired.name_any());
+    /// [`Error::Kube`] with [`Verb::Get`] or [`Verb::Apply`] when a request fails.
+    pub(crate) async fn apply_over<K: Object>(&self, desired: &K, uid: Option<&str>) -> Result<()> {
+        let (ns, name) = (desired.namespace(), desired.name_any());
+        let reference = match ns.as_deref() {
+            Some(ns) => ObjectRef::<K>::new(&name).within(ns),
+            None => ObjectRef::<K>::new(&name),
+        };
+        let Some(live) = self.get(&reference).await? else {
+            return Ok(());
+        };
+        if live.meta().uid.as_deref() != uid {
+            return Ok(());
+        }
+        if let Some(i) = created_fields_entry(live.meta(), FIELD_MANAGER) {
             let entry = format!("/metadata/managedFields/{i}");
             let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
+                { "op": "test", "path": "/metadata/uid", "value": uid },
                 { "op": "test", "path": format!("{entry}/manager"), "value": FIELD_MANAGER },
                 { "op": "test", "path": format!("{entry}/operation"), "value": "Update" },
                 { "op": "replace", "path": format!("{entry}/operation"), "value": "Apply" },
@@ -197,7 +206,7 @@ impl Context {
                 .map_err(Self::error::<K>(Verb::Apply, ns.as_deref(), &name))?;
         }
         let mut desired = desired.clone();
-        desired.meta_mut().uid.clone_from(&current.uid);
+        desired.meta_mut().uid = uid.map(str::to_owned);
         self.apply(&desired).await
     }
 

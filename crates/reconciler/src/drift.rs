@@ -1,8 +1,10 @@
 //! Comparisons of the desired state with the cached one: whether a write is needed at all
-//! (DESIGN.md semantic 10: steady state costs no write). What Homestead applied earlier is read
-//! from `metadata.managedFields`, so a key it no longer wants counts as drift while keys others
-//! added are left alone. Quantities are compared exactly ([`crate::quantity`]), as the API
-//! server stores them.
+//! (DESIGN.md semantic 10: steady state costs no write). Every desired label, annotation and
+//! owner reference must be there with its value; keys others added are left alone. Caches keep
+//! no `managedFields` ([`crate::trim`]), so a key Homestead applied earlier and no longer wants
+//! is not seen here: that happens only when the User's spec changes, and the Namespace is then
+//! applied regardless (see [`crate::provision`]). Quantities are compared exactly
+//! ([`crate::quantity`]), as the API server stores them.
 
 use std::collections::BTreeMap;
 
@@ -15,38 +17,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 /// Owner references Homestead makes point to Users of this API group (`homestead.dev/...`).
 const USER_API_GROUP: &str = "homestead.dev/";
 
-/// Labels the API server sets on every object of a kind itself; never Homestead's to remove.
-const SERVER_SET_LABELS: [&str; 1] = ["kubernetes.io/metadata.name"];
-
-/// The keys of `map_field` (`f:labels` or `f:annotations`) that field manager `manager` set,
-/// read from `metadata.managedFields`: by server-side apply (operation `Apply`) or by the create
-/// request that made the object (operation `Update`), less [`SERVER_SET_LABELS`].
-fn applied_keys(meta: &ObjectMeta, manager: &str, map_field: &str) -> Vec<String> {
-    meta.managed_fields
-        .iter()
-        .flatten()
-        .filter(|m| {
-            m.manager.as_deref() == Some(manager)
-                && matches!(m.operation.as_deref(), Some("Apply" | "Update"))
-        })
-        .filter_map(|m| {
-            m.fields_v1
-                .as_ref()?
-                .0
-                .get("f:metadata")?
-                .get(map_field)?
-                .as_object()
-        })
-        .flat_map(|fields| {
-            fields
-                .keys()
-                .filter_map(|k| k.strip_prefix("f:"))
-                .filter(|k| !SERVER_SET_LABELS.contains(k))
-                .map(str::to_owned)
-        })
-        .collect()
-}
-
 /// The position in `metadata.managedFields` of the fields `manager` set by a create request
 /// (operation `Update`), if any. Server-side apply by `manager` never removes fields such an
 /// entry still holds, so they must move to `manager`'s apply entry first (see
@@ -57,25 +27,21 @@ pub fn created_fields_entry(meta: &ObjectMeta, manager: &str) -> Option<usize> {
     })
 }
 
-/// Whether `map` in the cached object holds exactly what `desired` asks of it: every desired
-/// entry present with the same value, and no key that `manager` applied earlier but no longer
-/// wants (server-side apply would remove it).
+/// Whether `map` in the cached object holds what `desired` asks of it: every desired entry
+/// present with the same value.
 fn map_matches(
     desired: Option<&BTreeMap<String, String>>,
     cached: Option<&BTreeMap<String, String>>,
-    applied: &[String],
 ) -> bool {
     let empty = BTreeMap::new();
     let (desired, cached) = (desired.unwrap_or(&empty), cached.unwrap_or(&empty));
     desired.iter().all(|(k, v)| cached.get(k) == Some(v))
-        && applied.iter().all(|k| desired.contains_key(k))
 }
 
-/// Whether the cached metadata already matches the desired labels, annotations and owner
-/// references to Users (by uid), as server-side apply by `manager` would leave them. Owner
-/// references to anything else were added by another writer; apply leaves them, and so does
-/// this comparison.
-pub fn metadata_matches(desired: &ObjectMeta, cached: &ObjectMeta, manager: &str) -> bool {
+/// Whether the cached metadata already has the desired labels, annotations and owner
+/// references to Users (by uid). Owner references to anything else were added by another
+/// writer; apply leaves them, and so does this comparison.
+pub fn metadata_matches(desired: &ObjectMeta, cached: &ObjectMeta) -> bool {
     let owner_uids = |m: &ObjectMeta| -> Vec<String> {
         let mut uids: Vec<String> = m
             .owner_references
@@ -87,28 +53,22 @@ pub fn metadata_matches(desired: &ObjectMeta, cached: &ObjectMeta, manager: &str
         uids.sort();
         uids
     };
-    map_matches(
-        desired.labels.as_ref(),
-        cached.labels.as_ref(),
-        &applied_keys(cached, manager, "f:labels"),
-    ) && map_matches(
-        desired.annotations.as_ref(),
-        cached.annotations.as_ref(),
-        &applied_keys(cached, manager, "f:annotations"),
-    ) && owner_uids(desired) == owner_uids(cached)
+    map_matches(desired.labels.as_ref(), cached.labels.as_ref())
+        && map_matches(desired.annotations.as_ref(), cached.annotations.as_ref())
+        && owner_uids(desired) == owner_uids(cached)
 }
 
 /// Whether a cached RoleBinding grants exactly what the desired one does (roleRef and
 /// subjects) and carries the desired metadata.
-pub fn role_binding_matches(desired: &RoleBinding, cached: &RoleBinding, manager: &str) -> bool {
+pub fn role_binding_matches(desired: &RoleBinding, cached: &RoleBinding) -> bool {
     desired.role_ref == cached.role_ref
         && desired.subjects == cached.subjects
-        && metadata_matches(&desired.metadata, &cached.metadata, manager)
+        && metadata_matches(&desired.metadata, &cached.metadata)
 }
 
 /// Whether a cached ResourceQuota has the desired hard limits, comparing quantities as the API
 /// server stores them (see [`stored_as`]), and the desired metadata.
-pub fn quota_matches(desired: &ResourceQuota, cached: &ResourceQuota, manager: &str) -> bool {
+pub fn quota_matches(desired: &ResourceQuota, cached: &ResourceQuota) -> bool {
     let hard = |q: &ResourceQuota| {
         q.spec
             .as_ref()
@@ -120,7 +80,7 @@ pub fn quota_matches(desired: &ResourceQuota, cached: &ResourceQuota, manager: &
         && want
             .iter()
             .all(|(k, v)| have.get(k).is_some_and(|h| stored_as(v, h)))
-        && metadata_matches(&desired.metadata, &cached.metadata, manager)
+        && metadata_matches(&desired.metadata, &cached.metadata)
 }
 
 /// Whether the API server stores the quantity `desired` as `stored`. It canonicalizes
@@ -191,7 +151,7 @@ mod tests {
             ]
             .into(),
         );
-        assert!(quota_matches(&want, &have, "homestead"));
+        assert!(quota_matches(&want, &have));
         have.spec
             .as_mut()
             .unwrap()
@@ -199,74 +159,44 @@ mod tests {
             .as_mut()
             .unwrap()
             .insert("cpu".into(), Quantity("2".into()));
-        assert!(!quota_matches(&want, &have, "homestead"));
+        assert!(!quota_matches(&want, &have));
     }
 
     #[test]
-    fn metadata_matches_sees_drift_and_keys_to_remove() {
+    fn metadata_matches_sees_drift_and_leaves_others_keys_alone() {
         let u = user(
             "alice",
             json!({ "namespace": { "labels": { "team": "a" } } }),
         );
         let desired = desired_namespace(&u, "user-alice", Default::default()).metadata;
         let mut cached = desired.clone();
-        assert!(metadata_matches(&desired, &cached, "homestead"));
+        assert!(metadata_matches(&desired, &cached));
         cached
             .labels
             .as_mut()
             .unwrap()
             .insert("team".into(), "b".into());
         assert!(
-            !metadata_matches(&desired, &cached, "homestead"),
+            !metadata_matches(&desired, &cached),
             "changed value is drift"
         );
-        // A label someone else added is not ours to remove...
+        let mut cached = desired.clone();
+        cached.labels.as_mut().unwrap().remove("team");
+        assert!(
+            !metadata_matches(&desired, &cached),
+            "a removed label is drift"
+        );
+        // A label someone else added is not ours to remove.
         let mut cached = desired.clone();
         cached
             .labels
             .as_mut()
             .unwrap()
             .insert("extra".into(), "x".into());
-        assert!(metadata_matches(&desired, &cached, "homestead"));
-        // ...but one Homestead applied earlier and no longer wants must go.
-        cached.managed_fields = Some(vec![ManagedFieldsEntry {
-            manager: Some("homestead".into()),
-            operation: Some("Apply".into()),
-            fields_v1: Some(FieldsV1(
-                json!({ "f:metadata": { "f:labels": { "f:extra": {} } } }),
-            )),
-            ..ManagedFieldsEntry::default()
-        }]);
-        assert!(!metadata_matches(&desired, &cached, "homestead"));
-        // What the create request set counts as Homestead's too; the server's own label never.
-        let mut created = desired.clone();
-        created.labels.as_mut().unwrap().extend([
-            ("old".to_owned(), "x".to_owned()),
-            (
-                "kubernetes.io/metadata.name".to_owned(),
-                "user-alice".to_owned(),
-            ),
-        ]);
-        created.managed_fields = Some(vec![ManagedFieldsEntry {
-            manager: Some("homestead".into()),
-            operation: Some("Update".into()),
-            fields_v1: Some(FieldsV1(json!({ "f:metadata": { "f:labels": {
-                ".": {}, "f:kubernetes.io/metadata.name": {}, "f:team": {}
-            } } }))),
-            ..ManagedFieldsEntry::default()
-        }]);
-        assert!(metadata_matches(&desired, &created, "homestead"));
-        assert_eq!(created_fields_entry(&created, "homestead"), Some(0));
-        created.managed_fields.as_mut().unwrap()[0].fields_v1 = Some(FieldsV1(
-            json!({ "f:metadata": { "f:labels": { "f:old": {}, "f:team": {} } } }),
-        ));
-        assert!(
-            !metadata_matches(&desired, &created, "homestead"),
-            "old must go"
-        );
+        assert!(metadata_matches(&desired, &cached));
         let mut orphaned = desired.clone();
         orphaned.owner_references = None;
-        assert!(!metadata_matches(&desired, &orphaned, "homestead"));
+        assert!(!metadata_matches(&desired, &orphaned));
         // An owner reference another writer added is theirs: no drift.
         let mut adopted = desired.clone();
         adopted.owner_references.as_mut().unwrap().push(
@@ -278,6 +208,24 @@ mod tests {
                 ..Default::default()
             },
         );
-        assert!(metadata_matches(&desired, &adopted, "homestead"));
+        assert!(metadata_matches(&desired, &adopted));
+    }
+
+    #[test]
+    fn the_entry_of_the_create_request_is_found() {
+        let mut meta = ObjectMeta::default();
+        assert_eq!(created_fields_entry(&meta, "homestead"), None);
+        let entry = |manager: &str, operation: &str| ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            operation: Some(operation.into()),
+            fields_v1: Some(FieldsV1(json!({}))),
+            ..ManagedFieldsEntry::default()
+        };
+        meta.managed_fields = Some(vec![
+            entry("kube-controller-manager", "Update"),
+            entry("homestead", "Apply"),
+            entry("homestead", "Update"),
+        ]);
+        assert_eq!(created_fields_entry(&meta, "homestead"), Some(2));
     }
 }

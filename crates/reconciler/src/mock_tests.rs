@@ -106,8 +106,11 @@ fn finalized(name: &str, spec: Value) -> User {
     u
 }
 
-/// Fills the caches with `user`'s Namespace and RoleBinding, as provisioning leaves them.
-fn provisioned(writers: &mut Writers, user: &User) {
+/// Fills the caches with `user`'s Namespace and RoleBinding, as provisioning leaves them, and
+/// gives `user` (generation 1) a `Ready=True` status from an earlier reconcile of that
+/// generation (its message differs, so a reconcile writes the status once more).
+fn provisioned(writers: &mut Writers, user: &mut User) {
+    converged_earlier(user, Reason::Provisioned);
     Writers::insert(
         &mut writers.namespaces,
         desired_namespace(user, "user-alice", Default::default()),
@@ -118,13 +121,21 @@ fn provisioned(writers: &mut Writers, user: &User) {
     );
 }
 
+/// Gives `user` generation 1 and the `Ready=True` status (with `reason`) of an earlier
+/// reconcile of that generation, whose message differs from any a reconcile writes now.
+fn converged_earlier(user: &mut User, reason: Reason) {
+    user.metadata.generation = Some(1);
+    let earlier = Outcome::new("user-alice", reason, "converged earlier");
+    user.status = Some(desired_status(user, &earlier, Time(Timestamp::now())));
+}
+
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/default/events";
 
 #[tokio::test]
 async fn failed_status_patch_is_an_error_and_publishes_nothing() {
     let (ctx, server, mut writers) = Context::test();
-    let alice = finalized("alice", json!({}));
-    provisioned(&mut writers, &alice);
+    let mut alice = finalized("alice", json!({}));
+    provisioned(&mut writers, &mut alice);
     let script = vec![expect(
         Method::PATCH,
         "/users/alice/status",
@@ -144,8 +155,9 @@ async fn failed_status_patch_is_an_error_and_publishes_nothing() {
 #[tokio::test]
 async fn failed_event_publish_does_not_fail_the_reconcile() {
     let (ctx, server, mut writers) = Context::test();
-    let alice = finalized("alice", json!({}));
-    provisioned(&mut writers, &alice);
+    let mut alice = finalized("alice", json!({}));
+    provisioned(&mut writers, &mut alice);
+    converged_earlier(&mut alice, Reason::Suspended); // so Provisioned is a transition
     let script = vec![
         expect(
             Method::PATCH,
@@ -171,8 +183,8 @@ async fn failed_event_publish_does_not_fail_the_reconcile() {
 #[tokio::test]
 async fn not_found_on_delete_counts_as_deleted() {
     let (ctx, server, mut writers) = Context::test();
-    let frank = finalized("alice", json!({ "suspended": true }));
-    provisioned(&mut writers, &frank);
+    let mut frank = finalized("alice", json!({ "suspended": true }));
+    provisioned(&mut writers, &mut frank);
     let script = vec![
         expect(
             Method::DELETE,
@@ -250,7 +262,8 @@ async fn conflict_on_create_leaves_the_other_namespace_alone() {
 #[tokio::test]
 async fn forbidden_apply_is_an_apply_error_and_writes_no_status() {
     let (ctx, server, mut writers) = Context::test();
-    let alice = finalized("alice", json!({}));
+    let mut alice = finalized("alice", json!({}));
+    converged_earlier(&mut alice, Reason::Provisioned);
     Writers::insert(
         &mut writers.namespaces,
         desired_namespace(&alice, "user-alice", Default::default()),
@@ -310,7 +323,7 @@ async fn failures_back_off_per_user_and_a_success_resets_it() {
 
     // A successful reconcile of alice (converged: no request at all) forgets her failures.
     let mut converged = alice;
-    provisioned(&mut writers, &converged);
+    provisioned(&mut writers, &mut converged);
     let outcome = Outcome::new(
         "user-alice",
         Reason::Provisioned,
@@ -327,7 +340,7 @@ async fn failures_back_off_per_user_and_a_success_resets_it() {
 async fn offboarding_retains_a_namespace_that_has_become_reserved() {
     let (mut ctx, server, mut writers) = Context::test();
     let mut alice = finalized("alice", json!({}));
-    provisioned(&mut writers, &alice);
+    provisioned(&mut writers, &mut alice);
     alice.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
     ctx.config.reserved_namespaces.insert("user-alice".into());
     let crd = json!({
@@ -362,6 +375,12 @@ async fn offboarding_retains_a_namespace_that_has_become_reserved() {
         expect(Method::POST, EVENTS, StatusCode::CREATED, json!({})),
         expect(Method::POST, EVENTS, StatusCode::CREATED, json!({})),
         expect(
+            Method::GET,
+            "/api/v1/namespaces/user-alice",
+            StatusCode::OK,
+            json!(desired_namespace(&alice, "user-alice", Default::default())),
+        ),
+        expect(
             Method::PATCH,
             "/api/v1/namespaces/user-alice",
             StatusCode::OK,
@@ -377,14 +396,14 @@ async fn offboarding_retains_a_namespace_that_has_become_reserved() {
         (Some("Warning"), Some("ReservedNamespace"))
     );
     assert_eq!(sent[4]["reason"], "AccessRevoked");
-    let labels = &sent[5]["metadata"]["labels"];
+    let labels = &sent[6]["metadata"]["labels"];
     assert_eq!(
         labels["homestead.dev/retained-from"], "alice",
         "retained, not deleted: {}",
-        sent[5]
+        sent[6]
     );
     assert!(labels.get("app.kubernetes.io/managed-by").is_none());
-    assert_eq!(sent[6]["reason"], "NamespaceRetained");
+    assert_eq!(sent[7]["reason"], "NamespaceRetained");
 }
 
 #[tokio::test]

@@ -139,7 +139,8 @@ async fn retain_namespace(
 ) -> Result<Action> {
     let name = namespace.name_any();
     let retained = retained_namespace(user, &name, ctx.config.pod_security);
-    ctx.apply_over(&retained, &namespace.metadata).await?;
+    ctx.apply_over(&retained, namespace.metadata.uid.as_deref())
+        .await?;
     let why = if uninstalling {
         "Homestead is being uninstalled"
     } else {

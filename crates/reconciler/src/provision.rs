@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use homestead_api::{FIELD_MANAGER, User};
+use homestead_api::User;
 use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::ResourceExt;
@@ -71,6 +71,16 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
             Err(error)
         }
     }
+}
+
+/// Whether `user`'s status says its current generation converged: `Ready=True` observed at
+/// `metadata.generation`.
+fn converged(user: &User) -> bool {
+    user.ready_condition().is_some_and(|c| {
+        c.status == "True"
+            && c.observed_generation.is_some()
+            && c.observed_generation == user.metadata.generation
+    })
 }
 
 /// What a reconcile changed so far, each with a note for the Event that reports it.
@@ -152,8 +162,12 @@ async fn ensure_namespace(
         let outcome = Outcome::new(name, Reason::NamespaceTerminating, message);
         return Ok(Some(Step::Wait(outcome)));
     }
-    if !metadata_matches(&desired.metadata, &existing.metadata, FIELD_MANAGER) {
-        ctx.apply_over(&desired, &existing.metadata).await?;
+    // A key Homestead applied and no longer wants (one dropped from `spec.namespace.labels`)
+    // is not in the cache (no managedFields there): so until the User's current generation
+    // has converged once, the Namespace is applied whether it looks right or not.
+    if !converged(user) || !metadata_matches(&desired.metadata, &existing.metadata) {
+        ctx.apply_over(&desired, existing.metadata.uid.as_deref())
+            .await?;
         let note = format!("updated labels, annotations or owner of namespace {name:?}");
         changes.push((Change::NamespaceUpdated, note));
     }
@@ -275,7 +289,7 @@ async fn grant_access(
 ) -> Result<Option<(Change, String)>> {
     let desired = desired_role_binding(user, namespace);
     let (change, note) = match cached_binding(ctx, namespace) {
-        Some(cached) if role_binding_matches(&desired, &cached, FIELD_MANAGER) => return Ok(None),
+        Some(cached) if role_binding_matches(&desired, &cached) => return Ok(None),
         Some(cached) if cached.role_ref != desired.role_ref => {
             // roleRef is immutable, so the binding is replaced; first make sure the API server
             // accepts the new one (RBAC, admission), so a refusal keeps the old access.
@@ -317,7 +331,7 @@ async fn ensure_quota(
     let cached = cached(&ctx.caches.quotas, namespace, QUOTA_NAME)
         .filter(|q| labelled_for(&q.metadata, user));
     let change = match (desired_quota(user, namespace), cached) {
-        (Some(quota), Some(cached)) if quota_matches(&quota, &cached, FIELD_MANAGER) => {
+        (Some(quota), Some(cached)) if quota_matches(&quota, &cached) => {
             return Ok(None);
         }
         (Some(quota), _) => {
