@@ -38,7 +38,7 @@ test: control-plane
     just _no-leftovers
 
 # Benchmark a bulk import on the real control plane (release build): time to Ready, writes, memory.
-bench users="500": control-plane
+bench users="1000": control-plane
     HOMESTEAD_BENCH_USERS={{users}} cargo bench -p homestead --bench converge
 
 # Kill the operator (SIGKILL) at random moments during a bulk import and an offboarding, then check nothing was lost or leaked, and count writes after a restart (release build; minutes).

@@ -481,19 +481,28 @@ async fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1000);
+    // `HOMESTEAD_BENCH_QUICK=1`: Homestead's provisioning, restart, steady state and re-list
+    // only (no floor, no offboarding), to look at memory at scale in minutes.
+    let quick = std::env::var("HOMESTEAD_BENCH_QUICK").is_ok_and(|v| v == "1");
     let plane = install();
     let admin = plane.client(ADMIN).await.unwrap();
     println!("{count} Users, {IN_FLIGHT} in flight, one local control plane\n");
 
     let t0 = Timestamp::now();
-    let floor_up = floor_provision(&admin, count).await;
-    println!("floor: provisioned in {}", secs(floor_up));
+    let (mut floor_up, mut floor_down) = (Duration::ZERO, Duration::ZERO);
+    if !quick {
+        floor_up = floor_provision(&admin, count).await;
+        println!("floor: provisioned in {}", secs(floor_up));
+    }
     let t1 = Timestamp::now();
-    let floor_down = floor_offboard(&admin, count).await;
-    println!("floor: offboarded in {}", secs(floor_down));
+    if !quick {
+        floor_down = floor_offboard(&admin, count).await;
+        println!("floor: offboarded in {}", secs(floor_down));
+    }
     let t2 = Timestamp::now();
 
     let (operator, first_sync) = Operator::start("homestead-bench").await;
+    let idle_rss = memory_mib(operator.pid(), "VmRSS");
     let t3 = Timestamp::now();
     let ours_up = homestead_provision(&admin, count).await;
     let t4 = Timestamp::now();
@@ -520,9 +529,12 @@ async fn main() {
     let relist_rss = memory_mib(operator.pid(), "VmRSS");
 
     let t7 = Timestamp::now();
-    let ours_down = homestead_offboard(&admin, count).await;
+    let mut ours_down = Duration::ZERO;
+    if !quick {
+        ours_down = homestead_offboard(&admin, count).await;
+        println!("homestead: offboarded in {}\n", secs(ours_down));
+    }
     let t8 = Timestamp::now();
-    println!("homestead: offboarded in {}\n", secs(ours_down));
 
     let events = audit_log(plane);
     let ratio = |ours: Duration, floor: Duration| ours.as_secs_f64() / floor.as_secs_f64();
@@ -567,6 +579,7 @@ async fn main() {
         "operator writes in {STEADY_SECONDS} s of steady state after that restart: {} (Lease renewals excluded)",
         operator_writes(&events, (t5, t6))
     );
+    println!("operator RSS with no User:              {idle_rss:.1} MiB");
     println!("operator peak RSS while provisioning:   {peak_provisioning:.1} MiB");
     println!(
         "operator RSS in steady state:           {steady_rss:.1} MiB (peak since restart {steady_peak:.1} MiB)"

@@ -220,7 +220,7 @@ async fn suspension_leaves_no_way_back_in_and_unsuspending_restores_homesteads_b
     wait_reason(&c, "acc-susp", "Suspended").await;
     wait_no_role_bindings(&c, "user-acc-susp", 30).await;
     assert_no_access("user-acc-susp");
-    let revoked = event_notes(&c, "acc-susp", "AccessRevoked").await;
+    let revoked = event_notes(&c, "acc-susp", "Suspended").await;
     assert!(
         revoked
             .iter()

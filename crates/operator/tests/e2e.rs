@@ -40,8 +40,8 @@ async fn patch_spec(c: &Client, name: &str, spec: serde_json::Value) {
         .unwrap();
 }
 
-/// Events on a User, by reason.
-async fn event_reasons(c: &Client, user: &str) -> Vec<(String, String)> {
+/// Events on a User: type, reason and note.
+async fn user_events(c: &Client, user: &str) -> Vec<(String, String, String)> {
     let events: Api<Event> = Api::namespaced(c.clone(), "default");
     events
         .list(&ListParams::default())
@@ -49,7 +49,23 @@ async fn event_reasons(c: &Client, user: &str) -> Vec<(String, String)> {
         .unwrap()
         .into_iter()
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(user))
-        .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default()))
+        .map(|e| {
+            let note = e.note.unwrap_or_default();
+            (
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                note,
+            )
+        })
+        .collect()
+}
+
+/// Events on a User, by type and reason.
+async fn event_reasons(c: &Client, user: &str) -> Vec<(String, String)> {
+    user_events(c, user)
+        .await
+        .into_iter()
+        .map(|(type_, reason, _)| (type_, reason))
         .collect()
 }
 
@@ -135,9 +151,19 @@ async fn user_gets_namespace_rolebinding_quota_and_ready() {
         .unwrap();
     assert_eq!(hard["pods"].0, "5");
 
-    // Semantic 11: the transition to Ready has an Event.
+    // Semantic 11: the transition to Ready has an Event, one for the whole provisioning, that
+    // says what was done.
     wait_event(&c, "e2e-prov", "Normal", "Provisioned").await;
-    wait_event(&c, "e2e-prov", "Normal", "NamespaceCreated").await;
+    let events = user_events(&c, "e2e-prov").await;
+    assert_eq!(events.len(), 1, "one Event per provisioning: {events:?}");
+    let note = &events[0].2;
+    for done in [
+        "created namespace \"user-e2e-prov\"",
+        "bound ClusterRole",
+        "applied ResourceQuota",
+    ] {
+        assert!(note.contains(done), "{done:?} missing from {note:?}");
+    }
 
     // Semantic 7: the finalizer was on the User before anything was created for it.
     let events = audit();
@@ -430,7 +456,16 @@ async fn suspension_revokes_access_and_keeps_data() {
             .is_none()
     );
     assert!(cms.get_opt("work").await.unwrap().is_some());
-    wait_event(&c, "e2e-susp", "Normal", "AccessRevoked").await;
+    // One Event for the transition to Suspended, naming what was revoked.
+    wait_event(&c, "e2e-susp", "Normal", "Suspended").await;
+    let revoked = user_events(&c, "e2e-susp").await;
+    assert!(
+        revoked
+            .iter()
+            .any(|(_, reason, note)| reason == "Suspended"
+                && note.contains("removed every RoleBinding")),
+        "{revoked:?}"
+    );
 
     patch_spec(&c, "e2e-susp", json!({ "suspended": false })).await;
     wait_reason(&c, "e2e-susp", "Provisioned").await;

@@ -73,13 +73,16 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
     }
 }
 
-/// Whether `user`'s status says its current generation converged: `Ready=True` observed at
-/// `metadata.generation`.
-fn converged(user: &User) -> bool {
-    user.ready_condition().is_some_and(|c| {
-        c.status == "True"
-            && c.observed_generation.is_some()
-            && c.observed_generation == user.metadata.generation
+/// Whether `user`'s spec may have dropped a key Homestead applied before: an earlier
+/// reconcile wrote a status for another generation, or did not converge (it may have failed
+/// half-way through a new generation). A User never reconciled has nothing applied before
+/// but what its create request set from the same spec, and a stale cache (a reconcile
+/// triggered by Homestead's own create, before the User watch delivered the status) must not
+/// turn every provisioning into two writes.
+fn respecified(user: &User) -> bool {
+    user.status.as_ref().is_some_and(|s| {
+        s.observed_generation != user.metadata.generation
+            || user.ready_condition().is_none_or(|c| c.status != "True")
     })
 }
 
@@ -163,9 +166,9 @@ async fn ensure_namespace(
         return Ok(Some(Step::Wait(outcome)));
     }
     // A key Homestead applied and no longer wants (one dropped from `spec.namespace.labels`)
-    // is not in the cache (no managedFields there): so until the User's current generation
-    // has converged once, the Namespace is applied whether it looks right or not.
-    if !converged(user) || !metadata_matches(&desired.metadata, &existing.metadata) {
+    // is not in the cache (no managedFields there): so after a spec change, until the new
+    // generation has converged, the Namespace is applied whether it looks right or not.
+    if respecified(user) || !metadata_matches(&desired.metadata, &existing.metadata) {
         ctx.apply_over(&desired, existing.metadata.uid.as_deref())
             .await?;
         let note = format!("updated labels, annotations or owner of namespace {name:?}");
