@@ -14,8 +14,8 @@ use futures::StreamExt;
 use homestead_api::{LABEL_MANAGED_BY, MANAGED_BY, User};
 use homestead_reconciler::Caches;
 use homestead_reconciler::ownership::user_of;
-use homestead_reconciler::trim::{trim, trim_user};
-use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
+use homestead_reconciler::trim::{trim, trim_namespace, trim_user};
+use k8s_openapi::api::core::v1::ResourceQuota;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -29,10 +29,13 @@ use serde::de::DeserializeOwned;
 /// `concurrency` reconciles at once (0: unbounded), and the caches of managed objects.
 pub fn controller(client: &Client, concurrency: u16) -> (Controller<User>, Caches) {
     let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
-    let (namespaces, namespace_events) = cached_watch::<Namespace>(client, managed.clone());
-    let (role_bindings, role_binding_events) =
-        cached_watch::<RoleBinding>(client, watcher::Config::default());
-    let (quotas, quota_events) = cached_watch::<ResourceQuota>(client, managed);
+    let (namespaces, namespace_events) = cached_watch(client, managed.clone(), trim_namespace);
+    let (role_bindings, role_binding_events) = cached_watch(
+        client,
+        watcher::Config::default(),
+        trim_object::<RoleBinding>,
+    );
+    let (quotas, quota_events) = cached_watch(client, managed, trim_object::<ResourceQuota>);
     let namespace_events = namespace_events.touched_objects();
     let role_binding_events = role_binding_events.touched_objects();
     // Quota status moves with every pod that comes or goes; only what Homestead sets matters.
@@ -129,13 +132,14 @@ fn watch_backoff() -> impl Backoff + 'static {
     )
 }
 
-/// A reflector cache of `K` objects matching `config`, trimmed to what reconciles read
-/// ([`trim`]), and the stream of its watch events that feeds both the cache and the
+/// A reflector cache of `K` objects matching `config`, each cut down by `trim` to what
+/// reconciles read, and the stream of its watch events that feeds both the cache and the
 /// Controller's triggers. The initial list is paged (kube-runtime's default: 500 objects a
 /// page), so a re-list never holds a whole cluster's response at once.
 fn cached_watch<K>(
     client: &Client,
     config: watcher::Config,
+    trim: fn(&mut K),
 ) -> (
     Store<K>,
     impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
@@ -151,10 +155,16 @@ where
 {
     let (store, writer) = reflector::store();
     let stream = watcher(Api::all(client.clone()), config)
-        .modify(|o: &mut K| trim(o.meta_mut()))
+        .modify(trim)
         .reflect(writer)
         .backoff(watch_backoff());
     (store, stream)
+}
+
+/// [`trim`] for kinds of which reconciles read all but `managedFields` and the last-applied
+/// annotation.
+fn trim_object<K: Resource>(object: &mut K) {
+    trim(object.meta_mut());
 }
 
 /// Waits until the User cache and every managed-object cache have seen their first list.

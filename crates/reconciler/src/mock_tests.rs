@@ -268,6 +268,13 @@ async fn forbidden_apply_is_an_apply_error_and_writes_no_status() {
         &mut writers.namespaces,
         desired_namespace(&alice, "user-alice", Default::default()),
     );
+    // A binding that drifted (someone added a subject): repairing it is an apply.
+    let mut drifted = desired_role_binding(&alice, "user-alice");
+    drifted
+        .subjects
+        .get_or_insert_default()
+        .push(Default::default());
+    Writers::insert(&mut writers.role_bindings, drifted);
     let script = vec![expect(
         Method::PATCH,
         "/namespaces/user-alice/rolebindings/homestead-user",
