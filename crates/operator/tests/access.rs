@@ -448,7 +448,7 @@ async fn a_namespace_made_by_someone_else_first_is_never_touched() {
         let touched: Vec<_> = audit()[mark..]
             .iter()
             .filter(|e| {
-                is_operator_write(e)
+                is_operator_change(e)
                     && (e["objectRef"]["name"] == ns_name.as_str()
                         || e["objectRef"]["namespace"] == ns_name.as_str())
             })

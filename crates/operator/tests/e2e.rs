@@ -326,7 +326,7 @@ async fn foreign_namespace_is_never_touched() {
     let writes: Vec<_> = audit()[mark..]
         .iter()
         .filter(|e| {
-            is_operator_write(e)
+            is_operator_change(e)
                 && (e["objectRef"]["name"] == "e2e-foreign"
                     || e["objectRef"]["namespace"] == "e2e-foreign")
         })

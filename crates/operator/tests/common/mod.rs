@@ -358,6 +358,16 @@ pub fn is_operator_write(event: &Value) -> bool {
         )
 }
 
+/// Whether an audit event is a write by the operator that succeeded, so changed something. A
+/// create refused with 409 AlreadyExists is how the operator learns that a namespace it does
+/// not know exists: it changes nothing, and is not counted.
+pub fn is_operator_change(event: &Value) -> bool {
+    is_operator_write(event)
+        && event["responseStatus"]["code"]
+            .as_u64()
+            .is_some_and(|c| c < 300)
+}
+
 /// Whether an audit event concerns `user`'s objects: the User, its namespace `ns` or anything
 /// in it, or an Event about it.
 pub fn concerns(event: &Value, user: &str, ns: &str) -> bool {
