@@ -37,7 +37,7 @@ test: control-plane
     cargo test --workspace --lib --bins --tests -- --test-threads=4
     just _no-leftovers
 
-# Benchmark a bulk import on the real control plane (release build): time to Ready, writes, memory.
+# Homestead against a floor client on one local control plane (release build): time to all Ready and to offboard, requests per User, memory steady and during a re-list, writes in steady state. HOMESTEAD_BENCH_QUICK=1: no floor, no offboarding.
 bench users="1000": control-plane
     HOMESTEAD_BENCH_USERS={{users}} cargo bench -p homestead --bench converge
 
