@@ -73,8 +73,8 @@ where
 }
 
 /// Watches the Users of `run` until `done` holds for every one of `count` (or, with `count`
-/// 0, until none is left). The watch starts before this returns its future's first poll
-/// completes the initial list, so start it before the Users change.
+/// 0, until none is left once the watch has listed). Either way the answer is right whenever
+/// the watch starts; [`watch_users`] starts it before the Users change, so the timing is too.
 async fn wait_users(client: Client, run: &str, count: usize, done: fn(&User) -> bool) {
     let config = watcher::Config::default().labels(&format!("{RUN_LABEL}={run}"));
     let mut events = watcher(Api::<User>::all(client), config).boxed();
