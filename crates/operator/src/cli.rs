@@ -91,8 +91,8 @@ pub struct Cli {
 
     /// How many Users are reconciled at once (0 = unbounded). The default is measured: on the
     /// local control plane, 1,000 new Users were all Ready in 14.2-14.5 s with 16, 16.7-17.8 s
-    /// with 8, and no faster with 32 or 64 (the API server is the bottleneck; see "Performance"
-    /// in the README).
+    /// with 8, and no faster with 32 or 64; 10,000 took 155.8 s with 16 and 134.7 s with 32
+    /// (the API server is the bottleneck; see "Performance" in the README).
     #[arg(long, env = "HOMESTEAD_CONCURRENCY", default_value_t = 16)]
     pub concurrency: u16,
 
