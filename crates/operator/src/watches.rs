@@ -5,7 +5,7 @@
 //! its User through its Namespace (whose labels tenants cannot write), never through a label
 //! on the RoleBinding itself.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
 
@@ -13,27 +13,28 @@ use futures::StreamExt;
 
 use homestead_api::{LABEL_MANAGED_BY, MANAGED_BY, User};
 use homestead_reconciler::Caches;
+use homestead_reconciler::cache::{CachedNamespace, CachedRoleBinding};
 use homestead_reconciler::ownership::user_of;
-use homestead_reconciler::trim::{trim, trim_namespace, trim_user};
+use homestead_reconciler::trim::{trim, trim_user};
 use k8s_openapi::api::core::v1::ResourceQuota;
-use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::utils::{Backoff, ResetTimerBackoff};
 use kube::runtime::watcher::ExponentialBackoff;
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 /// The Controller over Users, triggered also by every change to a managed object, with
 /// `concurrency` reconciles at once (0: unbounded), and the caches of managed objects.
 pub fn controller(client: &Client, concurrency: u16) -> (Controller<User>, Caches) {
     let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
-    let (namespaces, namespace_events) = cached_watch(client, managed.clone(), trim_namespace);
+    let (namespaces, namespace_events) =
+        cached_watch(client, managed.clone(), trim_object::<CachedNamespace>);
     let (role_bindings, role_binding_events) = cached_watch(
         client,
         watcher::Config::default(),
-        trim_object::<RoleBinding>,
+        trim_object::<CachedRoleBinding>,
     );
     let (quotas, quota_events) = cached_watch(client, managed, trim_object::<ResourceQuota>);
     let namespace_events = namespace_events.touched_objects();
@@ -48,16 +49,17 @@ pub fn controller(client: &Client, concurrency: u16) -> (Controller<User>, Cache
         Api::<User>::all(client.clone()),
         watcher::Config::default().any_semantic(),
     )
-    .modify(trim_user)
-    .reflect(writer)
-    .applied_objects();
+    .modify(trim_user);
+    let user_events = relist_in_place(user_events, users.clone())
+        .reflect(writer)
+        .applied_objects();
     let controller = Controller::for_stream(user_events, users)
         .with_config(controller::Config::default().concurrency(concurrency))
         .trigger_backoff(watch_backoff())
-        .watches_stream(namespace_events, |o| user_of(&o))
+        .watches_stream(namespace_events, |ns| ns.user())
         .watches_stream(role_binding_events, move |rb| {
             let namespace = by_namespace.get(&ObjectRef::new(rb.metadata.namespace.as_deref()?))?;
-            user_of(namespace.as_ref())
+            namespace.user()
         })
         .watches_stream(quota_events, |o| user_of(&o));
     let caches = Caches {
@@ -154,15 +156,73 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
-    let stream = watcher(Api::all(client.clone()), config)
-        .modify(trim)
+    let events = watcher(Api::all(client.clone()), config).modify(trim);
+    let stream = relist_in_place(events, store.clone())
         .reflect(writer)
         .backoff(watch_backoff());
     (store, stream)
 }
 
-/// [`trim`] for kinds of which reconciles read all but `managedFields` and the last-applied
-/// annotation.
+/// Turns every re-list after the first into updates of the cache in place: each listed object
+/// replaces its cached one as it arrives (`Apply`), and once the list is complete, objects
+/// the list no longer had are removed (`Delete`, which also triggers their User's reconcile).
+///
+/// kube-runtime's reflector instead fills a second map during a re-list and swaps it in at
+/// the end, so readers never see a half-listed cache, at the cost of holding every object
+/// twice; after an API server restart, every watch re-lists at once, and the operator's
+/// memory nearly doubled. Reconciles do not need the atomic swap: each cached object is some
+/// recent state of that object either way, which is all a cache ever promises them. The
+/// first list still goes through unchanged, so [`Store::wait_until_ready`] means what it says.
+fn relist_in_place<K, S>(
+    events: S,
+    store: Store<K>,
+) -> impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
+    // `None` until the first list is done; then the keys listed so far by the current re-list.
+    let mut relisted: Option<HashSet<ObjectRef<K>>> = None;
+    let key = |o: &K| {
+        let name = ObjectRef::new(&o.name_any());
+        match o.meta().namespace.as_deref() {
+            Some(namespace) => name.within(namespace),
+            None => name,
+        }
+    };
+    events.flat_map(move |event| {
+        let out = match (event, relisted.as_mut()) {
+            (Ok(watcher::Event::InitDone), None) => {
+                relisted = Some(HashSet::new());
+                vec![Ok(watcher::Event::InitDone)]
+            }
+            (event, None) => vec![event],
+            (Ok(watcher::Event::Init), Some(seen)) => {
+                seen.clear();
+                Vec::new()
+            }
+            (Ok(watcher::Event::InitApply(o)), Some(seen)) => {
+                seen.insert(key(&o));
+                vec![Ok(watcher::Event::Apply(o))]
+            }
+            (Ok(watcher::Event::InitDone), Some(seen)) => {
+                let gone = store
+                    .state()
+                    .into_iter()
+                    .filter(|o| !seen.contains(&key(o)))
+                    .map(|o| Ok(watcher::Event::Delete(o.as_ref().clone())))
+                    .collect();
+                *seen = HashSet::new();
+                gone
+            }
+            (event, Some(_)) => vec![event],
+        };
+        futures::stream::iter(out)
+    })
+}
+
+/// [`trim`] for any kind: drops what is left of `managedFields`, the last-applied annotation
+/// and the resourceVersion once the watch has read it.
 fn trim_object<K: Resource>(object: &mut K) {
     trim(object.meta_mut());
 }

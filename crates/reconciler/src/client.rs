@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use homestead_api::{FIELD_MANAGER, User};
 use k8s_openapi::api::core::v1::Namespace;
+
+use crate::cache::CachedNamespace;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType};
@@ -248,15 +250,16 @@ impl Context {
     ///
     /// # Errors
     /// [`Error::Kube`] with [`Verb::Get`].
-    pub(crate) async fn namespace(&self, name: &str) -> Result<Option<Arc<Namespace>>> {
+    pub(crate) async fn namespace(&self, name: &str) -> Result<Option<Arc<CachedNamespace>>> {
         if let Some(ns) = self.cached_namespace(name) {
             return Ok(Some(ns));
         }
-        Ok(self.get(&ObjectRef::new(name)).await?.map(Arc::new))
+        let namespace = self.get(&ObjectRef::<Namespace>::new(name)).await?;
+        Ok(namespace.map(|ns| Arc::new(ns.into())))
     }
 
     /// The Namespace `name` from the cache of managed Namespaces.
-    pub(crate) fn cached_namespace(&self, name: &str) -> Option<Arc<Namespace>> {
+    pub(crate) fn cached_namespace(&self, name: &str) -> Option<Arc<CachedNamespace>> {
         self.caches.namespaces.get(&ObjectRef::new(name))
     }
 

@@ -4,12 +4,12 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
-use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::api::core::v1::ResourceQuota;
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::Store;
 
+use crate::cache::{CachedNamespace, CachedRoleBinding};
 use crate::error::Backoffs;
 use crate::metrics::Metrics;
 
@@ -183,14 +183,14 @@ impl Fence {
     }
 }
 
-/// The reflector caches of the objects Homestead manages (each watched with the label
-/// `app.kubernetes.io/managed-by=homestead`), read instead of the API server wherever possible.
+/// The reflector caches reconciles read instead of the API server wherever possible, in the
+/// compact forms of [`crate::cache`].
 #[derive(Clone)]
 pub struct Caches {
-    /// Namespaces labelled as Homestead's.
-    pub namespaces: Store<Namespace>,
-    /// RoleBindings labelled as Homestead's.
-    pub role_bindings: Store<RoleBinding>,
+    /// Namespaces labelled as Homestead's (`app.kubernetes.io/managed-by=homestead`).
+    pub namespaces: Store<CachedNamespace>,
+    /// Every RoleBinding in the cluster: revoking access removes the ones a person made too.
+    pub role_bindings: Store<CachedRoleBinding>,
     /// ResourceQuotas labelled as Homestead's.
     pub quotas: Store<ResourceQuota>,
 }
@@ -292,18 +292,18 @@ pub(crate) mod test {
 
     /// The cache writers of a test [`Context`].
     pub struct Writers {
-        pub namespaces: Writer<Namespace>,
-        pub role_bindings: Writer<RoleBinding>,
+        pub namespaces: Writer<CachedNamespace>,
+        pub role_bindings: Writer<CachedRoleBinding>,
         pub quotas: Writer<ResourceQuota>,
     }
 
     impl Writers {
-        /// Puts `object` into its cache, as a watch event would.
-        pub fn insert<K>(writer: &mut Writer<K>, object: K)
+        /// Puts `object` into its cache, in the cache's form, as a watch event would.
+        pub fn insert<K>(writer: &mut Writer<K>, object: impl Into<K>)
         where
             K: Resource<DynamicType = ()> + Clone + 'static,
         {
-            writer.apply_watcher_event(&watcher::Event::Apply(object));
+            writer.apply_watcher_event(&watcher::Event::Apply(object.into()));
         }
     }
 

@@ -6,16 +6,11 @@
 //! applied regardless (see [`crate::provision`]). Quantities are compared exactly
 //! ([`crate::quantity`]), as the API server stores them.
 
-use std::collections::BTreeMap;
-
+use crate::cache::Facts;
 use crate::quantity::{nano_value, round_up_to_milli};
 use k8s_openapi::api::core::v1::ResourceQuota;
-use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-/// Owner references Homestead makes point to Users of this API group (`homestead.dev/...`).
-const USER_API_GROUP: &str = "homestead.dev/";
 
 /// The position in `metadata.managedFields` of the fields `manager` set by a create request
 /// (operation `Update`), if any. Server-side apply by `manager` never removes fields such an
@@ -27,43 +22,10 @@ pub fn created_fields_entry(meta: &ObjectMeta, manager: &str) -> Option<usize> {
     })
 }
 
-/// Whether `map` in the cached object holds what `desired` asks of it: every desired entry
-/// present with the same value.
-fn map_matches(
-    desired: Option<&BTreeMap<String, String>>,
-    cached: Option<&BTreeMap<String, String>>,
-) -> bool {
-    let empty = BTreeMap::new();
-    let (desired, cached) = (desired.unwrap_or(&empty), cached.unwrap_or(&empty));
-    desired.iter().all(|(k, v)| cached.get(k) == Some(v))
-}
-
 /// Whether the cached metadata already has the desired labels, annotations and owner
-/// references to Users (by uid). Owner references to anything else were added by another
-/// writer; apply leaves them, and so does this comparison.
+/// references to Users, by the rule of [`Facts::include`].
 pub fn metadata_matches(desired: &ObjectMeta, cached: &ObjectMeta) -> bool {
-    let owner_uids = |m: &ObjectMeta| -> Vec<String> {
-        let mut uids: Vec<String> = m
-            .owner_references
-            .iter()
-            .flatten()
-            .filter(|o| o.api_version.starts_with(USER_API_GROUP))
-            .map(|o| o.uid.clone())
-            .collect();
-        uids.sort();
-        uids
-    };
-    map_matches(desired.labels.as_ref(), cached.labels.as_ref())
-        && map_matches(desired.annotations.as_ref(), cached.annotations.as_ref())
-        && owner_uids(desired) == owner_uids(cached)
-}
-
-/// Whether a cached RoleBinding grants exactly what the desired one does (roleRef and
-/// subjects) and carries the desired metadata.
-pub fn role_binding_matches(desired: &RoleBinding, cached: &RoleBinding) -> bool {
-    desired.role_ref == cached.role_ref
-        && desired.subjects == cached.subjects
-        && metadata_matches(&desired.metadata, &cached.metadata)
+    Facts::of(cached).include(desired)
 }
 
 /// Whether a cached ResourceQuota has the desired hard limits, comparing quantities as the API
@@ -97,7 +59,7 @@ pub fn stored_as(desired: &Quantity, stored: &Quantity) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::desired::{desired_namespace, desired_quota};
+    use crate::desired::desired_quota;
     use crate::test_fixtures::user;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
     use serde_json::json;
@@ -160,55 +122,6 @@ mod tests {
             .unwrap()
             .insert("cpu".into(), Quantity("2".into()));
         assert!(!quota_matches(&want, &have));
-    }
-
-    #[test]
-    fn metadata_matches_sees_drift_and_leaves_others_keys_alone() {
-        let u = user(
-            "alice",
-            json!({ "namespace": { "labels": { "team": "a" } } }),
-        );
-        let desired = desired_namespace(&u, "user-alice", Default::default()).metadata;
-        let mut cached = desired.clone();
-        assert!(metadata_matches(&desired, &cached));
-        cached
-            .labels
-            .as_mut()
-            .unwrap()
-            .insert("team".into(), "b".into());
-        assert!(
-            !metadata_matches(&desired, &cached),
-            "changed value is drift"
-        );
-        let mut cached = desired.clone();
-        cached.labels.as_mut().unwrap().remove("team");
-        assert!(
-            !metadata_matches(&desired, &cached),
-            "a removed label is drift"
-        );
-        // A label someone else added is not ours to remove.
-        let mut cached = desired.clone();
-        cached
-            .labels
-            .as_mut()
-            .unwrap()
-            .insert("extra".into(), "x".into());
-        assert!(metadata_matches(&desired, &cached));
-        let mut orphaned = desired.clone();
-        orphaned.owner_references = None;
-        assert!(!metadata_matches(&desired, &orphaned));
-        // An owner reference another writer added is theirs: no drift.
-        let mut adopted = desired.clone();
-        adopted.owner_references.as_mut().unwrap().push(
-            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-                api_version: "example.com/v1".into(),
-                kind: "Team".into(),
-                name: "a".into(),
-                uid: "team-uid".into(),
-                ..Default::default()
-            },
-        );
-        assert!(metadata_matches(&desired, &adopted));
     }
 
     #[test]

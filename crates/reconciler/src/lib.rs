@@ -17,6 +17,7 @@
 //! - [`reconcile()`] / [`error_policy`]: the kube-runtime entry points.
 //! - [`metrics`]: the Prometheus metrics.
 
+pub mod cache;
 pub mod client;
 pub mod context;
 pub mod desired;

@@ -14,6 +14,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 
+use crate::cache::CachedNamespace;
 use crate::context::Context;
 use crate::desired::retained_namespace;
 use crate::error::{Error, Result};
@@ -32,7 +33,7 @@ use crate::validate::namespace_name;
 /// [`Error::NamespaceTerminating`] while a `Delete` offboarding waits for the Namespace (the
 /// finalizer must stay); [`Error::Kube`] when a request fails.
 pub async fn offboard(user: &User, ctx: &Context) -> Result<Action> {
-    let owned = |ns: &Namespace| is_owned_by(&ns.metadata, user);
+    let owned = |ns: &CachedNamespace| is_owned_by(&ns.facts, user);
     let name = namespace_name(user, &ctx.config, |n| {
         ctx.cached_namespace(n).is_some_and(|ns| owned(&ns))
     });
@@ -100,7 +101,7 @@ async fn crd_is_deleting(ctx: &Context) -> Result<bool> {
 
 /// `Delete`: deletes the Namespace, with its uid as precondition, so a namespace recreated by
 /// someone else under the same name is never deleted.
-async fn delete_namespace(ctx: &Context, namespace: &Namespace) -> Result<()> {
+async fn delete_namespace(ctx: &Context, namespace: &CachedNamespace) -> Result<()> {
     let params = DeleteParams {
         preconditions: Some(Preconditions {
             uid: namespace.uid(),
@@ -118,7 +119,7 @@ async fn delete_namespace(ctx: &Context, namespace: &Namespace) -> Result<()> {
 async fn wait_for_deletion(
     user: &User,
     ctx: &Context,
-    namespace: &Namespace,
+    namespace: &CachedNamespace,
     changes: Vec<(Change, String)>,
 ) -> Result<Action> {
     let name = namespace.name_any();
@@ -134,7 +135,7 @@ async fn wait_for_deletion(
 async fn retain_namespace(
     user: &User,
     ctx: &Context,
-    namespace: &Namespace,
+    namespace: &CachedNamespace,
     uninstalling: bool,
 ) -> Result<Action> {
     let name = namespace.name_any();

@@ -10,18 +10,17 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
-/// Whether `meta` marks an object as belonging to `user`: label
+use crate::cache::Facts;
+
+/// Whether an object with `facts` (from the cache, [`crate::cache`]) belongs to `user`: label
 /// `app.kubernetes.io/managed-by=homestead`, label `homestead.dev/user=<name>` and annotation
 /// `homestead.dev/user-uid=<uid>` (DESIGN.md semantic 2). A name match alone is never ownership.
-pub fn is_owned_by(meta: &ObjectMeta, user: &User) -> bool {
-    let uid = meta
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_USER_UID));
-    label(meta, LABEL_MANAGED_BY) == Some(MANAGED_BY)
-        && labelled_for(meta, user)
-        && uid.is_some()
-        && uid == user.uid().as_ref()
+pub fn is_owned_by(facts: &Facts, user: &User) -> bool {
+    user.uid().is_some_and(|uid| {
+        facts.has_label(LABEL_MANAGED_BY, MANAGED_BY)
+            && facts.has_label(LABEL_USER, &user.name_any())
+            && facts.has_annotation(ANNOTATION_USER_UID, &uid)
+    })
 }
 
 /// Whether a namespaced object carries the label `homestead.dev/user=<name of user>` (its
@@ -76,18 +75,19 @@ mod tests {
     fn ownership_needs_both_labels_and_the_uid() {
         let u = user("alice", json!({}));
         let ns = desired_namespace(&u, "user-alice", Default::default());
-        assert!(is_owned_by(&ns.metadata, &u));
+        let owned = |meta: &ObjectMeta, user: &User| is_owned_by(&Facts::of(meta), user);
+        assert!(owned(&ns.metadata, &u));
         let mut by_name_only = ns.metadata.clone();
         by_name_only.annotations = None;
-        assert!(!is_owned_by(&by_name_only, &u));
+        assert!(!owned(&by_name_only, &u));
         let mut other_uid = ns.metadata.clone();
         other_uid
             .annotations
             .as_mut()
             .unwrap()
             .insert(ANNOTATION_USER_UID.into(), "uid-older-alice".into());
-        assert!(!is_owned_by(&other_uid, &u));
-        assert!(!is_owned_by(&ns.metadata, &user("bob", json!({}))));
+        assert!(!owned(&other_uid, &u));
+        assert!(!owned(&ns.metadata, &user("bob", json!({}))));
     }
 
     #[test]

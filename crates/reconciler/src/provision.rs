@@ -15,12 +15,13 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use tracing::{info, warn};
 
+use crate::cache::CachedRoleBinding;
 use crate::client::cached;
 use crate::context::Context;
 use crate::desired::{
     QUOTA_NAME, ROLE_BINDING_NAME, desired_namespace, desired_quota, desired_role_binding,
 };
-use crate::drift::{metadata_matches, quota_matches, role_binding_matches};
+use crate::drift::quota_matches;
 use crate::error::{Error, Result, Verb};
 use crate::ownership::{is_owned_by, labelled_for};
 use crate::status::{Change, Outcome, Reason, terminating_message};
@@ -44,7 +45,7 @@ pub const TERMINATING_RECHECK: Duration = Duration::from_secs(30);
 pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
     let name = namespace_name(user, &ctx.config, |n| {
         ctx.cached_namespace(n)
-            .is_some_and(|ns| is_owned_by(&ns.metadata, user))
+            .is_some_and(|ns| is_owned_by(&ns.facts, user))
     });
     if let Err(refusal) = validate(user, &name, &ctx.config) {
         return refuse(user, ctx, name, &refusal, Vec::new()).await;
@@ -145,7 +146,7 @@ async fn ensure_namespace(
                 return Ok(None);
             }
             None => match ctx.get(&ObjectRef::<Namespace>::new(name)).await? {
-                Some(ns) => Arc::new(ns),
+                Some(ns) => Arc::new(ns.into()),
                 None => {
                     // Deleted between the create and the read: try again soon.
                     let message = format!("namespace {name:?} was deleted a moment ago");
@@ -155,7 +156,7 @@ async fn ensure_namespace(
             },
         },
     };
-    if !is_owned_by(&existing.metadata, user) {
+    if !is_owned_by(&existing.facts, user) {
         return Ok(Some(Step::Refuse(Refusal::NamespaceConflict(
             name.to_owned(),
         ))));
@@ -168,7 +169,7 @@ async fn ensure_namespace(
     // A key Homestead applied and no longer wants (one dropped from `spec.namespace.labels`)
     // is not in the cache (no managedFields there): so after a spec change, until the new
     // generation has converged, the Namespace is applied whether it looks right or not.
-    if respecified(user) || !metadata_matches(&desired.metadata, &existing.metadata) {
+    if respecified(user) || !existing.facts.include(&desired.metadata) {
         ctx.apply_over(&desired, existing.metadata.uid.as_deref())
             .await?;
         let note = format!("updated labels, annotations or owner of namespace {name:?}");
@@ -217,7 +218,7 @@ pub(crate) async fn refuse(
     if user.spec.suspended
         && ctx
             .cached_namespace(&namespace)
-            .is_some_and(|ns| is_owned_by(&ns.metadata, user))
+            .is_some_and(|ns| is_owned_by(&ns.facts, user))
     {
         changes.extend(revoke_access(ctx, &namespace).await?);
     }
@@ -229,8 +230,8 @@ pub(crate) async fn refuse(
 
 /// Homestead's RoleBinding in the User's `namespace`, from the cache. It is known by its name in
 /// a Namespace proven to be the User's, not by labels the person could edit.
-fn cached_binding(ctx: &Context, namespace: &str) -> Option<RoleBinding> {
-    cached(&ctx.caches.role_bindings, namespace, ROLE_BINDING_NAME).map(|rb| rb.as_ref().clone())
+fn cached_binding(ctx: &Context, namespace: &str) -> Option<Arc<CachedRoleBinding>> {
+    cached(&ctx.caches.role_bindings, namespace, ROLE_BINDING_NAME)
 }
 
 /// Suspension: removes every RoleBinding in the User's `namespace` that the cache knows of,
@@ -292,8 +293,8 @@ async fn grant_access(
 ) -> Result<Option<(Change, String)>> {
     let desired = desired_role_binding(user, namespace);
     let (change, note) = match cached_binding(ctx, namespace) {
-        Some(cached) if role_binding_matches(&desired, &cached) => return Ok(None),
-        Some(cached) if cached.role_ref != desired.role_ref => {
+        Some(cached) if cached.matches(&desired) => return Ok(None),
+        Some(cached) if !cached.binds_role_of(&desired) => {
             // roleRef is immutable, so the binding is replaced; first make sure the API server
             // accepts the new one (RBAC, admission), so a refusal keeps the old access.
             let mut trial = desired.clone();
@@ -303,7 +304,7 @@ async fn grant_access(
             ctx.delete(&binding, &DeleteParams::default()).await?;
             let note = format!(
                 "role changed from {:?} to {:?}: recreated RoleBinding {namespace}/{ROLE_BINDING_NAME}",
-                cached.role_ref.name, desired.role_ref.name
+                cached.role, desired.role_ref.name
             );
             (Change::RoleChanged, note)
         }

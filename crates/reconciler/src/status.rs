@@ -10,12 +10,12 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use homestead_api::{CONDITION_READY, FIELD_MANAGER, User, UserStatus};
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 
+use crate::cache::CachedNamespace;
 use crate::context::Context;
 use crate::error::{Error, Result, Verb};
 
@@ -331,7 +331,7 @@ pub fn is_transition(user: &User, outcome: &Outcome) -> bool {
 /// A message naming what still blocks a terminating Namespace, from its status conditions
 /// (`NamespaceContentRemaining`, `NamespaceFinalizersRemaining`, deletion failures), or a
 /// generic one when the namespace controller has not reported yet.
-pub fn terminating_message(ns: &Namespace) -> String {
+pub fn terminating_message(ns: &CachedNamespace) -> String {
     let name = ns.name_any();
     let blockers: Vec<String> = ns
         .status
@@ -573,15 +573,15 @@ mod tests {
 
     #[test]
     fn terminating_message_names_the_blockers() {
-        let ns: Namespace = serde_json::from_value(json!({
-            "metadata": { "name": "user-alice" },
+        let ns: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(json!({
+            "metadata": { "name": "user-alice", "deletionTimestamp": "2026-01-01T00:00:00Z" },
             "status": { "conditions": [
                 { "type": "NamespaceDeletionDiscoveryFailure", "status": "False" },
                 { "type": "NamespaceFinalizersRemaining", "status": "True", "message": "Some content in the namespace has finalizers remaining: example.com/block in 1 resource instances" },
             ] },
         }))
         .unwrap();
-        let message = terminating_message(&ns);
+        let message = terminating_message(&ns.into());
         assert!(message.contains("example.com/block"), "{message}");
         assert!(!message.contains("DiscoveryFailure"), "{message}");
     }

@@ -1,0 +1,394 @@
+//! The compact forms in which the reflector caches keep Namespaces and RoleBindings: what
+//! reconciles read of them, and nothing more (the kube.rs optimization guide's "pruning
+//! fields", <https://kube.rs/controllers/optimization/>). At 10,000 Users the operator caches
+//! 10,000 of each, and a k8s-openapi object costs kilobytes even when trimmed: a label map is
+//! a B-tree whose every node holds room for eleven pairs of strings.
+//!
+//! Reconciles ask a cached object only membership questions: does it carry this label with
+//! this value, this annotation, an owner reference to this User? So labels, annotations and
+//! owner references are kept as [`Facts`]: one 64-bit fingerprint of each, keyed with a
+//! per-process random key (so nobody can craft a label that collides with another on
+//! purpose), sorted for lookup. Each type deserializes from the full object (`serde(from)`),
+//! so the watch decodes the API server's JSON as usual and keeps only this.
+
+use std::borrow::Cow;
+use std::hash::{BuildHasher, Hash, RandomState};
+use std::sync::LazyLock;
+
+use homestead_api::{LABEL_USER, User};
+use k8s_openapi::api::core::v1::{Namespace, NamespaceStatus};
+use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use kube::runtime::reflector::ObjectRef;
+use serde::Deserialize;
+
+/// Owner references Homestead makes point to Users of this API group (`homestead.dev/...`);
+/// only those are compared, as owner references to anything else were added by other writers.
+const USER_API_GROUP: &str = "homestead.dev/";
+
+/// The key of every fingerprint this process takes.
+static KEY: LazyLock<RandomState> = LazyLock::new(RandomState::new);
+
+/// One thing an object's metadata says, as fingerprinted in [`Facts`].
+#[derive(Hash)]
+enum Fact<'a> {
+    Label(&'a str, &'a str),
+    Annotation(&'a str, &'a str),
+    UserOwner(&'a str),
+}
+
+impl Fact<'_> {
+    fn print(&self) -> u64 {
+        KEY.hash_one(self)
+    }
+}
+
+/// A 64-bit fingerprint of `value` (see the module docs), for comparing fields such as a
+/// RoleBinding's subjects without keeping them.
+fn print(value: &impl Hash) -> u64 {
+    KEY.hash_one(value)
+}
+
+/// What an object's labels, annotations and owner references say, as the cache keeps them:
+/// sorted fingerprints of every label and annotation (key with value) and of every owner
+/// reference to a User (by uid).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Facts {
+    prints: Box<[u64]>,
+    /// How many of `prints` are owner references to Users.
+    user_owners: usize,
+}
+
+impl Facts {
+    /// The facts of `meta`.
+    pub fn of(meta: &ObjectMeta) -> Self {
+        let labels = meta.labels.iter().flatten();
+        let annotations = meta.annotations.iter().flatten();
+        let owners = user_owner_uids(meta);
+        let user_owners = owners.clone().count();
+        let mut prints: Vec<u64> = labels
+            .map(|(k, v)| Fact::Label(k, v).print())
+            .chain(annotations.map(|(k, v)| Fact::Annotation(k, v).print()))
+            .chain(owners.map(|uid| Fact::UserOwner(uid).print()))
+            .collect();
+        prints.sort_unstable();
+        Self {
+            prints: prints.into(),
+            user_owners,
+        }
+    }
+
+    fn has(&self, fact: &Fact<'_>) -> bool {
+        self.prints.binary_search(&fact.print()).is_ok()
+    }
+
+    /// Whether the object has the label `key=value`.
+    pub fn has_label(&self, key: &str, value: &str) -> bool {
+        self.has(&Fact::Label(key, value))
+    }
+
+    /// Whether the object has the annotation `key: value`.
+    pub fn has_annotation(&self, key: &str, value: &str) -> bool {
+        self.has(&Fact::Annotation(key, value))
+    }
+
+    /// Whether these facts already hold what `desired` asks: every desired label and
+    /// annotation with its value (keys others added are left alone), and exactly the desired
+    /// owner references to Users (by uid; a missing or extra one is drift).
+    pub fn include(&self, desired: &ObjectMeta) -> bool {
+        let labels = desired.labels.iter().flatten();
+        let annotations = desired.annotations.iter().flatten();
+        labels
+            .into_iter()
+            .all(|(k, v)| self.has(&Fact::Label(k, v)))
+            && annotations
+                .into_iter()
+                .all(|(k, v)| self.has(&Fact::Annotation(k, v)))
+            && user_owner_uids(desired).count() == self.user_owners
+            && user_owner_uids(desired).all(|uid| self.has(&Fact::UserOwner(uid)))
+    }
+}
+
+/// The uids of `meta`'s owner references to Users.
+fn user_owner_uids(meta: &ObjectMeta) -> impl Iterator<Item = &str> + Clone {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .filter(|o| o.api_version.starts_with(USER_API_GROUP))
+        .map(|o| o.uid.as_str())
+}
+
+/// The metadata a cached object keeps: name, namespace, and the resourceVersion (which the
+/// watch reads and [`crate::trim`] then drops).
+fn identity(meta: ObjectMeta) -> ObjectMeta {
+    ObjectMeta {
+        name: meta.name,
+        namespace: meta.namespace,
+        resource_version: meta.resource_version,
+        ..ObjectMeta::default()
+    }
+}
+
+/// A Namespace as the cache keeps it: its identity, [`Facts`], the User it is labelled for,
+/// and its status only while it terminates (the conditions that say what still blocks its
+/// deletion).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(from = "Namespace")]
+pub struct CachedNamespace {
+    /// Name, uid, deletion timestamp.
+    pub metadata: ObjectMeta,
+    /// Labels, annotations and owner references.
+    pub facts: Facts,
+    /// The `homestead.dev/user` label, naming the User the Namespace belongs to.
+    user: Option<String>,
+    /// The status while terminating, else `None`.
+    pub status: Option<NamespaceStatus>,
+}
+
+impl From<Namespace> for CachedNamespace {
+    fn from(namespace: Namespace) -> Self {
+        let mut meta = namespace.metadata;
+        let terminating = meta.deletion_timestamp.is_some();
+        let (uid, deletion_timestamp) = (meta.uid.take(), meta.deletion_timestamp.take());
+        let facts = Facts::of(&meta);
+        let user = meta.labels.as_mut().and_then(|l| l.remove(LABEL_USER));
+        Self {
+            facts,
+            user,
+            metadata: ObjectMeta {
+                uid,
+                deletion_timestamp,
+                ..identity(meta)
+            },
+            status: namespace.status.filter(|_| terminating),
+        }
+    }
+}
+
+impl CachedNamespace {
+    /// The User the Namespace is labelled for (`homestead.dev/user`), if any: the operator maps
+    /// watch events to reconciles with this (a RoleBinding's too, through its Namespace).
+    pub fn user(&self) -> Option<ObjectRef<User>> {
+        self.user.as_deref().map(ObjectRef::new)
+    }
+}
+
+/// A RoleBinding as the cache keeps it: its identity, [`Facts`], the name of the role it
+/// binds, and fingerprints of its roleRef and subjects.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(from = "RoleBinding")]
+pub struct CachedRoleBinding {
+    /// Name and namespace.
+    pub metadata: ObjectMeta,
+    /// Labels, annotations and owner references.
+    pub facts: Facts,
+    /// `roleRef.name`.
+    pub role: String,
+    role_ref: u64,
+    subjects: u64,
+}
+
+impl From<RoleBinding> for CachedRoleBinding {
+    fn from(binding: RoleBinding) -> Self {
+        Self {
+            facts: Facts::of(&binding.metadata),
+            metadata: identity(binding.metadata),
+            role_ref: print_role_ref(&binding.role_ref),
+            subjects: print_subjects(binding.subjects.as_deref()),
+            role: binding.role_ref.name,
+        }
+    }
+}
+
+fn print_role_ref(role_ref: &RoleRef) -> u64 {
+    print(&(&role_ref.api_group, &role_ref.kind, &role_ref.name))
+}
+
+fn print_subjects(subjects: Option<&[Subject]>) -> u64 {
+    let subjects: Vec<_> = subjects
+        .unwrap_or_default()
+        .iter()
+        .map(|s| (&s.api_group, &s.kind, &s.name, &s.namespace))
+        .collect();
+    print(&subjects)
+}
+
+impl CachedRoleBinding {
+    /// Whether this binding has `desired`'s roleRef (immutable: a different one means the
+    /// binding must be replaced).
+    pub fn binds_role_of(&self, desired: &RoleBinding) -> bool {
+        self.role_ref == print_role_ref(&desired.role_ref)
+    }
+
+    /// Whether this binding grants exactly what `desired` does (roleRef and subjects) and
+    /// carries its labels, annotations and owner references.
+    pub fn matches(&self, desired: &RoleBinding) -> bool {
+        self.binds_role_of(desired)
+            && self.subjects == print_subjects(desired.subjects.as_deref())
+            && self.facts.include(&desired.metadata)
+    }
+}
+
+/// Implements [`kube::Resource`] for a cached form with `$full`'s API coordinates, so it is
+/// watched at the same URL and decoded from the same JSON.
+macro_rules! resource_as {
+    ($cached:ty, $full:ty, $scope:ty) => {
+        impl Resource for $cached {
+            type DynamicType = ();
+            type Scope = $scope;
+
+            fn kind(dt: &()) -> Cow<'_, str> {
+                <$full as Resource>::kind(dt)
+            }
+            fn group(dt: &()) -> Cow<'_, str> {
+                <$full as Resource>::group(dt)
+            }
+            fn version(dt: &()) -> Cow<'_, str> {
+                <$full as Resource>::version(dt)
+            }
+            fn plural(dt: &()) -> Cow<'_, str> {
+                <$full as Resource>::plural(dt)
+            }
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
+resource_as!(
+    CachedNamespace,
+    Namespace,
+    k8s_openapi::ClusterResourceScope
+);
+resource_as!(
+    CachedRoleBinding,
+    RoleBinding,
+    k8s_openapi::NamespaceResourceScope
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::desired::{desired_namespace, desired_role_binding};
+    use crate::test_fixtures::user;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use serde_json::json;
+
+    #[test]
+    fn drift_is_seen_and_others_keys_are_left_alone() {
+        let u = user(
+            "alice",
+            json!({ "namespace": { "labels": { "team": "a" } } }),
+        );
+        let desired = desired_namespace(&u, "user-alice", Default::default());
+        let facts = |edit: &dyn Fn(&mut ObjectMeta)| {
+            let mut meta = desired.metadata.clone();
+            edit(&mut meta);
+            Facts::of(&meta)
+        };
+        let include = |edit: &dyn Fn(&mut ObjectMeta)| facts(edit).include(&desired.metadata);
+        assert!(include(&|_| {}));
+        assert!(!include(&|m| {
+            m.labels.as_mut().unwrap().insert("team".into(), "b".into());
+        }));
+        assert!(!include(&|m| {
+            m.labels.as_mut().unwrap().remove("team");
+        }));
+        assert!(!include(&|m| {
+            m.annotations = None;
+        }));
+        assert!(!include(&|m| m.owner_references = None), "orphaned");
+        let other_user = OwnerReference {
+            api_version: "homestead.dev/v1alpha1".into(),
+            kind: "User".into(),
+            name: "mallory".into(),
+            uid: "uid-mallory".into(),
+            ..OwnerReference::default()
+        };
+        assert!(
+            !include(&|m| m
+                .owner_references
+                .as_mut()
+                .unwrap()
+                .push(other_user.clone())),
+            "a second User owner is drift"
+        );
+        // A label or owner reference someone else added is theirs: no drift.
+        assert!(include(&|m| {
+            m.labels
+                .as_mut()
+                .unwrap()
+                .insert("extra".into(), "x".into());
+        }));
+        assert!(include(&|m| {
+            m.owner_references.as_mut().unwrap().push(OwnerReference {
+                api_version: "example.com/v1".into(),
+                kind: "Team".into(),
+                name: "a".into(),
+                uid: "team-uid".into(),
+                ..OwnerReference::default()
+            });
+        }));
+        // A label and an annotation with the same key and value are different facts.
+        let u = user("alice", json!({}));
+        let ns = desired_namespace(&u, "user-alice", Default::default());
+        let mut swapped = ns.metadata.clone();
+        swapped.labels = ns.metadata.annotations.clone();
+        swapped.annotations = ns.metadata.labels.clone();
+        assert!(!Facts::of(&swapped).include(&ns.metadata));
+    }
+
+    #[test]
+    fn a_binding_matches_on_role_subjects_and_metadata() {
+        let u = user("alice", json!({ "role": "edit" }));
+        let desired = desired_role_binding(&u, "user-alice");
+        let cached = CachedRoleBinding::from(desired.clone());
+        assert_eq!(cached.role, "edit");
+        assert!(cached.matches(&desired));
+        let mut other_subject = desired.clone();
+        other_subject.subjects.as_mut().unwrap()[0].name = "mallory@example.com".into();
+        assert!(!CachedRoleBinding::from(other_subject.clone()).matches(&desired));
+        assert!(CachedRoleBinding::from(other_subject).binds_role_of(&desired));
+        let admin = desired_role_binding(&user("alice", json!({ "role": "admin" })), "user-alice");
+        assert!(!cached.binds_role_of(&admin));
+    }
+
+    #[test]
+    fn a_namespace_keeps_its_identity_and_its_status_only_while_terminating() {
+        let namespace = |deleting: bool| -> CachedNamespace {
+            let mut ns: Namespace = serde_json::from_value(json!({
+                "metadata": {
+                    "name": "user-ada", "uid": "uid-ns", "resourceVersion": "7",
+                    "labels": { "homestead.dev/user": "ada" },
+                    "managedFields": [{ "manager": "homestead", "operation": "Update" }],
+                },
+                "spec": { "finalizers": ["kubernetes"] },
+                "status": { "phase": "Terminating", "conditions": [
+                    { "type": "NamespaceContentRemaining", "status": "True" }
+                ] },
+            }))
+            .unwrap();
+            if deleting {
+                ns.metadata.deletion_timestamp =
+                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                        k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                    ));
+            }
+            serde_json::from_value(serde_json::to_value(ns).unwrap()).unwrap()
+        };
+        let live = namespace(false);
+        assert_eq!(live.metadata.name.as_deref(), Some("user-ada"));
+        assert_eq!(live.metadata.uid.as_deref(), Some("uid-ns"));
+        assert_eq!(live.metadata.resource_version.as_deref(), Some("7"));
+        assert!(live.metadata.labels.is_none() && live.metadata.managed_fields.is_none());
+        assert_eq!(live.user(), Some(ObjectRef::new("ada")));
+        assert!(live.status.is_none());
+        let terminating = namespace(true);
+        assert_eq!(terminating.status.unwrap().conditions.unwrap().len(), 1);
+    }
+}
