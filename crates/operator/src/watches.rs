@@ -15,6 +15,7 @@ use homestead_api::{LABEL_MANAGED_BY, MANAGED_BY, User};
 use homestead_reconciler::Caches;
 use homestead_reconciler::cache::{CachedNamespace, CachedRoleBinding};
 use homestead_reconciler::ownership::user_of;
+use homestead_reconciler::provision::RESYNC;
 use homestead_reconciler::trim::{trim, trim_user};
 use k8s_openapi::api::core::v1::ResourceQuota;
 use kube::runtime::controller::{self, Controller};
@@ -25,8 +26,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
-/// The Controller over Users, triggered also by every change to a managed object, with
-/// `concurrency` reconciles at once (0: unbounded), and the caches of managed objects.
+/// The Controller over Users, triggered also by every change to a managed object and, for all
+/// Users at once, every [`RESYNC`], with `concurrency` reconciles at once (0: unbounded); and
+/// the caches of managed objects.
 pub fn controller(client: &Client, concurrency: u16) -> (Controller<User>, Caches) {
     let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
     let (namespaces, namespace_events) =
@@ -61,13 +63,22 @@ pub fn controller(client: &Client, concurrency: u16) -> (Controller<User>, Cache
             let namespace = by_namespace.get(&ObjectRef::new(rb.metadata.namespace.as_deref()?))?;
             namespace.user()
         })
-        .watches_stream(quota_events, |o| user_of(&o));
+        .watches_stream(quota_events, |o| user_of(&o))
+        .reconcile_all_on(every(RESYNC));
     let caches = Caches {
         namespaces,
         role_bindings,
         quotas,
     };
     (controller, caches)
+}
+
+/// A stream that yields once every `period`, first after one `period`.
+fn every(period: Duration) -> impl futures::Stream<Item = ()> + Send + 'static {
+    futures::stream::unfold((), move |()| async move {
+        tokio::time::sleep(period).await;
+        Some(((), ()))
+    })
 }
 
 /// The objects of `events` that are new, deleted, or changed in what `key` fingerprints;

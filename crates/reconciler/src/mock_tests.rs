@@ -15,7 +15,6 @@ use serde_json::{Value, json};
 
 use crate::context::test::{ApiServer, Writers};
 use crate::desired::{desired_namespace, desired_role_binding};
-use crate::provision::RESYNC;
 use crate::status::{Outcome, Reason, desired_status};
 use crate::test_fixtures::user;
 use crate::{Context, Error, error_policy, reconcile};
@@ -175,7 +174,7 @@ async fn failed_event_publish_does_not_fail_the_reconcile() {
     let (result, sent) = run(ctx, server, alice, script).await;
     assert_eq!(
         result.expect("Events are best effort"),
-        Action::requeue(RESYNC)
+        Action::await_change()
     );
     assert_eq!(sent[1]["reason"], "Provisioned");
 }
@@ -203,7 +202,7 @@ async fn not_found_on_delete_counts_as_deleted() {
     let (result, sent) = run(ctx, server, frank, script).await;
     assert_eq!(
         result.expect("a binding already gone is revoked"),
-        Action::requeue(RESYNC)
+        Action::await_change()
     );
     assert_eq!(sent[1]["status"]["conditions"][0]["reason"], "Suspended");
     // One Event: the transition to Suspended, naming the revocation.
@@ -246,7 +245,7 @@ async fn conflict_on_create_leaves_the_other_namespace_alone() {
         expect(Method::POST, EVENTS, StatusCode::CREATED, json!({})),
     ];
     let (result, sent) = run(ctx, server, alice, script).await;
-    assert_eq!(result.unwrap(), Action::requeue(RESYNC));
+    assert_eq!(result.unwrap(), Action::await_change());
     assert_eq!(
         sent[0]["metadata"]["name"], "user-alice",
         "the create carried the namespace"
@@ -338,7 +337,7 @@ async fn failures_back_off_per_user_and_a_success_resets_it() {
     );
     converged.status = Some(desired_status(&converged, &outcome, Time(Timestamp::now())));
     let (result, sent) = run(ctx.clone(), server, converged, vec![]).await;
-    assert_eq!(result.unwrap(), Action::requeue(RESYNC));
+    assert_eq!(result.unwrap(), Action::await_change());
     assert!(sent.is_empty(), "a converged User costs no request");
     assert_eq!(ctx.backoffs.failing(), 1, "only bob is still backing off");
 }

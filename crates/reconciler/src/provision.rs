@@ -27,8 +27,11 @@ use crate::ownership::{is_owned_by, labelled_for};
 use crate::status::{Change, Outcome, Reason, terminating_message};
 use crate::validate::{Refusal, namespace_name, validate};
 
-/// Requeue interval of a User in its final state (converged or refused): a periodic check
-/// that costs cache reads only.
+/// How often every User is reconciled again, changed or not (the operator triggers all of them
+/// at once with kube-runtime's `Controller::reconcile_all_on`): a periodic check that costs
+/// cache reads only. A User in its final state (converged or refused) is not requeued on its
+/// own: watches bring every change sooner, and 10,000 pending requeues in the Controller's
+/// scheduler cost megabytes for nothing.
 pub const RESYNC: Duration = Duration::from_secs(300);
 /// Requeue interval while a Namespace terminates; the Namespace watch usually triggers the
 /// next reconcile sooner (on each status change and on deletion).
@@ -55,7 +58,7 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
         Ok(Step::Done(outcome)) => {
             ctx.write_status(user, outcome.with_changes(changes))
                 .await?;
-            Ok(Action::requeue(RESYNC))
+            Ok(Action::await_change())
         }
         Ok(Step::Wait(outcome)) => {
             ctx.write_status(user, outcome.with_changes(changes))
@@ -225,7 +228,7 @@ pub(crate) async fn refuse(
     let outcome =
         Outcome::new(namespace, reason, refusal.message(&ctx.config)).with_changes(changes);
     ctx.write_status(user, outcome).await?;
-    Ok(Action::requeue(RESYNC))
+    Ok(Action::await_change())
 }
 
 /// Homestead's RoleBinding in the User's `namespace`, from the cache. It is known by its name in
