@@ -89,11 +89,11 @@ pub struct Cli {
     #[arg(long, env = "POD_NAMESPACE", default_value = "homestead-system")]
     pub operator_namespace: String,
 
-    /// How many Users are reconciled at once (0 = unbounded). The default is measured: on the
-    /// local control plane, 1,000 new Users were all Ready in 14.2-14.5 s with 16, 16.7-17.8 s
-    /// with 8, and no faster with 32 or 64; 10,000 took 155.8 s with 16 and 134.7 s with 32
-    /// (the API server is the bottleneck; see "Performance" in the README).
-    #[arg(long, env = "HOMESTEAD_CONCURRENCY", default_value_t = 16)]
+    /// How many Users are reconciled at once (0 = unbounded). The default is measured on the
+    /// local control plane: 10,000 new Users were all Ready in 137.1-144.1 s with 32, 145.3 s
+    /// with 64 and 158.9 s with 16; at 1,000 Users 8 was slower and 16 to 64 within noise of
+    /// each other (the API server is the bottleneck; see "Performance" in the README).
+    #[arg(long, env = "HOMESTEAD_CONCURRENCY", default_value_t = 32)]
     pub concurrency: u16,
 
     /// Address of the HTTP server for /metrics, /healthz and /readyz.
