@@ -11,7 +11,7 @@ use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::ObjectRef;
-use tracing::{info, instrument, warn};
+use tracing::{debug, instrument, warn};
 
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -49,7 +49,9 @@ pub async fn reconcile(user: Arc<User>, ctx: Arc<Context>) -> Result<Action> {
     timer.observe_duration();
     let result = result.or_else(|e| match e.terminating_namespace() {
         Some(namespace) => {
-            info!(%namespace, "waiting for the namespace to be deleted");
+            // Every pass while the namespace controller empties it ends here (a dozen per
+            // offboarded User); the status and the Terminating Event already say so.
+            debug!(%namespace, "waiting for the namespace to be deleted");
             Ok(Action::requeue(TERMINATING_RECHECK))
         }
         None => Err(e),
