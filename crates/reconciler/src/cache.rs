@@ -201,6 +201,15 @@ impl From<RoleBinding> for CachedRoleBinding {
     }
 }
 
+/// A fingerprint of what `binding` grants (its roleRef and subjects), for
+/// [`crate::recent::RecentWrites`].
+pub fn grant_print(binding: &RoleBinding) -> u64 {
+    print(&(
+        print_role_ref(&binding.role_ref),
+        print_subjects(binding.subjects.as_deref()),
+    ))
+}
+
 fn print_role_ref(role_ref: &RoleRef) -> u64 {
     print(&(&role_ref.api_group, &role_ref.kind, &role_ref.name))
 }

@@ -283,7 +283,8 @@ impl Context {
             action: "Reconcile".to_owned(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &user.object_ref(&())).await {
+        let recorder = self.recorders.for_user(&user.name_any());
+        if let Err(e) = recorder.publish(&event, &user.object_ref(&())).await {
             warn!(user = %user.name_any(), %reason, "publishing Event failed: {e}");
         }
     }

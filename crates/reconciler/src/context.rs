@@ -183,6 +183,37 @@ impl Fence {
     }
 }
 
+/// kube-runtime Event [`Recorder`]s, one per shard of User names. A Recorder keeps every
+/// Event it published in the last 6 minutes (to turn a repeat into a series, per
+/// `events.k8s.io/v1`) and scans all of them on each publish, so with one Recorder, provisioning
+/// 10,000 Users in a few minutes costs a scan of thousands of Events per Event. Sharded, each
+/// scan is a sixteenth of that, and a User's repeats still meet in one Recorder.
+#[derive(Clone)]
+pub struct Recorders(std::sync::Arc<[Recorder]>);
+
+impl Recorders {
+    /// How many Recorders the Users are spread over.
+    const SHARDS: usize = 16;
+
+    /// [`Recorders::SHARDS`] Recorders reporting as `reporter` through `client`.
+    pub fn new(client: &Client, reporter: &Reporter) -> Self {
+        Self(
+            (0..Self::SHARDS)
+                .map(|_| Recorder::new(client.clone(), reporter.clone()))
+                .collect(),
+        )
+    }
+
+    /// The Recorder for Events about the User `name` (always the same one for a name).
+    pub fn for_user(&self, name: &str) -> &Recorder {
+        use std::hash::BuildHasher;
+        // A fixed hasher: only the spread matters, not resistance to crafted names.
+        let hash =
+            std::hash::BuildHasherDefault::<std::hash::DefaultHasher>::default().hash_one(name);
+        &self.0[hash as usize % self.0.len()]
+    }
+}
+
 /// The reflector caches reconciles read instead of the API server wherever possible, in the
 /// compact forms of [`crate::cache`].
 #[derive(Clone)]
@@ -202,15 +233,18 @@ pub struct Context {
     /// The operator's configuration.
     pub config: Config,
     /// Publishes Events on Users (in namespace `default`, as for every cluster-scoped object).
-    pub recorder: Recorder,
+    pub recorders: Recorders,
     /// The operator's Prometheus metrics.
     pub metrics: Metrics,
     /// Caches of managed objects.
     pub caches: Caches,
     /// Retry delays of Users whose reconcile failed.
     pub backoffs: Backoffs,
-    /// Statuses written moments ago that the User cache may not show yet.
-    pub recent_statuses: crate::status::RecentStatuses,
+    /// Statuses written moments ago that the User cache may not show yet, by User name.
+    pub recent_statuses: crate::recent::RecentWrites,
+    /// Homestead's RoleBindings created moments ago that the RoleBinding cache may not show
+    /// yet, by namespace.
+    pub recent_bindings: crate::recent::RecentWrites,
     /// Whether every cache has seen its first list; reconciles wait for it, so nothing is
     /// written from a half-filled cache after a restart. Set by the operator.
     pub synced: tokio::sync::watch::Sender<bool>,
@@ -230,13 +264,14 @@ impl Context {
         caches: Caches,
     ) -> Self {
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            recorders: Recorders::new(&client, &reporter),
             client,
             config,
             metrics,
             caches,
             backoffs: Backoffs::default(),
-            recent_statuses: crate::status::RecentStatuses::default(),
+            recent_statuses: crate::recent::RecentWrites::default(),
+            recent_bindings: crate::recent::RecentWrites::default(),
             synced: tokio::sync::watch::Sender::new(false),
             fence: std::sync::Arc::new(Fence::always()),
         }

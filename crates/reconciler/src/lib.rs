@@ -10,6 +10,7 @@
 //! - [`desired`]: pure builders of the desired Namespace, RoleBinding and ResourceQuota.
 //! - [`drift`]: comparisons of desired and cached state (no write when they match).
 //! - [`quantity`]: exact values of resource quantities.
+//! - [`recent`]: writes made moments ago that the caches may not show yet.
 //! - [`status`]: condition reasons, Event reasons, the pure desired status and its write.
 //! - [`provision`]: the live-User path (namespace, access, quota).
 //! - [`trim`]: what the caches keep of each object.
@@ -28,6 +29,7 @@ pub mod offboard;
 pub mod ownership;
 pub mod provision;
 pub mod quantity;
+pub mod recent;
 mod reconcile;
 pub mod status;
 pub mod trim;

@@ -442,3 +442,32 @@ async fn a_fence_that_closes_stops_the_next_write() {
     assert!(matches!(error, Error::NotLeader));
     assert_eq!(error.metric_label(), "not_leader");
 }
+
+#[tokio::test]
+async fn a_binding_created_moments_ago_is_not_created_again_but_looked_at_again_soon() {
+    let (ctx, server, mut writers) = Context::test();
+    let mut alice = finalized("alice", json!({}));
+    converged_earlier(&mut alice, Reason::Provisioned);
+    Writers::insert(
+        &mut writers.namespaces,
+        desired_namespace(&alice, "user-alice", Default::default()),
+    );
+    // This replica created the binding; the RoleBinding watch has not delivered it yet.
+    let binding = desired_role_binding(&alice, "user-alice");
+    ctx.recent_bindings
+        .remember("user-alice".into(), crate::cache::grant_print(&binding));
+    let script = vec![expect(
+        Method::PATCH,
+        "/users/alice/status",
+        StatusCode::OK,
+        json!(alice),
+    )];
+    let (result, sent) = run(ctx, server, alice, script).await;
+    let action = result.expect("nothing failed");
+    assert_ne!(
+        action,
+        Action::await_change(),
+        "a binding deleted before the cache caught up must not wait for the resync"
+    );
+    assert_eq!(sent.len(), 1, "no second create of the binding");
+}

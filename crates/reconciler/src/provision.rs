@@ -15,7 +15,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use tracing::{info, warn};
 
-use crate::cache::CachedRoleBinding;
+use crate::cache::{CachedRoleBinding, grant_print};
 use crate::client::cached;
 use crate::context::Context;
 use crate::desired::{
@@ -55,10 +55,10 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
     }
     let mut changes = Vec::new();
     match converge(user, ctx, &name, &mut changes).await {
-        Ok(Step::Done(outcome)) => {
+        Ok(Step::Done(outcome, recheck)) => {
             ctx.write_status(user, outcome.with_changes(changes))
                 .await?;
-            Ok(Action::await_change())
+            Ok(recheck.map_or_else(Action::await_change, Action::requeue))
         }
         Ok(Step::Wait(outcome)) => {
             ctx.write_status(user, outcome.with_changes(changes))
@@ -95,8 +95,9 @@ type Changes = Vec<(Change, String)>;
 
 /// Where a reconcile of a live User ends.
 enum Step {
-    /// Converged: the `Ready` outcome to write.
-    Done(Outcome),
+    /// Converged: the `Ready` outcome to write, and when to look again if it relied on a
+    /// write of this replica that the cache does not show yet ([`Grant::Unconfirmed`]).
+    Done(Outcome, Option<Duration>),
     /// The Namespace is terminating: report and check again later.
     Wait(Outcome),
     /// Found a reason to refuse (a Namespace that is not the User's).
@@ -108,13 +109,18 @@ async fn converge(user: &User, ctx: &Context, name: &str, changes: &mut Changes)
     if let Some(step) = ensure_namespace(user, ctx, name, changes).await? {
         return Ok(step);
     }
+    let mut recheck = None;
     let (reason, message) = if user.spec.suspended {
         changes.extend(revoke_access(ctx, name).await?);
         let message =
             format!("suspended: access revoked; namespace {name:?} and its contents are kept");
         (Reason::Suspended, message)
     } else {
-        changes.extend(grant_access(user, ctx, name).await?);
+        match grant_access(user, ctx, name).await? {
+            Grant::Unchanged => {}
+            Grant::Changed(change, note) => changes.push((change, note)),
+            Grant::Unconfirmed(left) => recheck = Some(left),
+        }
         let message = format!(
             "namespace {name:?} provisioned; {:?} has ClusterRole {:?} there",
             user.spec.identity.username, user.spec.role
@@ -122,7 +128,7 @@ async fn converge(user: &User, ctx: &Context, name: &str, changes: &mut Changes)
         (Reason::Provisioned, message)
     };
     changes.extend(ensure_quota(user, ctx, name).await?);
-    Ok(Step::Done(Outcome::new(name, reason, message)))
+    Ok(Step::Done(Outcome::new(name, reason, message), recheck))
 }
 
 /// Brings the Namespace `name` to the desired state, without a read the cache can answer.
@@ -286,17 +292,29 @@ pub(crate) async fn revoke(
     Ok(Some((Change::AccessRevoked, note)))
 }
 
+/// What [`grant_access`] did.
+enum Grant {
+    /// The cache shows the binding as desired: nothing written.
+    Unchanged,
+    /// Created, repaired or replaced the binding; the change and its note for the Event.
+    Changed(Change, String),
+    /// This replica created the binding moments ago and the RoleBinding watch has not
+    /// delivered it yet: nothing written; look again after this long, in case the binding was
+    /// deleted again before the cache caught up.
+    Unconfirmed(Duration),
+}
+
 /// Grants `spec.role` in `namespace`: creates, repairs or (on a role change, since roleRef is
-/// immutable) replaces Homestead's RoleBinding; writes nothing when the cache already matches.
-/// Returns the change made, if any.
-async fn grant_access(
-    user: &User,
-    ctx: &Context,
-    namespace: &str,
-) -> Result<Option<(Change, String)>> {
+/// immutable) replaces Homestead's RoleBinding; writes nothing when the cache already matches,
+/// nor when this replica created the same binding moments ago ([`Context::recent_bindings`]).
+async fn grant_access(user: &User, ctx: &Context, namespace: &str) -> Result<Grant> {
     let desired = desired_role_binding(user, namespace);
+    let print = grant_print(&desired);
     let (change, note) = match cached_binding(ctx, namespace) {
-        Some(cached) if cached.matches(&desired) => return Ok(None),
+        Some(cached) if cached.matches(&desired) => {
+            ctx.recent_bindings.forget(namespace);
+            return Ok(Grant::Unchanged);
+        }
         Some(cached) if !cached.binds_role_of(&desired) => {
             // roleRef is immutable, so the binding is replaced; first make sure the API server
             // accepts the new one (RBAC, admission), so a refusal keeps the old access.
@@ -316,16 +334,23 @@ async fn grant_access(
                 "bound ClusterRole {:?} to {:?} in namespace {namespace:?}",
                 user.spec.role, user.spec.identity.username
             );
-            // A binding the cache does not know is created with a request that fails if it
-            // exists (cheaper for the API server than an apply); one that exists is applied.
-            if cached.is_none() && ctx.create(&desired).await?.is_some() {
-                return Ok(Some((Change::AccessGranted, note)));
+            if cached.is_none() {
+                if let Some(left) = ctx.recent_bindings.unconfirmed(namespace, print) {
+                    return Ok(Grant::Unconfirmed(left));
+                }
+                // A binding the cache does not know is created with a request that fails if
+                // it exists (cheaper for the API server than an apply); one that exists is
+                // applied.
+                if ctx.create(&desired).await?.is_some() {
+                    ctx.recent_bindings.remember(namespace.to_owned(), print);
+                    return Ok(Grant::Changed(Change::AccessGranted, note));
+                }
             }
             (Change::RoleBindingRepaired, note)
         }
     };
     ctx.apply(&desired).await?;
-    Ok(Some((change, note)))
+    Ok(Grant::Changed(change, note))
 }
 
 /// Applies, or removes, Homestead's ResourceQuota in `namespace` per `spec.quota`. Returns the

@@ -3,11 +3,8 @@
 //! (following the Kubernetes API conventions for conditions), and the status write that sends
 //! it only when it changed, with an Event on every transition (DESIGN.md semantics 9, 11, 16).
 
-use std::collections::HashMap;
 use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use homestead_api::{CONDITION_READY, FIELD_MANAGER, User, UserStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -177,50 +174,6 @@ impl Outcome {
     }
 }
 
-/// How long a status this replica wrote counts as written while the cache does not show it
-/// yet: far longer than a watch event takes to arrive, far shorter than a resync.
-const RECENT: Duration = Duration::from_secs(10);
-
-/// The statuses this replica wrote in the last [`RECENT`] seconds, by User name, as
-/// fingerprints of what was written ([`fingerprint`]). A reconcile that runs before the User
-/// watch delivers Homestead's own status write (another watch, such as the new Namespace's,
-/// triggered it) sees the previous status in the cache; this keeps it from writing the same
-/// status, and reporting the same transition, twice. An entry is dropped as soon as the cache
-/// shows the status, and no longer counts after [`RECENT`], so a status someone else changed
-/// is still repaired.
-#[derive(Debug, Default)]
-pub struct RecentStatuses(Mutex<HashMap<String, (u64, Instant)>>);
-
-impl RecentStatuses {
-    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u64, Instant)>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Whether a status with fingerprint `print` was written for `user` less than [`RECENT`] ago.
-    pub fn was_written(&self, user: &str, print: u64) -> bool {
-        self.entries()
-            .get(user)
-            .is_some_and(|&(p, at)| p == print && at.elapsed() < RECENT)
-    }
-
-    /// Remembers that a status with fingerprint `print` was just written for `user`; forgets
-    /// entries older than [`RECENT`] once there are many.
-    pub fn remember(&self, user: String, print: u64) {
-        let mut entries = self.entries();
-        if entries.len() >= 1024 {
-            entries.retain(|_, (_, at)| at.elapsed() < RECENT);
-        }
-        entries.insert(user, (print, Instant::now()));
-    }
-
-    /// Forgets `user`'s entry (the cache shows the status now).
-    pub fn forget(&self, user: &str) {
-        self.entries().remove(user);
-    }
-}
-
 /// A fingerprint of what a status write sets, `lastTransitionTime` left out (a reconcile
 /// working from a stale cache computes a different one for the same transition).
 pub fn fingerprint(status: &UserStatus) -> u64 {
@@ -371,7 +324,7 @@ impl Context {
 
     /// The status write of [`Context::write_status`]. Returns whether it wrote: not when the
     /// cached status already matches, nor when this replica wrote the same status moments ago
-    /// and the User watch has not delivered it yet ([`RecentStatuses`]).
+    /// and the User watch has not delivered it yet ([`crate::recent::RecentWrites`]).
     async fn patch_status(&self, user: &User, outcome: &Outcome) -> Result<bool> {
         let desired = desired_status(user, outcome, Time(k8s_openapi::jiff::Timestamp::now()));
         let name = user.name_any();
@@ -429,7 +382,7 @@ mod tests {
     #[test]
     fn a_status_written_moments_ago_is_not_written_again() {
         let u = user("alice", json!({}));
-        let recent = RecentStatuses::default();
+        let recent = crate::recent::RecentWrites::default();
         let provisioned = fingerprint(&desired_status(&u, &outcome(Reason::Provisioned), at(1)));
         // The same status computed later (another lastTransitionTime) has the same fingerprint.
         assert_eq!(
