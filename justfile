@@ -70,7 +70,7 @@ up: control-plane
     for _ in $(seq 240); do [ -f {{state}}/ready ] && break; kill -0 $! 2>/dev/null || break; sleep 0.5; done
     [ -f {{state}}/ready ] || { echo "control plane did not start:"; tail -50 {{state}}/testenv.log; exit 1; }
     {{kubectl}} apply -f manifests/namespace.yaml -f manifests/crd.yaml
-    {{kubectl}} wait --for condition=Established --timeout=60s crd/users.homestead.dev
+    {{kubectl}} wait --for condition=Established --timeout=60s crd/users.homestead.dev crd/profiles.homestead.dev
     {{kubectl}} apply -k rbac/
     KUBECONFIG={{state}}/operator.kubeconfig POD_NAMESPACE=homestead-system POD_NAME=homestead-local \
       RUST_LOG=${RUST_LOG:-info} nohup target/debug/homestead --log-format text --metrics-address {{metrics_address}} \

@@ -1,5 +1,5 @@
-//! The `homestead.dev/v1alpha1` API: the cluster-scoped [`User`] custom resource (spec, status and
-//! conditions), the constants every part of Homestead shares (group, finalizer, labels,
+//! The `homestead.dev/v1alpha1` API: the cluster-scoped [`User`] and [`Profile`] custom resources
+//! (spec, status and conditions), the constants every part of Homestead shares (group, finalizer, labels,
 //! annotations, field manager), and name validation.
 //!
 //! Admission-time validation lives in the schema generated from these types (patterns, lengths,
@@ -16,12 +16,20 @@ use kube::{CustomResource, CustomResourceExt, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+mod profile;
+pub use profile::{
+    AppliedProfile, NamespaceMetadata, NetworkIsolation, PodSecurityLevel, PodSecurityLevels,
+    Profile, ProfileSpec, ProfileStatus, UserOverride,
+};
+
 /// The API group of [`User`].
 pub const GROUP: &str = "homestead.dev";
 /// The API version of [`User`].
 pub const VERSION: &str = "v1alpha1";
 /// The name of the `users.homestead.dev` CustomResourceDefinition.
 pub const CRD_NAME: &str = "users.homestead.dev";
+/// The ClusterRole a User gets when neither it nor its Profile names one.
+pub const DEFAULT_ROLE: &str = "admin";
 /// The finalizer Homestead puts on every User before it creates anything for it.
 pub const FINALIZER: &str = "homestead.dev/cleanup";
 /// The server-side apply field manager of every write Homestead makes.
@@ -201,7 +209,8 @@ const NO_RESERVED_KEYS: &str =
     derive = "PartialEq",
     doc = "A person who gets a home on the cluster: a Namespace of their own and the RBAC to work in it. Homestead provisions, repairs and offboards it.",
     printcolumn(name = "Namespace", type_ = "string", description = "The person's Namespace", json_path = ".status.namespace"),
-    printcolumn(name = "Role", type_ = "string", description = "The ClusterRole bound in the Namespace", json_path = ".spec.role"),
+    printcolumn(name = "Profile", type_ = "string", description = "The Profile the User names (empty: the operator's default, if any)", json_path = ".spec.profile"),
+    printcolumn(name = "Role", type_ = "string", description = "The ClusterRole the User asks for itself (empty: its Profile's, or admin)", json_path = ".spec.role"),
     printcolumn(name = "Ready", type_ = "string", description = "Whether the Namespace and access are as declared", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
     printcolumn(name = "Reason", type_ = "string", description = "Why Ready is what it is", json_path = ".status.conditions[?(@.type==\"Ready\")].reason"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
@@ -225,13 +234,26 @@ pub struct UserSpec {
     /// Who the cluster's authenticator says this person is: the subjects of the RoleBinding.
     pub identity: Identity,
 
-    /// The ClusterRole bound in the person's Namespace. It must be in the operator's allow-list
-    /// (by default admin, edit, view); `cluster-admin` is always refused. Changing it replaces
-    /// the RoleBinding, since a RoleBinding's roleRef is immutable.
-    #[serde(default = "default_role")]
+    /// The Profile (a platform-owned template: role, quota, LimitRange, Pod Security, network
+    /// isolation) this person gets. Optional: without it, the operator's `--default-profile`
+    /// if set, else only what this spec says. Where the User's own fields differ from the
+    /// Profile's, the Profile's `userOverrides` decides whether the User's win or the User is
+    /// refused (`OverrideNotAllowed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub profile: Option<String>,
+
+    /// The ClusterRole bound in the person's Namespace. Optional: by default the Profile's role,
+    /// else `admin`. It must be in the operator's allow-list (by default admin, edit, view);
+    /// `cluster-admin` is always refused. Changing it replaces the RoleBinding, since a
+    /// RoleBinding's roleRef is immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     #[x_kube(validation = Rule::new("self != 'cluster-admin'").message("spec.role may not be cluster-admin: Homestead never grants cluster-wide administration").reason(Reason::FieldValueForbidden))]
-    pub role: String,
+    pub role: Option<String>,
 
     /// The person's Namespace. Optional: by default it is named `<prefix><metadata.name>` with
     /// the operator's prefix (`user-` unless configured otherwise).
@@ -253,10 +275,6 @@ pub struct UserSpec {
     /// `homestead.dev/retained-from=<name>`.
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
-}
-
-fn default_role() -> String {
-    "admin".to_owned()
 }
 
 /// The identity the cluster's authenticator gives the person; RBAC subjects are built from it.
@@ -353,11 +371,23 @@ pub struct UserStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
+    /// The Profile, and its generation, that the person's Namespace was last reconciled with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<AppliedProfile>,
+
     /// The latest observations of the User's state; `Ready` is always present once Homestead
     /// has seen the User. A condition's `lastTransitionTime` changes only when its status does.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+}
+
+impl UserSpec {
+    /// The ClusterRole this spec asks for: `role`, else [`DEFAULT_ROLE`]. (For a User with a
+    /// Profile, the reconciler resolves the role first.)
+    pub fn role(&self) -> &str {
+        self.role.as_deref().unwrap_or(DEFAULT_ROLE)
+    }
 }
 
 impl User {
@@ -378,7 +408,17 @@ impl User {
 /// # Panics
 /// Never in practice: the CRD is plain data that always round-trips through JSON.
 pub fn crd() -> CustomResourceDefinition {
-    let mut value = serde_json::to_value(User::crd()).expect("a CRD serializes");
+    reflowed(User::crd())
+}
+
+/// Every CustomResourceDefinition of the API, as installed: `users.homestead.dev` ([`crd`]) and
+/// `profiles.homestead.dev`, descriptions reflowed alike.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![crd(), reflowed(Profile::crd())]
+}
+
+fn reflowed(crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    let mut value = serde_json::to_value(crd).expect("a CRD serializes");
     reflow_descriptions(&mut value);
     serde_json::from_value(value).expect("a reflowed CRD deserializes")
 }
@@ -407,14 +447,18 @@ fn reflow_descriptions(value: &mut serde_json::Value) {
     }
 }
 
-/// [`crd`] as YAML, exactly what `crdgen` writes to `manifests/crd.yaml`.
+/// [`crds`] as YAML documents, exactly what `crdgen` writes to `manifests/crd.yaml`.
 ///
 /// # Panics
-/// Never in practice: the CRD is plain data that always serializes.
+/// Never in practice: a CRD is plain data that always serializes.
 pub fn crd_yaml() -> String {
-    let body = serde_saphyr::to_string(&crd()).expect("a CRD always serializes to YAML");
+    let bodies: Vec<String> = crds()
+        .iter()
+        .map(|crd| serde_saphyr::to_string(crd).expect("a CRD always serializes to YAML"))
+        .collect();
     format!(
-        "# Generated by `cargo run -p homestead-api --bin crdgen` (just generate) from crates/api.\n# Do not edit by hand: a test fails when this file differs from what the types generate.\n{body}"
+        "# Generated by `cargo run -p homestead-api --bin crdgen` (just generate) from crates/api.\n# Do not edit by hand: a test fails when this file differs from what the types generate.\n{}",
+        bodies.join("---\n")
     )
 }
 
@@ -515,12 +559,13 @@ mod tests {
     }
 
     #[test]
-    fn defaults_fill_role_and_policy() {
+    fn defaults_leave_role_to_the_profile_and_fill_policy() {
         let spec: UserSpec = serde_json::from_value(
             serde_json::json!({ "identity": { "username": "a@example.com" } }),
         )
         .unwrap();
-        assert_eq!(spec.role, "admin");
+        assert_eq!(spec.role, None);
+        assert_eq!(spec.role(), "admin");
         assert_eq!(spec.deletion_policy, DeletionPolicy::Delete);
         assert!(!spec.suspended);
     }

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use common::{install, operator_pid, spawn_operator_with};
 use futures::{StreamExt, TryStreamExt};
-use homestead_api::{FIELD_MANAGER, FINALIZER, User};
+use homestead_api::{AppliedProfile, FIELD_MANAGER, FINALIZER, Profile, User};
 use homestead_reconciler::context::PodSecurity;
 use homestead_reconciler::desired::{desired_namespace, desired_role_binding};
 use homestead_reconciler::status::{Outcome, Reason, desired_status};
@@ -49,16 +49,65 @@ const RUN_LABEL: &str = "bench-run";
 /// Steady state observed after convergence, in seconds.
 const STEADY_SECONDS: u64 = 30;
 
-/// A run's Users: `<run>-00042`, labelled `bench-run=<run>`, role `edit`, deletionPolicy
-/// Delete, no quota (the floor makes no quota either).
+/// The Profile every benchmark User names: empty at first (so provisioning makes exactly the
+/// floor's objects), then given a quota to time a Profile change.
+const PROFILE: &str = "bench";
+
+/// A run's Users: `<run>-00042`, labelled `bench-run=<run>`, role `edit`, Profile [`PROFILE`],
+/// deletionPolicy Delete, no quota (the floor makes no quota either).
 fn bench_user(run: &str, i: usize) -> User {
     serde_json::from_value(json!({
         "apiVersion": "homestead.dev/v1alpha1", "kind": "User",
         "metadata": { "name": format!("{run}-{i:05}"), "labels": { RUN_LABEL: run } },
         "spec": { "identity": { "username": format!("{run}-{i}@example.com") }, "role": "edit",
-                  "deletionPolicy": "Delete" },
+                  "profile": PROFILE, "deletionPolicy": "Delete" },
     }))
     .unwrap()
+}
+
+/// The status `status.profile` of a User provisioned with generation `generation` of
+/// [`PROFILE`].
+fn bench_profile(generation: i64) -> Option<AppliedProfile> {
+    Some(AppliedProfile {
+        name: PROFILE.to_owned(),
+        observed_generation: Some(generation),
+    })
+}
+
+/// Creates [`PROFILE`] with an empty spec (generation 1).
+async fn create_profile(admin: &Client) {
+    let profile: Profile = serde_json::from_value(json!({
+        "apiVersion": "homestead.dev/v1alpha1", "kind": "Profile",
+        "metadata": { "name": PROFILE }, "spec": {},
+    }))
+    .unwrap();
+    Api::<Profile>::all(admin.clone())
+        .create(&PostParams::default(), &profile)
+        .await
+        .unwrap();
+}
+
+/// Whether `user` reflects generation 2 of [`PROFILE`] (after [`profile_change`]).
+fn reflects_profile_change(user: &User) -> bool {
+    user.status.as_ref().and_then(|s| s.profile.clone()) == bench_profile(2)
+}
+
+/// Gives [`PROFILE`] a quota (its generation 2) and returns the time until every one of the
+/// `count` Homestead Users reflects it.
+async fn profile_change(admin: &Client, count: usize) -> Duration {
+    let reached = watch_users(admin, "homestead", count, reflects_profile_change).await;
+    let started = Instant::now();
+    let changed = Api::<Profile>::all(admin.clone())
+        .patch(
+            PROFILE,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "quota": { "hard": { "pods": "10" } } } })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(changed.metadata.generation, Some(2));
+    reached.await.unwrap();
+    started.elapsed()
 }
 
 /// Runs `f(i)` for `0..count`, `IN_FLIGHT` at a time; panics on the first error.
@@ -78,7 +127,12 @@ where
 /// Watches the Users of `run` until `done` holds for every one of `count` (or, with `count`
 /// 0, until none is left once the watch has listed). Either way the answer is right whenever
 /// the watch starts; [`watch_users`] starts it before the Users change, so the timing is too.
-async fn wait_users(client: Client, run: &str, count: usize, done: fn(&User) -> bool) {
+async fn wait_users(
+    client: Client,
+    run: &str,
+    count: usize,
+    done: impl Fn(&User) -> bool + Send + 'static,
+) {
     let config = watcher::Config::default().labels(&format!("{RUN_LABEL}={run}"));
     let mut events = watcher(Api::<User>::all(client), config).boxed();
     let (mut present, mut finished) = (HashSet::new(), HashSet::new());
@@ -164,7 +218,8 @@ async fn floor_provision(admin: &Client, operator: &Client, count: usize) -> Dur
             Api::<RoleBinding>::namespaced(client, &ns)
                 .create(&post, &desired_role_binding(&user, &ns))
                 .await?;
-            let outcome = Outcome::new(&ns, Reason::Provisioned, "provisioned");
+            let outcome = Outcome::new(&ns, Reason::Provisioned, "provisioned")
+                .with_profile(bench_profile(1));
             let status = json!({
                 "apiVersion": "homestead.dev/v1alpha1", "kind": "User",
                 "status": desired_status(&user, &outcome, Time(Timestamp::now())),
@@ -501,6 +556,7 @@ async fn main() {
     let operator_identity = plane.client(OPERATOR).await.unwrap();
     println!("{count} Users, {IN_FLIGHT} in flight, one local control plane\n");
 
+    create_profile(&admin).await;
     let t0 = Timestamp::now();
     let (mut floor_up, mut floor_down) = (Duration::ZERO, Duration::ZERO);
     if !quick {
@@ -541,6 +597,14 @@ async fn main() {
     let relist_peak = memory_mib(operator.pid(), "VmHWM");
     let relist_rss = memory_mib(operator.pid(), "VmRSS");
 
+    let t_change = Timestamp::now();
+    let rollout = profile_change(&admin, count).await;
+    let t_changed = Timestamp::now();
+    println!(
+        "homestead: a Profile change reached all {count} Users in {}",
+        secs(rollout)
+    );
+
     let t7 = Timestamp::now();
     let mut ours_down = Duration::ZERO;
     if !quick {
@@ -577,6 +641,19 @@ async fn main() {
         &requests(&events, "floor", (t1, t2)),
         &requests(&events, "homestead", (t7, t8)),
         count,
+    );
+    println!(
+        "requests per User for a Profile change (a quota added), {} in all:",
+        secs(rollout)
+    );
+    let change = requests(&events, "homestead", (t_change, t_changed));
+    for (k, n) in &change {
+        println!("  {k:<36} {:>8.2}", *n as f64 / count as f64);
+    }
+    println!(
+        "  {:<36} {:>8.2}",
+        "total per User",
+        change.values().sum::<usize>() as f64 / count as f64
     );
     println!("operator requests about no one User while provisioning (watches, lists, Leases):");
     for (k, n) in operator_overhead(&events, (t3, t4)) {

@@ -71,6 +71,11 @@ pub struct Cli {
     )]
     pub pod_security_audit: PodSecurityLevel,
 
+    /// The Profile of every User that names none in `spec.profile`. Unset: such Users get only
+    /// what their own spec says.
+    #[arg(long, env = "HOMESTEAD_DEFAULT_PROFILE")]
+    pub default_profile: Option<String>,
+
     /// ClusterRoles a User may ask for (repeat the flag or separate with commas).
     /// `cluster-admin` is refused at start-up.
     #[arg(long = "allowed-role", env = "HOMESTEAD_ALLOWED_ROLES", value_delimiter = ',', default_values_t = ["admin".to_owned(), "edit".to_owned(), "view".to_owned()])]
@@ -161,6 +166,7 @@ impl Cli {
                 .cloned()
                 .collect::<BTreeSet<_>>(),
             operator_namespace: self.operator_namespace.clone(),
+            default_profile: self.default_profile.clone(),
         })
     }
 

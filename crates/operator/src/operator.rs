@@ -7,6 +7,7 @@ use anyhow::Context as _;
 use futures::StreamExt;
 use homestead_api::User;
 use homestead_reconciler::context::Fence;
+use homestead_reconciler::profile::ProfileIndex;
 use homestead_reconciler::{Config, Context, Metrics, error_policy, reconcile};
 use kube::Client;
 use kube::runtime::controller;
@@ -98,7 +99,8 @@ async fn reconcile_users(
     health: &Health,
     stop: CancellationToken,
 ) {
-    let (controller, caches) = watches::controller(&client, concurrency);
+    let index = ProfileIndex::default();
+    let (controller, caches) = watches::controller(&client, concurrency, &config, &index);
     let users = controller.store();
     health.set_user_store(users.clone());
     let reporter = Reporter {
@@ -111,7 +113,17 @@ async fn reconcile_users(
     }
     health.set_fence(ctx.fence.clone());
     let ctx = Arc::new(ctx);
-    tokio::spawn(mark_ready_when_synced(health.clone(), users, ctx.clone()));
+    tokio::spawn(mark_ready_when_synced(
+        health.clone(),
+        users.clone(),
+        ctx.clone(),
+    ));
+    tokio::spawn(keep_profile_statuses(
+        ctx.clone(),
+        users,
+        index,
+        stop.clone(),
+    ));
     controller
         .graceful_shutdown_on(stop.cancelled_owned())
         .run(reconcile, error_policy, ctx)
@@ -140,6 +152,32 @@ async fn mark_ready_when_synced(health: Health, users: Store<User>, ctx: Arc<Con
     tracing::info!("caches synced");
     ctx.mark_synced();
     health.set_ready(true);
+}
+
+/// How often Profile statuses are brought in line with their Users' (cache reads only; a
+/// write only when a count changed).
+const PROFILE_STATUS_PERIOD: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Keeps every Profile's status (its Users, how many are up to date) current until `stop`,
+/// once the caches have synced.
+async fn keep_profile_statuses(
+    ctx: Arc<Context>,
+    users: Store<User>,
+    index: ProfileIndex,
+    stop: CancellationToken,
+) {
+    ctx.wait_synced().await;
+    let mut tick = tokio::time::interval(PROFILE_STATUS_PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if let Err(error) = ctx.write_profile_statuses(&users, &index).await {
+            tracing::warn!("writing a Profile status failed: {error}");
+        }
+    }
 }
 
 /// This replica's Lease identity when `POD_NAME` is not set: `<hostname>-<pid>`.

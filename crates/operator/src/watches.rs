@@ -1,5 +1,5 @@
-//! What the operator watches: Users (the Controller's own watch); the Namespaces and
-//! ResourceQuotas labelled as Homestead's; and every RoleBinding, since revoking access means
+//! What the operator watches: Users (the Controller's own watch); Profiles; the Namespaces,
+//! ResourceQuotas, LimitRanges and NetworkPolicies labelled as Homestead's; and every RoleBinding, since revoking access means
 //! removing the ones a person made too. Each watch feeds both a reflector cache (read by
 //! reconciles instead of the API server) and the Controller's triggers. A RoleBinding reaches
 //! its User through its Namespace (whose labels tenants cannot write), never through a label
@@ -11,13 +11,15 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use homestead_api::{LABEL_MANAGED_BY, MANAGED_BY, User};
-use homestead_reconciler::Caches;
+use homestead_api::{LABEL_MANAGED_BY, MANAGED_BY, Profile, User};
 use homestead_reconciler::cache::{CachedNamespace, CachedRoleBinding};
 use homestead_reconciler::ownership::user_of;
+use homestead_reconciler::profile::ProfileIndex;
 use homestead_reconciler::provision::RESYNC;
 use homestead_reconciler::trim::{trim, trim_user};
-use k8s_openapi::api::core::v1::ResourceQuota;
+use homestead_reconciler::{Caches, Config};
+use k8s_openapi::api::core::v1::{LimitRange, ResourceQuota};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::utils::{Backoff, ResetTimerBackoff};
@@ -26,10 +28,17 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
-/// The Controller over Users, triggered also by every change to a managed object and, for all
+/// The Controller over Users, triggered also by every change to a managed object, by every
+/// change to a Profile's spec (for exactly that Profile's Users, from `index`) and, for all
 /// Users at once, every [`RESYNC`], with `concurrency` reconciles at once (0: unbounded); and
-/// the caches of managed objects.
-pub fn controller(client: &Client, concurrency: u16) -> (Controller<User>, Caches) {
+/// the caches of managed objects and Profiles. `config` says which Profile a User without
+/// `spec.profile` uses.
+pub fn controller(
+    client: &Client,
+    concurrency: u16,
+    config: &Config,
+    index: &ProfileIndex,
+) -> (Controller<User>, Caches) {
     let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
     let (namespaces, namespace_events) =
         cached_watch(client, managed.clone(), trim_object::<CachedNamespace>);
@@ -38,12 +47,26 @@ pub fn controller(client: &Client, concurrency: u16) -> (Controller<User>, Cache
         watcher::Config::default(),
         trim_object::<CachedRoleBinding>,
     );
-    let (quotas, quota_events) = cached_watch(client, managed, trim_object::<ResourceQuota>);
+    let (quotas, quota_events) =
+        cached_watch(client, managed.clone(), trim_object::<ResourceQuota>);
+    let (limit_ranges, limit_range_events) =
+        cached_watch(client, managed.clone(), trim_object::<LimitRange>);
+    let (network_policies, network_policy_events) =
+        cached_watch(client, managed, trim_object::<NetworkPolicy>);
+    let (profiles, profile_events) =
+        cached_watch(client, watcher::Config::default(), trim_object::<Profile>);
     let namespace_events = namespace_events.touched_objects();
     let role_binding_events = role_binding_events.touched_objects();
+    let limit_range_events = limit_range_events.touched_objects();
+    let network_policy_events = network_policy_events.touched_objects();
     // Quota status moves with every pod that comes or goes; only what Homestead sets matters.
     let quota_events = changes_of(quota_events, |q: &ResourceQuota| {
         fingerprint(&(&q.metadata.labels, &q.metadata.owner_references, &q.spec))
+    });
+    // A Profile's status is Homestead's own count of its Users; only its spec (generation)
+    // and its existence change what its Users get.
+    let profile_events = changes_of(profile_events, |p: &Profile| {
+        fingerprint(&p.metadata.generation)
     });
     let by_namespace = namespaces.clone();
     let (users, writer) = reflector::store();
@@ -52,9 +75,13 @@ pub fn controller(client: &Client, concurrency: u16) -> (Controller<User>, Cache
         watcher::Config::default().any_semantic(),
     )
     .modify(trim_user);
+    let indexed = index.clone();
+    let default_profile = config.default_profile.clone();
     let user_events = relist_in_place(user_events, users.clone())
+        .inspect(move |event| index_profiles(&indexed, default_profile.as_deref(), event))
         .reflect(writer)
         .applied_objects();
+    let members = index.clone();
     let controller = Controller::for_stream(user_events, users)
         .with_config(controller::Config::default().concurrency(concurrency))
         .trigger_backoff(watch_backoff())
@@ -64,13 +91,41 @@ pub fn controller(client: &Client, concurrency: u16) -> (Controller<User>, Cache
             namespace.user()
         })
         .watches_stream(quota_events, |o| user_of(&o))
+        .watches_stream(limit_range_events, |o| user_of(&o))
+        .watches_stream(network_policy_events, |o| user_of(&o))
+        .watches_stream(profile_events, move |profile| {
+            members
+                .users_of(&profile.name_any())
+                .into_iter()
+                .map(|user| ObjectRef::new(&user))
+        })
         .reconcile_all_on(every(RESYNC));
     let caches = Caches {
         namespaces,
         role_bindings,
         quotas,
+        limit_ranges,
+        network_policies,
+        profiles,
     };
     (controller, caches)
+}
+
+/// Keeps `index` in step with a User watch event: the Profile a User uses is its
+/// `spec.profile`, else `default_profile`; a deleted User uses none.
+fn index_profiles(
+    index: &ProfileIndex,
+    default_profile: Option<&str>,
+    event: &Result<watcher::Event<User>, watcher::Error>,
+) {
+    match event {
+        Ok(watcher::Event::Apply(user) | watcher::Event::InitApply(user)) => {
+            let profile = user.spec.profile.as_deref().or(default_profile);
+            index.set(&user.name_any(), profile);
+        }
+        Ok(watcher::Event::Delete(user)) => index.set(&user.name_any(), None),
+        _ => {}
+    }
 }
 
 /// A stream that yields once every `period`, first after one `period`.
@@ -244,6 +299,9 @@ pub async fn synced(users: &Store<User>, caches: &Caches) {
     wait_until_ready(&caches.namespaces).await;
     wait_until_ready(&caches.role_bindings).await;
     wait_until_ready(&caches.quotas).await;
+    wait_until_ready(&caches.limit_ranges).await;
+    wait_until_ready(&caches.network_policies).await;
+    wait_until_ready(&caches.profiles).await;
 }
 
 /// Waits until `store` has seen its first complete list.

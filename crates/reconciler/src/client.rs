@@ -172,22 +172,28 @@ impl Context {
     /// otherwise the apply could never remove a label or owner reference Homestead set at
     /// creation. See
     /// <https://kubernetes.io/docs/reference/using-api/server-side-apply/#upgrading-from-client-side-apply-to-server-side-apply>.
-    /// Only repairs and releases take this path, never a steady state.
+    /// Only repairs, spec changes and releases take this path, never a steady state. Returns
+    /// whether the object changed (its resourceVersion moved).
     ///
     /// # Errors
     /// [`Error::Kube`] with [`Verb::Get`] or [`Verb::Apply`] when a request fails.
-    pub(crate) async fn apply_over<K: Object>(&self, desired: &K, uid: Option<&str>) -> Result<()> {
+    pub(crate) async fn apply_over<K: Object>(
+        &self,
+        desired: &K,
+        uid: Option<&str>,
+    ) -> Result<bool> {
         let (ns, name) = (desired.namespace(), desired.name_any());
         let reference = match ns.as_deref() {
             Some(ns) => ObjectRef::<K>::new(&name).within(ns),
             None => ObjectRef::<K>::new(&name),
         };
         let Some(live) = self.get(&reference).await? else {
-            return Ok(());
+            return Ok(false);
         };
         if live.meta().uid.as_deref() != uid {
-            return Ok(());
+            return Ok(false);
         }
+        let mut version = live.meta().resource_version.clone();
         if let Some(i) = created_fields_entry(live.meta(), FIELD_MANAGER) {
             let entry = format!("/metadata/managedFields/{i}");
             let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
@@ -202,14 +208,26 @@ impl Context {
                 field_manager: Some(FIELD_MANAGER.to_owned()),
                 ..PatchParams::default()
             };
-            self.api::<K>(ns.as_deref())
+            let patched = self
+                .api::<K>(ns.as_deref())
                 .patch(&name, &params, &Patch::Json::<()>(patch))
                 .await
                 .map_err(Self::error::<K>(Verb::Apply, ns.as_deref(), &name))?;
+            version.clone_from(&patched.meta().resource_version);
         }
         let mut desired = desired.clone();
         desired.meta_mut().uid = uid.map(str::to_owned);
-        self.apply(&desired).await
+        self.fenced()?;
+        let applied = self
+            .api::<K>(ns.as_deref())
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&desired),
+            )
+            .await
+            .map_err(Self::error::<K>(Verb::Apply, ns.as_deref(), &name))?;
+        Ok(applied.meta().resource_version != version)
     }
 
     /// Lists every `K` in `namespace` from the API server (not a cache: for decisions that must

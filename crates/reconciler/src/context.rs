@@ -4,7 +4,9 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::ResourceQuota;
+use homestead_api::Profile;
+use k8s_openapi::api::core::v1::{LimitRange, ResourceQuota};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::Store;
@@ -13,43 +15,7 @@ use crate::cache::{CachedNamespace, CachedRoleBinding};
 use crate::error::Backoffs;
 use crate::metrics::Metrics;
 
-/// A Pod Security Standards level, as the `pod-security.kubernetes.io/*` labels take it
-/// (<https://kubernetes.io/docs/concepts/security/pod-security-standards/>).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PodSecurityLevel {
-    /// Unrestricted.
-    Privileged,
-    /// Prevents known privilege escalations (no privileged containers, host namespaces, ...).
-    Baseline,
-    /// Hardened best practice (non-root, no capabilities, seccomp, ...).
-    Restricted,
-}
-
-impl PodSecurityLevel {
-    /// The label value: `privileged`, `baseline` or `restricted`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Privileged => "privileged",
-            Self::Baseline => "baseline",
-            Self::Restricted => "restricted",
-        }
-    }
-}
-
-impl std::str::FromStr for PodSecurityLevel {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "privileged" => Ok(Self::Privileged),
-            "baseline" => Ok(Self::Baseline),
-            "restricted" => Ok(Self::Restricted),
-            other => Err(format!(
-                "{other:?} is not a Pod Security level (privileged, baseline, restricted)"
-            )),
-        }
-    }
-}
+pub use homestead_api::PodSecurityLevel;
 
 /// The Pod Security admission levels every managed Namespace is labelled with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +58,9 @@ pub struct Config {
     pub reserved_namespaces: BTreeSet<String>,
     /// The namespace the operator runs in (reserved too).
     pub operator_namespace: String,
+    /// The Profile of every User that names none (`--default-profile`); `None`: such Users get
+    /// only what their spec says.
+    pub default_profile: Option<String>,
 }
 
 impl Default for Config {
@@ -104,6 +73,7 @@ impl Default for Config {
             allowed_roles: ["admin", "edit", "view"].map(String::from).into(),
             reserved_namespaces: BTreeSet::new(),
             operator_namespace: "homestead-system".to_owned(),
+            default_profile: None,
         }
     }
 }
@@ -224,6 +194,12 @@ pub struct Caches {
     pub role_bindings: Store<CachedRoleBinding>,
     /// ResourceQuotas labelled as Homestead's.
     pub quotas: Store<ResourceQuota>,
+    /// LimitRanges labelled as Homestead's.
+    pub limit_ranges: Store<LimitRange>,
+    /// NetworkPolicies labelled as Homestead's.
+    pub network_policies: Store<NetworkPolicy>,
+    /// Every Profile.
+    pub profiles: Store<Profile>,
 }
 
 /// Everything a reconcile needs, shared by all reconciles as `Arc<Context>`.
@@ -330,6 +306,9 @@ pub(crate) mod test {
         pub namespaces: Writer<CachedNamespace>,
         pub role_bindings: Writer<CachedRoleBinding>,
         pub quotas: Writer<ResourceQuota>,
+        pub limit_ranges: Writer<LimitRange>,
+        pub network_policies: Writer<NetworkPolicy>,
+        pub profiles: Writer<Profile>,
     }
 
     impl Writers {
@@ -351,6 +330,9 @@ pub(crate) mod test {
             let (namespaces, ns_writer) = reflector::store();
             let (role_bindings, rb_writer) = reflector::store();
             let (quotas, quota_writer) = reflector::store();
+            let (limit_ranges, limit_range_writer) = reflector::store();
+            let (network_policies, network_policy_writer) = reflector::store();
+            let (profiles, profile_writer) = reflector::store();
             let registry = prometheus::Registry::new();
             let context = Self::new(
                 client,
@@ -364,6 +346,9 @@ pub(crate) mod test {
                     namespaces,
                     role_bindings,
                     quotas,
+                    limit_ranges,
+                    network_policies,
+                    profiles,
                 },
             );
             context.mark_synced();
@@ -371,6 +356,9 @@ pub(crate) mod test {
                 namespaces: ns_writer,
                 role_bindings: rb_writer,
                 quotas: quota_writer,
+                limit_ranges: limit_range_writer,
+                network_policies: network_policy_writer,
+                profiles: profile_writer,
             };
             (context, server, writers)
         }

@@ -1,13 +1,20 @@
-//! Pure builders of the desired state: the complete Namespace, RoleBinding and ResourceQuota
-//! Homestead wants for a User, as server-side apply will send them. No client, no I/O, no
+//! Pure builders of the desired state: the complete Namespace, RoleBinding, ResourceQuota,
+//! LimitRange and NetworkPolicy Homestead wants for a User, as server-side apply will send them. No client, no I/O, no
 //! decisions about whether to write (see [`crate::drift`]).
 
 use homestead_api::{
     ANNOTATION_USER_UID, DeletionPolicy, LABEL_MANAGED_BY, LABEL_RETAINED_FROM, LABEL_USER, User,
 };
-use k8s_openapi::api::core::v1::{Namespace, ResourceQuota, ResourceQuotaSpec};
+use k8s_openapi::api::core::v1::{
+    LimitRange, LimitRangeSpec, Namespace, ResourceQuota, ResourceQuotaSpec,
+};
+use k8s_openapi::api::networking::v1::{
+    NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyIngressRule, NetworkPolicyPeer,
+    NetworkPolicyPort, NetworkPolicySpec,
+};
 use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
 use crate::context::PodSecurity;
@@ -17,6 +24,10 @@ use crate::ownership::{managed_labels, owner_reference};
 pub const ROLE_BINDING_NAME: &str = "homestead-user";
 /// Name of the ResourceQuota Homestead manages in each person's Namespace.
 pub const QUOTA_NAME: &str = "homestead-quota";
+/// Name of the LimitRange Homestead manages in a Namespace whose Profile has one.
+pub const LIMIT_RANGE_NAME: &str = "homestead-limits";
+/// Name of the NetworkPolicy Homestead manages in a Namespace whose Profile isolates it.
+pub const NETWORK_POLICY_NAME: &str = "homestead-isolation";
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
@@ -99,7 +110,7 @@ pub fn desired_role_binding(user: &User, namespace: &str) -> RoleBinding {
         role_ref: RoleRef {
             api_group: RBAC_GROUP.to_owned(),
             kind: "ClusterRole".to_owned(),
-            name: user.spec.role.clone(),
+            name: user.spec.role().to_owned(),
         },
         subjects: Some(subjects),
     }
@@ -122,6 +133,87 @@ pub fn desired_quota(user: &User, namespace: &str) -> Option<ResourceQuota> {
         }),
         status: None,
     })
+}
+
+/// The desired LimitRange `homestead-limits` in `namespace` with `spec`, as the API server
+/// stores it: for `Container` items, a default limit missing where `max` has one becomes `max`,
+/// a default request missing where the default limit has one becomes that limit, else `min`
+/// (Kubernetes' `SetDefaults_LimitRangeItem`), so a cached copy compares equal.
+pub fn desired_limit_range(user: &User, namespace: &str, spec: &LimitRangeSpec) -> LimitRange {
+    let mut spec = spec.clone();
+    for item in spec.limits.iter_mut().filter(|i| i.type_ == "Container") {
+        let default = item.default.get_or_insert_default();
+        for (key, value) in item.max.iter().flatten() {
+            default.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+        let request = item.default_request.get_or_insert_default();
+        for (key, value) in default.iter().chain(item.min.iter().flatten()) {
+            request.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+    }
+    LimitRange {
+        metadata: managed_meta(user, LIMIT_RANGE_NAME, namespace),
+        spec: Some(spec),
+    }
+}
+
+/// The desired NetworkPolicy `homestead-isolation` in `namespace`, for a Profile with
+/// `networkIsolation: Isolated`: it selects every Pod and admits ingress only from Pods of the
+/// same Namespace and of the Namespaces named in `allowed` (by their
+/// `kubernetes.io/metadata.name` label); egress only to the same peers and to port 53 (DNS, UDP
+/// and TCP) anywhere. See <https://kubernetes.io/docs/concepts/services-networking/network-policies/>.
+pub fn desired_network_policy(user: &User, namespace: &str, allowed: &[String]) -> NetworkPolicy {
+    let peers: Vec<NetworkPolicyPeer> = std::iter::once(NetworkPolicyPeer {
+        pod_selector: Some(LabelSelector::default()),
+        ..NetworkPolicyPeer::default()
+    })
+    .chain(allowed.iter().map(|name| NetworkPolicyPeer {
+        namespace_selector: Some(LabelSelector {
+            match_labels: Some([("kubernetes.io/metadata.name".to_owned(), name.clone())].into()),
+            ..LabelSelector::default()
+        }),
+        ..NetworkPolicyPeer::default()
+    }))
+    .collect();
+    let dns = ["UDP", "TCP"]
+        .map(|protocol| NetworkPolicyPort {
+            protocol: Some(protocol.to_owned()),
+            port: Some(IntOrString::Int(53)),
+            end_port: None,
+        })
+        .to_vec();
+    NetworkPolicy {
+        metadata: managed_meta(user, NETWORK_POLICY_NAME, namespace),
+        spec: Some(NetworkPolicySpec {
+            pod_selector: Some(LabelSelector::default()),
+            policy_types: Some(vec!["Ingress".to_owned(), "Egress".to_owned()]),
+            ingress: Some(vec![NetworkPolicyIngressRule {
+                from: Some(peers.clone()),
+                ports: None,
+            }]),
+            egress: Some(vec![
+                NetworkPolicyEgressRule {
+                    to: Some(peers),
+                    ports: None,
+                },
+                NetworkPolicyEgressRule {
+                    to: None,
+                    ports: Some(dns),
+                },
+            ]),
+        }),
+    }
+}
+
+/// Metadata of a managed object `name` in `namespace`: the managed labels, no owner reference
+/// (the Namespace's owner reference or offboarding takes care of its contents).
+fn managed_meta(user: &User, name: &str, namespace: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: Some(namespace.to_owned()),
+        labels: Some(managed_labels(user)),
+        ..ObjectMeta::default()
+    }
 }
 
 #[cfg(test)]
@@ -231,5 +323,66 @@ mod tests {
         )
         .unwrap();
         assert_eq!(quota.spec.unwrap().hard.unwrap()["pods"].0, "5");
+    }
+
+    #[test]
+    fn a_limit_range_is_built_as_the_api_server_defaults_it() {
+        let spec: LimitRangeSpec = serde_json::from_value(json!({ "limits": [
+            { "type": "Container", "max": { "memory": "2Gi" }, "default": { "cpu": "1" },
+              "min": { "ephemeral-storage": "1Gi" } },
+            { "type": "Pod", "max": { "cpu": "4" } },
+        ] }))
+        .unwrap();
+        let limits = desired_limit_range(&user("alice", json!({})), "user-alice", &spec)
+            .spec
+            .unwrap()
+            .limits;
+        let values = |m: &Option<
+            std::collections::BTreeMap<
+                String,
+                k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+            >,
+        >| {
+            m.iter()
+                .flatten()
+                .map(|(k, v)| format!("{k}={}", v.0))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            values(&limits[0].default),
+            ["cpu=1", "memory=2Gi"],
+            "max fills the default limit"
+        );
+        assert_eq!(
+            values(&limits[0].default_request),
+            ["cpu=1", "ephemeral-storage=1Gi", "memory=2Gi"],
+            "the default limit, else min, fills the default request"
+        );
+        assert_eq!(
+            limits[1].default, None,
+            "only Container items are defaulted"
+        );
+    }
+
+    #[test]
+    fn isolation_admits_the_namespace_the_listed_ones_and_dns() {
+        let policy = desired_network_policy(
+            &user("alice", json!({})),
+            "user-alice",
+            &["monitoring".into()],
+        );
+        let spec = serde_json::to_value(policy.spec.unwrap()).unwrap();
+        assert_eq!(spec["podSelector"], json!({}), "every Pod is selected");
+        assert_eq!(spec["ingress"][0]["from"][0], json!({ "podSelector": {} }));
+        assert_eq!(
+            spec["ingress"][0]["from"][1]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+            "monitoring"
+        );
+        assert_eq!(spec["egress"][0]["to"], spec["ingress"][0]["from"]);
+        assert_eq!(
+            spec["egress"][1]["ports"][0],
+            json!({ "protocol": "UDP", "port": 53 })
+        );
+        assert!(spec["egress"][1].get("to").is_none(), "DNS anywhere");
     }
 }

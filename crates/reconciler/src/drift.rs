@@ -8,7 +8,10 @@
 
 use crate::cache::Facts;
 use crate::quantity::{nano_value, round_up_to_milli};
-use k8s_openapi::api::core::v1::ResourceQuota;
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{LimitRange, LimitRangeItem, ResourceQuota};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -43,6 +46,42 @@ pub fn quota_matches(desired: &ResourceQuota, cached: &ResourceQuota) -> bool {
             .iter()
             .all(|(k, v)| have.get(k).is_some_and(|h| stored_as(v, h)))
         && metadata_matches(&desired.metadata, &cached.metadata)
+}
+
+/// Whether a cached LimitRange has the desired items (in order, each resource map compared as
+/// the API server stores quantities) and the desired metadata. `desired` comes from
+/// [`crate::desired::desired_limit_range`], which applies the server's defaulting.
+pub fn limit_range_matches(desired: &LimitRange, cached: &LimitRange) -> bool {
+    let items = |l: &LimitRange| {
+        l.spec
+            .as_ref()
+            .map(|s| s.limits.clone())
+            .unwrap_or_default()
+    };
+    let (want, have) = (items(desired), items(cached));
+    want.len() == have.len()
+        && want.iter().zip(&have).all(|(w, h)| item_matches(w, h))
+        && metadata_matches(&desired.metadata, &cached.metadata)
+}
+
+fn item_matches(want: &LimitRangeItem, have: &LimitRangeItem) -> bool {
+    let same = |w: &Option<BTreeMap<String, Quantity>>, h: &Option<BTreeMap<String, Quantity>>| {
+        let (w, h) = (w.clone().unwrap_or_default(), h.clone().unwrap_or_default());
+        w.len() == h.len()
+            && w.iter()
+                .all(|(k, v)| h.get(k).is_some_and(|stored| stored_as(v, stored)))
+    };
+    want.type_ == have.type_
+        && same(&want.default, &have.default)
+        && same(&want.default_request, &have.default_request)
+        && same(&want.max, &have.max)
+        && same(&want.min, &have.min)
+        && same(&want.max_limit_request_ratio, &have.max_limit_request_ratio)
+}
+
+/// Whether a cached NetworkPolicy has exactly the desired spec and the desired metadata.
+pub fn network_policy_matches(desired: &NetworkPolicy, cached: &NetworkPolicy) -> bool {
+    desired.spec == cached.spec && metadata_matches(&desired.metadata, &cached.metadata)
 }
 
 /// Whether the API server stores the quantity `desired` as `stored`. It canonicalizes

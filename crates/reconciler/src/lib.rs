@@ -12,6 +12,7 @@
 //! - [`quantity`]: exact values of resource quantities.
 //! - [`recent`]: writes made moments ago that the caches may not show yet.
 //! - [`status`]: condition reasons, Event reasons, the pure desired status and its write.
+//! - [`profile`]: applying a User's Profile (precedence, overrides, what only Profiles set).
 //! - [`provision`]: the live-User path (namespace, access, quota).
 //! - [`trim`]: what the caches keep of each object.
 //! - [`offboard`]: the finalizer's cleanup (Delete, Retain, uninstall).
@@ -27,6 +28,7 @@ pub mod error;
 pub mod metrics;
 pub mod offboard;
 pub mod ownership;
+pub mod profile;
 pub mod provision;
 pub mod quantity;
 pub mod recent;

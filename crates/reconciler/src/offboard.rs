@@ -19,6 +19,7 @@ use crate::context::Context;
 use crate::desired::retained_namespace;
 use crate::error::{Error, Result};
 use crate::ownership::is_owned_by;
+use crate::profile::resolve;
 use crate::provision::{cached_bindings_in, revoke};
 use crate::status::{Change, Outcome, Reason, terminating_message};
 use crate::validate::namespace_name;
@@ -139,7 +140,13 @@ async fn retain_namespace(
     uninstalling: bool,
 ) -> Result<Action> {
     let name = namespace.name_any();
-    let retained = retained_namespace(user, &name, ctx.config.pod_security);
+    // The Namespace keeps what its Profile gave it (Pod Security, labels); without the Profile,
+    // what the User and the operator's flags say.
+    let profiles = &ctx.caches.profiles;
+    let retained = match resolve(user, &ctx.config, |p| profiles.get(&ObjectRef::new(p))) {
+        Ok(resolved) => retained_namespace(&resolved.user, &name, resolved.pod_security),
+        Err(_) => retained_namespace(user, &name, ctx.config.pod_security),
+    };
     ctx.apply_over(&retained, namespace.metadata.uid.as_deref())
         .await?;
     let why = if uninstalling {

@@ -6,8 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use homestead_api::User;
-use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
+use homestead_api::{AppliedProfile, User};
+use k8s_openapi::api::core::v1::{LimitRange, Namespace, ResourceQuota};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::ResourceExt;
 use kube::api::DeleteParams;
@@ -19,11 +20,13 @@ use crate::cache::{CachedRoleBinding, grant_print};
 use crate::client::cached;
 use crate::context::Context;
 use crate::desired::{
-    QUOTA_NAME, ROLE_BINDING_NAME, desired_namespace, desired_quota, desired_role_binding,
+    LIMIT_RANGE_NAME, NETWORK_POLICY_NAME, QUOTA_NAME, ROLE_BINDING_NAME, desired_limit_range,
+    desired_namespace, desired_network_policy, desired_quota, desired_role_binding,
 };
-use crate::drift::quota_matches;
+use crate::drift::{limit_range_matches, network_policy_matches, quota_matches};
 use crate::error::{Error, Result, Verb};
 use crate::ownership::{is_owned_by, labelled_for};
+use crate::profile::{Resolved, resolve};
 use crate::status::{Change, Outcome, Reason, terminating_message};
 use crate::validate::{Refusal, namespace_name, validate};
 
@@ -46,18 +49,30 @@ pub const TERMINATING_RECHECK: Duration = Duration::from_secs(30);
 /// [`crate::Error::Kube`] when a request fails; nothing already written is undone, and the
 /// next reconcile continues from there.
 pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
-    let name = namespace_name(user, &ctx.config, |n| {
+    let owned = |n: &str| {
         ctx.cached_namespace(n)
             .is_some_and(|ns| is_owned_by(&ns.facts, user))
-    });
+    };
+    let profiles = &ctx.caches.profiles;
+    let resolved = match resolve(user, &ctx.config, |p| profiles.get(&ObjectRef::new(p))) {
+        Ok(resolved) => resolved,
+        Err(refusal) => {
+            let name = namespace_name(user, &ctx.config, owned);
+            return refuse(user, ctx, name, &refusal, Vec::new()).await;
+        }
+    };
+    let user = &resolved.user;
+    let name = namespace_name(user, &ctx.config, owned);
     if let Err(refusal) = validate(user, &name, &ctx.config) {
         return refuse(user, ctx, name, &refusal, Vec::new()).await;
     }
     let mut changes = Vec::new();
-    match converge(user, ctx, &name, &mut changes).await {
+    match converge(&resolved, ctx, &name, &mut changes).await {
         Ok(Step::Done(outcome, recheck)) => {
-            ctx.write_status(user, outcome.with_changes(changes))
-                .await?;
+            let outcome = outcome
+                .with_changes(changes)
+                .with_profile(resolved.applied.clone());
+            ctx.write_status(user, outcome).await?;
             Ok(recheck.map_or_else(Action::await_change, Action::requeue))
         }
         Ok(Step::Wait(outcome)) => {
@@ -77,15 +92,16 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
     }
 }
 
-/// Whether `user`'s spec may have dropped a key Homestead applied before: an earlier
-/// reconcile wrote a status for another generation, or did not converge (it may have failed
-/// half-way through a new generation). A User never reconciled has nothing applied before
-/// but what its create request set from the same spec, and a stale cache (a reconcile
-/// triggered by Homestead's own create, before the User watch delivered the status) must not
-/// turn every provisioning into two writes.
-fn respecified(user: &User) -> bool {
+/// Whether `user`'s spec, or its Profile, may have dropped a key Homestead applied before: an
+/// earlier reconcile wrote a status for another generation of the User or of its Profile
+/// (`applied`), or did not converge (it may have failed half-way through a new generation). A
+/// User never reconciled has nothing applied before but what its create request set from the
+/// same spec, and a stale cache (a reconcile triggered by Homestead's own create, before the
+/// User watch delivered the status) must not turn every provisioning into two writes.
+fn respecified(user: &User, applied: Option<&AppliedProfile>) -> bool {
     user.status.as_ref().is_some_and(|s| {
         s.observed_generation != user.metadata.generation
+            || s.profile.as_ref() != applied
             || user.ready_condition().is_none_or(|c| c.status != "True")
     })
 }
@@ -104,9 +120,16 @@ enum Step {
     Refuse(Refusal),
 }
 
-/// Converges the Namespace, then access and quota, recording what it changed in `changes`.
-async fn converge(user: &User, ctx: &Context, name: &str, changes: &mut Changes) -> Result<Step> {
-    if let Some(step) = ensure_namespace(user, ctx, name, changes).await? {
+/// Converges the Namespace, then access, quota, LimitRange and network isolation, recording
+/// what it changed in `changes`.
+async fn converge(
+    resolved: &Resolved,
+    ctx: &Context,
+    name: &str,
+    changes: &mut Changes,
+) -> Result<Step> {
+    let user = &resolved.user;
+    if let Some(step) = ensure_namespace(resolved, ctx, name, changes).await? {
         return Ok(step);
     }
     let mut recheck = None;
@@ -121,13 +144,21 @@ async fn converge(user: &User, ctx: &Context, name: &str, changes: &mut Changes)
             Grant::Changed(change, note) => changes.push((change, note)),
             Grant::Unconfirmed(left) => recheck = Some(left),
         }
+        let profile = resolved
+            .applied
+            .as_ref()
+            .map(|p| format!(" (Profile {:?})", p.name))
+            .unwrap_or_default();
         let message = format!(
-            "namespace {name:?} provisioned; {:?} has ClusterRole {:?} there",
-            user.spec.identity.username, user.spec.role
+            "namespace {name:?} provisioned{profile}; {:?} has ClusterRole {:?} there",
+            user.spec.identity.username,
+            user.spec.role()
         );
         (Reason::Provisioned, message)
     };
     changes.extend(ensure_quota(user, ctx, name).await?);
+    changes.extend(ensure_limit_range(resolved, ctx, name).await?);
+    changes.extend(ensure_isolation(resolved, ctx, name).await?);
     Ok(Step::Done(Outcome::new(name, reason, message), recheck))
 }
 
@@ -138,12 +169,13 @@ async fn converge(user: &User, ctx: &Context, name: &str, changes: &mut Changes)
 /// labels, annotations and owner reference back if they drifted. Returns the [`Step`] that
 /// ends the reconcile early (a refusal or a wait), or `None` to go on.
 async fn ensure_namespace(
-    user: &User,
+    resolved: &Resolved,
     ctx: &Context,
     name: &str,
     changes: &mut Changes,
 ) -> Result<Option<Step>> {
-    let desired = desired_namespace(user, name, ctx.config.pod_security);
+    let user = &resolved.user;
+    let desired = desired_namespace(user, name, resolved.pod_security);
     let existing = match ctx.cached_namespace(name) {
         Some(ns) => ns,
         None => match ctx.create(&desired).await? {
@@ -178,13 +210,96 @@ async fn ensure_namespace(
     // A key Homestead applied and no longer wants (one dropped from `spec.namespace.labels`)
     // is not in the cache (no managedFields there): so after a spec change, until the new
     // generation has converged, the Namespace is applied whether it looks right or not.
-    if respecified(user) || !existing.facts.include(&desired.metadata) {
-        ctx.apply_over(&desired, existing.metadata.uid.as_deref())
-            .await?;
-        let note = format!("updated labels, annotations or owner of namespace {name:?}");
-        changes.push((Change::NamespaceUpdated, note));
+    if respecified(user, resolved.applied.as_ref()) || !existing.facts.include(&desired.metadata) {
+        // After a spec change it is applied in case a key was dropped; an Event only when the
+        // Namespace really changed.
+        if ctx
+            .apply_over(&desired, existing.metadata.uid.as_deref())
+            .await?
+        {
+            let note = format!("updated labels, annotations or owner of namespace {name:?}");
+            changes.push((Change::NamespaceUpdated, note));
+        }
     }
     Ok(None)
+}
+
+/// Applies, or removes, Homestead's LimitRange in `namespace` per the Profile. Returns the
+/// change made, if any.
+async fn ensure_limit_range(
+    resolved: &Resolved,
+    ctx: &Context,
+    namespace: &str,
+) -> Result<Option<(Change, String)>> {
+    let user = &resolved.user;
+    let cached = cached(&ctx.caches.limit_ranges, namespace, LIMIT_RANGE_NAME)
+        .filter(|l| labelled_for(&l.metadata, user));
+    let desired = resolved
+        .limit_range
+        .as_ref()
+        .map(|spec| desired_limit_range(user, namespace, spec));
+    let change = match (desired, cached) {
+        (Some(desired), Some(cached)) if limit_range_matches(&desired, &cached) => return Ok(None),
+        (Some(desired), _) => {
+            ctx.apply(&desired).await?;
+            (
+                Change::LimitRangeApplied,
+                format!("applied LimitRange {namespace}/{LIMIT_RANGE_NAME}"),
+            )
+        }
+        (None, Some(_)) => {
+            let reference = ObjectRef::<LimitRange>::new(LIMIT_RANGE_NAME).within(namespace);
+            ctx.delete(&reference, &DeleteParams::default()).await?;
+            (
+                Change::LimitRangeRemoved,
+                format!("removed LimitRange {namespace}/{LIMIT_RANGE_NAME}: the Profile has none"),
+            )
+        }
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(change))
+}
+
+/// Applies, or removes, Homestead's NetworkPolicy in `namespace` per the Profile's
+/// `networkIsolation`. Returns the change made, if any.
+async fn ensure_isolation(
+    resolved: &Resolved,
+    ctx: &Context,
+    namespace: &str,
+) -> Result<Option<(Change, String)>> {
+    let user = &resolved.user;
+    let cached = cached(&ctx.caches.network_policies, namespace, NETWORK_POLICY_NAME)
+        .filter(|p| labelled_for(&p.metadata, user));
+    let desired = resolved
+        .isolation
+        .as_deref()
+        .map(|allowed| desired_network_policy(user, namespace, allowed));
+    let change = match (desired, cached) {
+        (Some(desired), Some(cached)) if network_policy_matches(&desired, &cached) => {
+            return Ok(None);
+        }
+        (Some(desired), _) => {
+            ctx.apply(&desired).await?;
+            (
+                Change::IsolationApplied,
+                format!(
+                    "isolated namespace {namespace:?}: applied NetworkPolicy {NETWORK_POLICY_NAME}"
+                ),
+            )
+        }
+        (None, Some(_)) => {
+            let reference = ObjectRef::<NetworkPolicy>::new(NETWORK_POLICY_NAME).within(namespace);
+            ctx.delete(&reference, &DeleteParams::default()).await?;
+            (
+                Change::IsolationRemoved,
+                format!(
+                    "removed NetworkPolicy {namespace}/{NETWORK_POLICY_NAME}: the Profile's networkIsolation is None"
+                ),
+            )
+        }
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(change))
 }
 
 /// The `Ready=False` reason for a failed request: `Forbidden` when the API server (RBAC, an
@@ -332,7 +447,8 @@ async fn grant_access(user: &User, ctx: &Context, namespace: &str) -> Result<Gra
         cached => {
             let note = format!(
                 "bound ClusterRole {:?} to {:?} in namespace {namespace:?}",
-                user.spec.role, user.spec.identity.username
+                user.spec.role(),
+                user.spec.identity.username
             );
             if cached.is_none() {
                 if let Some(left) = ctx.recent_bindings.unconfirmed(namespace, print) {

@@ -6,7 +6,7 @@
 use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use homestead_api::{CONDITION_READY, FIELD_MANAGER, User, UserStatus};
+use homestead_api::{AppliedProfile, CONDITION_READY, FIELD_MANAGER, User, UserStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
@@ -42,6 +42,10 @@ pub enum Reason {
     ForbiddenSubject,
     /// A reserved label or annotation key was asked for.
     ReservedKey,
+    /// The Profile the User names (or the operator's default) does not exist.
+    ProfileNotFound,
+    /// The User sets a field its Profile does not let Users override.
+    OverrideNotAllowed,
     /// The User's Namespace is being deleted by someone else; Homestead waits for it to go.
     NamespaceTerminating,
     /// The User is being offboarded and its Namespace deleted.
@@ -73,6 +77,8 @@ impl Reason {
             Self::RoleNotAllowed => "RoleNotAllowed",
             Self::ForbiddenSubject => "ForbiddenSubject",
             Self::ReservedKey => "ReservedKey",
+            Self::ProfileNotFound => "ProfileNotFound",
+            Self::OverrideNotAllowed => "OverrideNotAllowed",
             Self::NamespaceTerminating => "NamespaceTerminating",
             Self::Terminating => "Terminating",
             Self::Forbidden => "Forbidden",
@@ -114,6 +120,14 @@ pub enum Change {
     QuotaApplied,
     /// The ResourceQuota was removed (`spec.quota` dropped).
     QuotaRemoved,
+    /// The Profile's LimitRange was created or updated.
+    LimitRangeApplied,
+    /// The LimitRange was removed (the Profile no longer has one).
+    LimitRangeRemoved,
+    /// The Profile's network isolation (a NetworkPolicy) was created or updated.
+    IsolationApplied,
+    /// The NetworkPolicy was removed (the Profile's `networkIsolation` is `None`).
+    IsolationRemoved,
     /// Offboarding under `Delete`: the Namespace is being deleted.
     NamespaceDeleting,
     /// Offboarding under `Retain` (or uninstall): access revoked, Namespace kept.
@@ -134,6 +148,10 @@ impl Change {
             Self::AccessRevoked => "AccessRevoked",
             Self::QuotaApplied => "QuotaApplied",
             Self::QuotaRemoved => "QuotaRemoved",
+            Self::LimitRangeApplied => "LimitRangeApplied",
+            Self::LimitRangeRemoved => "LimitRangeRemoved",
+            Self::IsolationApplied => "IsolationApplied",
+            Self::IsolationRemoved => "IsolationRemoved",
             Self::NamespaceDeleting => "NamespaceDeleting",
             Self::NamespaceRetained => "NamespaceRetained",
             Self::Offboarded => "Offboarded",
@@ -153,6 +171,8 @@ pub struct Outcome {
     /// What this reconcile changed on the way, each with a note saying exactly what; reported
     /// in Events, never in the status.
     pub changes: Vec<(Change, String)>,
+    /// The Profile (and its generation) the User's objects now reflect, for `status.profile`.
+    pub profile: Option<AppliedProfile>,
 }
 
 impl Outcome {
@@ -163,7 +183,15 @@ impl Outcome {
             reason,
             message: message.into(),
             changes: Vec::new(),
+            profile: None,
         }
+    }
+
+    /// This outcome, reached with `profile` applied.
+    #[must_use]
+    pub fn with_profile(mut self, profile: Option<AppliedProfile>) -> Self {
+        self.profile = profile;
+        self
     }
 
     /// This outcome, with the `changes` made on the way to it.
@@ -180,6 +208,7 @@ pub fn fingerprint(status: &UserStatus) -> u64 {
     let mut hasher = DefaultHasher::new();
     status.namespace.hash(&mut hasher);
     status.observed_generation.hash(&mut hasher);
+    status.profile.hash(&mut hasher);
     for c in &status.conditions {
         (&c.type_, &c.status, &c.reason, &c.message).hash(&mut hasher);
         c.observed_generation.hash(&mut hasher);
@@ -225,7 +254,7 @@ pub fn events_for(transition: bool, outcome: &Outcome) -> Vec<(EventType, &'stat
 }
 
 /// The status `outcome` describes for `user`: `status.namespace`, `observedGeneration` (the
-/// User's `metadata.generation`) and the `Ready` condition. Its `lastTransitionTime` is the
+/// User's `metadata.generation`), `status.profile` and the `Ready` condition. Its `lastTransitionTime` is the
 /// previous one while the condition's status stays the same, else `now` (API conventions:
 /// it moves only on a transition).
 pub fn desired_status(user: &User, outcome: &Outcome, now: Time) -> UserStatus {
@@ -241,6 +270,7 @@ pub fn desired_status(user: &User, outcome: &Outcome, now: Time) -> UserStatus {
     UserStatus {
         namespace: Some(outcome.namespace.clone()),
         observed_generation: user.metadata.generation,
+        profile: outcome.profile.clone(),
         conditions: vec![Condition {
             type_: CONDITION_READY.to_owned(),
             status: status.to_owned(),
@@ -264,6 +294,7 @@ pub fn status_matches(current: &UserStatus, desired: &UserStatus) -> bool {
     };
     current.namespace == desired.namespace
         && current.observed_generation == desired.observed_generation
+        && current.profile == desired.profile
         && ready(current) == ready(desired)
 }
 
@@ -376,6 +407,7 @@ mod tests {
             reason,
             message: format!("{reason}"),
             changes: Vec::new(),
+            profile: None,
         }
     }
 

@@ -38,6 +38,17 @@ pub enum Refusal {
     /// A label or annotation in `spec.namespace` is not what the API server accepts (normally
     /// refused at admission already).
     InvalidMetadata(String),
+    /// The Profile named by `spec.profile` (or the operator's `--default-profile`) does not
+    /// exist.
+    ProfileNotFound(String),
+    /// The User sets `field` differently from its Profile `profile`, whose `userOverrides` does
+    /// not allow that.
+    OverrideNotAllowed {
+        /// The Profile's name.
+        profile: String,
+        /// The User field, as in `userOverrides` (`role`, `quota`, `namespaceMetadata`).
+        field: &'static str,
+    },
 }
 
 impl Refusal {
@@ -53,6 +64,8 @@ impl Refusal {
             Self::NamespaceConflict(_) => Reason::NamespaceConflict,
             Self::InvalidQuota(_) => Reason::InvalidQuota,
             Self::InvalidMetadata(_) => Reason::InvalidMetadata,
+            Self::ProfileNotFound(_) => Reason::ProfileNotFound,
+            Self::OverrideNotAllowed { .. } => Reason::OverrideNotAllowed,
         }
     }
 
@@ -95,6 +108,12 @@ impl Refusal {
             Self::InvalidMetadata(what) => format!(
                 "spec.namespace is invalid: {what}; label and annotation keys must be qualified names, label values at most 63 letters, digits, '-', '_' or '.', annotation values at most {ANNOTATION_VALUE_MAX_LEN} characters"
             ),
+            Self::ProfileNotFound(profile) => format!(
+                "Profile {profile:?} does not exist; nothing was changed in the namespace. Create the Profile or name another in spec.profile"
+            ),
+            Self::OverrideNotAllowed { profile, field } => format!(
+                "Profile {profile:?} does not let Users override {field:?} (its spec.userOverrides); remove the User's own value or ask the platform team to allow it"
+            ),
             Self::NamespaceConflict(ns) => format!(
                 "namespace {ns:?} already exists and does not belong to this User; Homestead never takes over a namespace it did not create for this User"
             ),
@@ -134,8 +153,9 @@ pub fn validate(user: &User, namespace: &str, config: &Config) -> Result<(), Ref
     if given == Some(namespace) && !config.allows_namespace(namespace) {
         return Err(Refusal::NamespaceNotAllowed(namespace.to_owned()));
     }
-    if !config.allowed_roles.contains(&user.spec.role) || user.spec.role == "cluster-admin" {
-        return Err(Refusal::RoleNotAllowed(user.spec.role.clone()));
+    let role = user.spec.role();
+    if !config.allowed_roles.contains(role) || role == "cluster-admin" {
+        return Err(Refusal::RoleNotAllowed(role.to_owned()));
     }
     let identity = &user.spec.identity;
     if let Some(bad) = std::iter::once(&identity.username)

@@ -1,4 +1,5 @@
-//! Prints the `users.homestead.dev` CustomResourceDefinition as YAML; `just generate` writes it
+//! Prints the `users.homestead.dev` and `profiles.homestead.dev` CustomResourceDefinitions as
+//! YAML; `just generate` writes it
 //! to `manifests/crd.yaml`.
 
 fn main() {

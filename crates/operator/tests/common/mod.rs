@@ -23,10 +23,12 @@ pub const TENANT_GROUP: &str = "tom-team";
 /// Namespace name patterns the operator under test allows in `spec.namespace.name`.
 pub const ALLOWED_NAMESPACES: &str = "user-*,e2e-*";
 
-/// The control plane of this test binary, with the CRD and a token for [`TENANT`].
+/// The control plane of this test binary, with the CRDs and a token for [`TENANT`].
 pub fn plane() -> &'static ControlPlane {
     ControlPlane::shared(|o| {
-        o.crd(homestead_api::crd())
+        homestead_api::crds()
+            .into_iter()
+            .fold(o, |o, crd| o.crd(crd))
             .identity(Identity::new(TENANT).in_group(TENANT_GROUP))
     })
 }
@@ -241,7 +243,7 @@ pub fn dump_users(users: &[String]) -> String {
         let (_, objects) = kubectl(
             &[
                 "get",
-                "rolebindings,resourcequotas",
+                "rolebindings,resourcequotas,limitranges,networkpolicies",
                 "-n",
                 &namespace,
                 "-o",

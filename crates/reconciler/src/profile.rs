@@ -1,0 +1,515 @@
+//! Profiles: what a User gets once its [`Profile`] is applied. [`resolve`] is pure: it takes the
+//! User, its Profile and the operator's [`Config`] and returns the User as the Profile completes
+//! it (role, quota, Namespace labels and annotations), with what only a Profile sets (Pod
+//! Security levels, a LimitRange, network isolation), or the [`Refusal`] that stops it.
+//!
+//! Precedence, field by field: the User's own value where the Profile's `userOverrides` allows
+//! it (or the Profile sets none), else the Profile's, else the operator's flags. A User value
+//! that differs from the Profile's where `userOverrides` does not allow it is refused
+//! (`OverrideNotAllowed`), never silently dropped: HR should learn that the field has no effect.
+//!
+//! [`ProfileIndex`] maps each Profile to its Users (from the User watch), and
+//! [`Context::write_profile_statuses`] keeps each Profile's status counting them.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use homestead_api::{
+    AppliedProfile, CONDITION_READY, FIELD_MANAGER, NetworkIsolation, Profile, ProfileStatus, User,
+    UserOverride,
+};
+use k8s_openapi::api::core::v1::LimitRangeSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
+
+use crate::context::{Config, Context, PodSecurity};
+use crate::error::{Error, Verb};
+use crate::validate::Refusal;
+
+/// A User with its Profile applied.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resolved {
+    /// The User, its `spec.role`, `spec.quota` and `spec.namespace` labels and annotations
+    /// completed by the Profile; metadata and status unchanged.
+    pub user: User,
+    /// The Pod Security levels of the Namespace: the operator's, each overridden by the
+    /// Profile's.
+    pub pod_security: PodSecurity,
+    /// The LimitRange spec the Namespace gets, if the Profile has one.
+    pub limit_range: Option<LimitRangeSpec>,
+    /// `Some(namespaces)` when the Profile isolates the Namespace on the network: the names of
+    /// the Namespaces allowed to reach it (and be reached); `None` when it does not.
+    pub isolation: Option<Vec<String>>,
+    /// The Profile applied and its generation, for `status.profile`.
+    pub applied: Option<AppliedProfile>,
+}
+
+/// The name of the Profile `user` uses: `spec.profile`, else the operator's
+/// `--default-profile`, else none.
+pub fn profile_name<'a>(user: &'a User, config: &'a Config) -> Option<&'a str> {
+    user.spec
+        .profile
+        .as_deref()
+        .or(config.default_profile.as_deref())
+}
+
+/// Applies the Profile `user` uses, found by `lookup` (name to Profile, from a cache).
+///
+/// # Errors
+/// [`Refusal::ProfileNotFound`] when `user` names a Profile `lookup` does not know;
+/// [`Refusal::OverrideNotAllowed`] when `user` sets a field differently from the Profile and
+/// the Profile's `userOverrides` does not allow it.
+pub fn resolve<P: AsRef<Profile>>(
+    user: &User,
+    config: &Config,
+    lookup: impl FnOnce(&str) -> Option<P>,
+) -> Result<Resolved, Refusal> {
+    let mut resolved = Resolved {
+        user: user.clone(),
+        pod_security: config.pod_security,
+        limit_range: None,
+        isolation: None,
+        applied: None,
+    };
+    let Some(name) = profile_name(user, config) else {
+        return Ok(resolved);
+    };
+    let profile = lookup(name).ok_or_else(|| Refusal::ProfileNotFound(name.to_owned()))?;
+    let profile = profile.as_ref();
+    let spec = &profile.spec;
+    let refuse = |field: &'static str| Refusal::OverrideNotAllowed {
+        profile: name.to_owned(),
+        field,
+    };
+    let mine = &mut resolved.user.spec;
+
+    match (&mine.role, &spec.role) {
+        (Some(own), Some(theirs)) if own != theirs && !spec.allows(UserOverride::Role) => {
+            return Err(refuse("role"));
+        }
+        (None, Some(theirs)) => mine.role = Some(theirs.clone()),
+        _ => {}
+    }
+    match (&mine.quota, &spec.quota) {
+        (Some(own), Some(theirs)) if own != theirs && !spec.allows(UserOverride::Quota) => {
+            return Err(refuse("quota"));
+        }
+        (None, Some(theirs)) => mine.quota = Some(theirs.clone()),
+        _ => {}
+    }
+    if let Some(theirs) = &spec.namespace {
+        let own = mine.namespace.get_or_insert_default();
+        let may_override = spec.allows(UserOverride::NamespaceMetadata);
+        let merged = merge(&mut own.labels, &theirs.labels, may_override)
+            && merge(&mut own.annotations, &theirs.annotations, may_override);
+        if !merged {
+            return Err(refuse("namespaceMetadata"));
+        }
+    }
+
+    if let Some(levels) = spec.pod_security {
+        let ps = &mut resolved.pod_security;
+        ps.enforce = levels.enforce.unwrap_or(ps.enforce);
+        ps.warn = levels.warn.unwrap_or(ps.warn);
+        ps.audit = levels.audit.unwrap_or(ps.audit);
+    }
+    resolved.limit_range = spec.limit_range.clone();
+    resolved.isolation = (spec.network_isolation == NetworkIsolation::Isolated)
+        .then(|| spec.allow_ingress_from.clone());
+    resolved.applied = Some(AppliedProfile {
+        name: profile.name_any(),
+        observed_generation: profile.metadata.generation,
+    });
+    Ok(resolved)
+}
+
+/// Adds the Profile's entries `theirs` to the User's `own`; a key both set to different values
+/// keeps the User's if `may_override`, else the merge fails (returns false).
+fn merge(
+    own: &mut BTreeMap<String, String>,
+    theirs: &BTreeMap<String, String>,
+    may_override: bool,
+) -> bool {
+    for (key, value) in theirs {
+        match own.get(key) {
+            Some(mine) if mine != value && !may_override => return false,
+            Some(_) => {}
+            None => {
+                own.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    true
+}
+
+/// Which Users use which Profile (by `spec.profile` or the operator's default), kept up to date
+/// from the User watch: a Profile change reconciles exactly its Users, and its status counts
+/// them, without a scan of every User. Cheap to clone (a shared handle).
+#[derive(Clone, Debug, Default)]
+pub struct ProfileIndex(Arc<Mutex<Index>>);
+
+#[derive(Debug, Default)]
+struct Index {
+    /// Profile name to the names of its Users.
+    users: HashMap<String, HashSet<String>>,
+    /// User name to its Profile's name.
+    profile_of: HashMap<String, String>,
+}
+
+impl ProfileIndex {
+    fn index(&self) -> std::sync::MutexGuard<'_, Index> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records that the User `user` uses `profile` (`None`: no Profile, or the User is gone).
+    pub fn set(&self, user: &str, profile: Option<&str>) {
+        let mut index = self.index();
+        if index.profile_of.get(user).map(String::as_str) == profile {
+            return;
+        }
+        if let Some(old) = index.profile_of.remove(user)
+            && let Some(users) = index.users.get_mut(&old)
+        {
+            users.remove(user);
+            if users.is_empty() {
+                index.users.remove(&old);
+            }
+        }
+        if let Some(profile) = profile {
+            index.profile_of.insert(user.to_owned(), profile.to_owned());
+            index
+                .users
+                .entry(profile.to_owned())
+                .or_default()
+                .insert(user.to_owned());
+        }
+    }
+
+    /// The names of the Users that use `profile`, in no particular order.
+    pub fn users_of(&self, profile: &str) -> Vec<String> {
+        self.index()
+            .users
+            .get(profile)
+            .map(|users| users.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// The status of `profile` given its Users `users`: how many there are, how many were last
+/// reconciled with this generation of it (their `status.profile`), and `Ready` (`True`, reason
+/// `RolledOut`, once all are; else `False`, reason `RollingOut`). `lastTransitionTime` is
+/// `previous`'s while `Ready`'s status stays the same, else `now`.
+pub fn profile_status<'a>(
+    profile: &Profile,
+    users: impl IntoIterator<Item = &'a User>,
+    now: Time,
+) -> ProfileStatus {
+    let generation = profile.metadata.generation;
+    let current = AppliedProfile {
+        name: profile.name_any(),
+        observed_generation: generation,
+    };
+    let (mut count, mut up_to_date) = (0, 0);
+    for user in users {
+        count += 1;
+        if user.status.as_ref().and_then(|s| s.profile.as_ref()) == Some(&current) {
+            up_to_date += 1;
+        }
+    }
+    let rolled_out = count == up_to_date;
+    let (status, reason, message) = if rolled_out {
+        (
+            "True",
+            "RolledOut",
+            format!(
+                "all {count} Users reflect generation {}",
+                generation.unwrap_or_default()
+            ),
+        )
+    } else {
+        (
+            "False",
+            "RollingOut",
+            format!(
+                "{up_to_date} of {count} Users reflect generation {}",
+                generation.unwrap_or_default()
+            ),
+        )
+    };
+    let previous = profile
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION_READY));
+    let last_transition_time = match previous {
+        Some(c) if c.status == status => c.last_transition_time.clone(),
+        _ => now,
+    };
+    ProfileStatus {
+        observed_generation: generation,
+        users: count,
+        users_up_to_date: up_to_date,
+        conditions: vec![Condition {
+            type_: CONDITION_READY.to_owned(),
+            status: status.to_owned(),
+            reason: reason.to_owned(),
+            message,
+            observed_generation: generation,
+            last_transition_time,
+        }],
+    }
+}
+
+/// Whether `current` already says what `desired` does (`lastTransitionTime` aside).
+pub fn profile_status_matches(current: Option<&ProfileStatus>, desired: &ProfileStatus) -> bool {
+    current.is_some_and(|current| {
+        let ready = |s: &ProfileStatus| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == CONDITION_READY)
+                .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+        };
+        current.observed_generation == desired.observed_generation
+            && current.users == desired.users
+            && current.users_up_to_date == desired.users_up_to_date
+            && ready(current) == ready(desired)
+    })
+}
+
+impl Context {
+    /// Writes the status of every Profile whose status is not what its Users say
+    /// ([`profile_status`]), by server-side apply on the status subresource (field manager
+    /// `homestead`); reads caches only, and writes nothing when every status is current. Returns
+    /// how many statuses it wrote.
+    ///
+    /// # Errors
+    /// [`Error::Kube`] with [`Verb::PatchStatus`] for the first write that fails; the others
+    /// are tried on the next call.
+    pub async fn write_profile_statuses(
+        &self,
+        users: &Store<User>,
+        index: &ProfileIndex,
+    ) -> crate::Result<usize> {
+        let mut written = 0;
+        for profile in self.caches.profiles.state() {
+            let name = profile.name_any();
+            let members: Vec<Arc<User>> = index
+                .users_of(&name)
+                .iter()
+                .filter_map(|user| users.get(&ObjectRef::new(user)))
+                .collect();
+            let now = Time(k8s_openapi::jiff::Timestamp::now());
+            let desired = profile_status(&profile, members.iter().map(AsRef::as_ref), now);
+            if profile_status_matches(profile.status.as_ref(), &desired) {
+                continue;
+            }
+            self.fenced()?;
+            let patch = serde_json::json!({
+                "apiVersion": Profile::api_version(&()),
+                "kind": Profile::kind(&()),
+                "status": desired,
+            });
+            Api::<Profile>::all(self.client.clone())
+                .patch_status(
+                    &name,
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(&patch),
+                )
+                .await
+                .map_err(|source| {
+                    Error::kube(Verb::PatchStatus, Profile::kind(&()), &name, source)
+                })?;
+            written += 1;
+        }
+        Ok(written)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::PodSecurityLevel;
+    use crate::test_fixtures::user;
+    use serde_json::json;
+
+    fn profile(spec: serde_json::Value) -> Profile {
+        let mut p: Profile = serde_json::from_value(json!({
+            "apiVersion": "homestead.dev/v1alpha1", "kind": "Profile",
+            "metadata": { "name": "engineer", "generation": 3 }, "spec": spec,
+        }))
+        .unwrap();
+        p.metadata.generation = Some(3);
+        p
+    }
+
+    fn resolve_with(u: &User, p: &Profile) -> Result<Resolved, Refusal> {
+        resolve(u, &Config::default(), |name| {
+            (name == "engineer").then(|| std::sync::Arc::new(p.clone()))
+        })
+    }
+
+    #[test]
+    fn the_profile_fills_what_the_user_leaves_out() {
+        let p = profile(json!({
+            "role": "edit",
+            "quota": { "hard": { "pods": "20" } },
+            "limitRange": { "limits": [{ "type": "Container", "default": { "cpu": "500m" } }] },
+            "podSecurity": { "enforce": "restricted" },
+            "networkIsolation": "Isolated",
+            "allowIngressFrom": ["ingress"],
+            "namespace": { "labels": { "tier": "eng" }, "annotations": { "cost-center": "7" } },
+        }));
+        let u = user(
+            "alice",
+            json!({ "profile": "engineer", "namespace": { "labels": { "team": "a" } } }),
+        );
+        let r = resolve_with(&u, &p).unwrap();
+        assert_eq!(r.user.spec.role(), "edit");
+        assert_eq!(r.user.spec.quota, p.spec.quota);
+        let ns = r.user.spec.namespace.unwrap();
+        assert_eq!(ns.labels.get("tier").map(String::as_str), Some("eng"));
+        assert_eq!(ns.labels.get("team").map(String::as_str), Some("a"));
+        assert_eq!(
+            ns.annotations.get("cost-center").map(String::as_str),
+            Some("7")
+        );
+        assert_eq!(r.pod_security.enforce, PodSecurityLevel::Restricted);
+        assert_eq!(
+            r.pod_security.warn,
+            PodSecurity::default().warn,
+            "a level the Profile leaves out is the operator's"
+        );
+        assert!(r.limit_range.is_some());
+        assert_eq!(r.isolation, Some(vec!["ingress".to_owned()]));
+        assert_eq!(
+            r.applied,
+            Some(AppliedProfile {
+                name: "engineer".into(),
+                observed_generation: Some(3)
+            })
+        );
+    }
+
+    #[test]
+    fn a_user_overrides_only_what_the_profile_allows() {
+        let strict = profile(json!({ "role": "view", "quota": { "hard": { "pods": "5" } } }));
+        let own_role = user("bob", json!({ "profile": "engineer", "role": "edit" }));
+        assert_eq!(
+            resolve_with(&own_role, &strict),
+            Err(Refusal::OverrideNotAllowed {
+                profile: "engineer".into(),
+                field: "role"
+            })
+        );
+        let own_quota = user(
+            "bob",
+            json!({ "profile": "engineer", "quota": { "hard": { "pods": "50" } } }),
+        );
+        assert!(matches!(
+            resolve_with(&own_quota, &strict),
+            Err(Refusal::OverrideNotAllowed { field: "quota", .. })
+        ));
+        let same_role = user("bob", json!({ "profile": "engineer", "role": "view" }));
+        assert!(
+            resolve_with(&same_role, &strict).is_ok(),
+            "repeating the Profile's value is no override"
+        );
+
+        let lenient = profile(json!({ "role": "view", "userOverrides": ["role", "quota"] }));
+        let r = resolve_with(&own_role, &lenient).unwrap();
+        assert_eq!(r.user.spec.role(), "edit");
+        let r = resolve_with(&own_quota, &lenient).unwrap();
+        assert_eq!(r.user.spec.quota, own_quota.spec.quota);
+
+        let labelled = profile(json!({ "namespace": { "labels": { "tier": "eng" } } }));
+        let other_tier = user(
+            "bob",
+            json!({ "profile": "engineer", "namespace": { "labels": { "tier": "ops" } } }),
+        );
+        assert!(matches!(
+            resolve_with(&other_tier, &labelled),
+            Err(Refusal::OverrideNotAllowed {
+                field: "namespaceMetadata",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_missing_profile_is_refused_and_no_profile_changes_nothing() {
+        let u = user("carol", json!({ "profile": "ghost" }));
+        assert_eq!(
+            resolve(&u, &Config::default(), |_| None::<std::sync::Arc<Profile>>),
+            Err(Refusal::ProfileNotFound("ghost".into()))
+        );
+        let plain = user("carol", json!({}));
+        let r = resolve(&plain, &Config::default(), |_| {
+            None::<std::sync::Arc<Profile>>
+        })
+        .unwrap();
+        assert_eq!(r.user, plain);
+        assert_eq!(r.applied, None);
+        let defaulted = Config {
+            default_profile: Some("engineer".into()),
+            ..Config::default()
+        };
+        assert_eq!(
+            resolve(&plain, &defaulted, |_| None::<std::sync::Arc<Profile>>),
+            Err(Refusal::ProfileNotFound("engineer".into())),
+            "the operator's default Profile applies to a User that names none"
+        );
+    }
+
+    #[test]
+    fn the_index_follows_users_from_profile_to_profile() {
+        let index = ProfileIndex::default();
+        index.set("alice", Some("engineer"));
+        index.set("bob", Some("engineer"));
+        index.set("carol", None);
+        let mut engineers = index.users_of("engineer");
+        engineers.sort();
+        assert_eq!(engineers, ["alice", "bob"]);
+        index.set("alice", Some("intern"));
+        assert_eq!(index.users_of("engineer"), ["bob"]);
+        assert_eq!(index.users_of("intern"), ["alice"]);
+        index.set("bob", None);
+        assert!(index.users_of("engineer").is_empty());
+    }
+
+    #[test]
+    fn a_profile_status_counts_its_users_and_those_up_to_date() {
+        let mut p = profile(json!({}));
+        let at = |s: i64| Time(k8s_openapi::jiff::Timestamp::from_second(s).unwrap());
+        let with = |generation: Option<i64>| {
+            let mut u = user("u", json!({ "profile": "engineer" }));
+            u.status = Some(homestead_api::UserStatus {
+                profile: generation.map(|g| AppliedProfile {
+                    name: "engineer".into(),
+                    observed_generation: Some(g),
+                }),
+                ..Default::default()
+            });
+            u
+        };
+        let users = [with(Some(3)), with(Some(2)), with(None)];
+        let status = profile_status(&p, &users, at(1));
+        assert_eq!((status.users, status.users_up_to_date), (3, 1));
+        assert_eq!(status.conditions[0].reason, "RollingOut");
+        p.status = Some(status.clone());
+        assert!(profile_status_matches(
+            p.status.as_ref(),
+            &profile_status(&p, &users, at(2))
+        ));
+        let done = profile_status(&p, &users[..1], at(3));
+        assert_eq!(done.conditions[0].reason, "RolledOut");
+        assert_eq!(
+            done.conditions[0].last_transition_time,
+            at(3),
+            "a transition moves the time"
+        );
+        assert!(!profile_status_matches(p.status.as_ref(), &done));
+    }
+}
