@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 
 use common::*;
 use homestead_api::{Profile, User};
+use homestead_reconciler::desired::{desired_limit_range, desired_network_policy};
+use homestead_testenv::OPERATOR;
 use k8s_openapi::api::core::v1::{LimitRange, Namespace, ResourceQuota};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::RoleBinding;
@@ -417,4 +419,58 @@ async fn deleting_a_profile_in_use_changes_no_namespace() {
             .name,
         "pf-gone"
     );
+}
+
+#[tokio::test]
+async fn the_admission_policy_keeps_limit_ranges_and_network_policies_in_homesteads_namespaces() {
+    env();
+    let operator = env().plane.client(OPERATOR).await.unwrap();
+    let who = format!("--as={OPERATOR}");
+    for resource in ["limitranges", "networkpolicies.networking.k8s.io"] {
+        let (_, out) = kubectl(
+            &[
+                "auth",
+                "can-i",
+                "create",
+                resource,
+                "-n",
+                "kube-system",
+                &who,
+            ],
+            "",
+        );
+        assert_eq!(out.trim(), "yes", "RBAC alone allows {resource}");
+    }
+    let owner = user("pf-nobody", json!({}));
+    let limits = desired_limit_range(
+        &owner,
+        "kube-system",
+        &serde_json::from_value(json!({ "limits": [{ "type": "Container" }] })).unwrap(),
+    );
+    let policy = desired_network_policy(&owner, "kube-system", &[]);
+    // Dry runs (admission runs, nothing is stored), retried while the API server loads the
+    // policy that `install` has just created.
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let denied = eventually("the policy to deny both", 30, || {
+        let (operator, dry_run) = (operator.clone(), dry_run.clone());
+        let (limits, policy) = (limits.clone(), policy.clone());
+        async move {
+            let limit = Api::<LimitRange>::namespaced(operator.clone(), "kube-system")
+                .create(&dry_run, &limits)
+                .await
+                .err()?;
+            let network = Api::<NetworkPolicy>::namespaced(operator, "kube-system")
+                .create(&dry_run, &policy)
+                .await
+                .err()?;
+            Some([limit.to_string(), network.to_string()])
+        }
+    })
+    .await;
+    for message in denied {
+        assert!(message.contains("homestead-operator-bounds"), "{message}");
+    }
 }
