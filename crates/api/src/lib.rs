@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, CustomResourceExt, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -49,6 +49,8 @@ pub const LABEL_RETAINED_FROM: &str = "homestead.dev/retained-from";
 
 /// The condition type always present in [`UserStatus::conditions`].
 pub const CONDITION_READY: &str = "Ready";
+/// The condition type present while a User's `validUntil` is near (`True`) or set (`False`).
+pub const CONDITION_EXPIRING: &str = "Expiring";
 
 /// Key prefixes (with their subdomains) a User may never set as Namespace labels or
 /// annotations: Homestead's own, and those of Kubernetes and its components (Pod Security,
@@ -275,6 +277,29 @@ pub struct UserSpec {
     /// `homestead.dev/retained-from=<name>`.
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
+
+    /// When the person's access ends (RFC 3339, for example `2027-03-31T18:00:00Z`), for
+    /// contractors and interns who leave on a known date. From `--expiry-warning` before it the
+    /// User has the condition `Expiring`; at that moment Homestead does what `onExpiry` says.
+    /// Optional: without it, access does not end by itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_until: Option<Time>,
+
+    /// What happens at `validUntil`: `Suspend` (the default) revokes access and keeps the
+    /// Namespace, as `suspended: true` does; `Delete` deletes this User, which offboards the
+    /// person per `deletionPolicy`.
+    #[serde(default)]
+    pub on_expiry: OnExpiry,
+}
+
+/// What happens when a User's `validUntil` passes.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum OnExpiry {
+    /// Revoke access, keep the Namespace and its data (as `suspended: true`).
+    #[default]
+    Suspend,
+    /// Delete the User: offboarding per its `deletionPolicy`.
+    Delete,
 }
 
 /// The identity the cluster's authenticator gives the person; RBAC subjects are built from it.

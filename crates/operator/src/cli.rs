@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 
 use anyhow::Context as _;
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 use homestead_reconciler::Config;
 use homestead_reconciler::context::{PodSecurity, PodSecurityLevel};
 
@@ -21,6 +21,10 @@ pub enum LogFormat {
 #[derive(Debug, Parser)]
 #[command(version, about)]
 pub struct Cli {
+    /// A task other than running the operator (the default).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// Prefix of derived namespace names: `<prefix><User name>`.
     #[arg(long, env = "HOMESTEAD_NAMESPACE_PREFIX", default_value = "user-")]
     pub namespace_prefix: String,
@@ -76,6 +80,11 @@ pub struct Cli {
     #[arg(long, env = "HOMESTEAD_DEFAULT_PROFILE")]
     pub default_profile: Option<String>,
 
+    /// How long before a User's `validUntil` its condition `Expiring` turns True (with an
+    /// Event): a number with a unit, `s`, `m`, `h` or `d` (for example `14d`, `36h`).
+    #[arg(long, env = "HOMESTEAD_EXPIRY_WARNING", default_value = "14d", value_parser = parse_duration)]
+    pub expiry_warning: std::time::Duration,
+
     /// ClusterRoles a User may ask for (repeat the flag or separate with commas).
     /// `cluster-admin` is refused at start-up.
     #[arg(long = "allowed-role", env = "HOMESTEAD_ALLOWED_ROLES", value_delimiter = ',', default_values_t = ["admin".to_owned(), "edit".to_owned(), "view".to_owned()])]
@@ -130,6 +139,53 @@ pub struct Cli {
     pub lease_identity: Option<String>,
 }
 
+/// Tasks besides running the operator.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Import people from a roster (CSV) as Users, by server-side apply (field manager
+    /// `homestead-import`); writes only what differs, so a re-import of the same roster writes
+    /// nothing. Exits 1 if any row failed (the others are still applied).
+    Import(ImportArgs),
+}
+
+/// `homestead import`.
+#[derive(Debug, clap::Args)]
+pub struct ImportArgs {
+    /// The roster: CSV with a header naming the columns name, username (both required), email,
+    /// displayName, profile, role, groups (separated by `;`) and validUntil (RFC 3339).
+    pub roster: std::path::PathBuf,
+
+    /// The roster's name, set on every User as the label `homestead.dev/roster-source`; prune
+    /// considers only Users of the same source. Default: the file's name.
+    #[arg(long)]
+    pub source: Option<String>,
+
+    /// Print what would be created, changed, left alone and pruned, each write validated by the
+    /// API server (server-side dry run), and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// What happens to Users of this source that are no longer in the roster: left alone,
+    /// suspended (access revoked, data kept) or deleted (offboarded per their deletionPolicy).
+    #[arg(long, value_enum, default_value_t = PruneMode::None)]
+    pub prune: PruneMode,
+
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: usize,
+}
+
+/// `--prune`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PruneMode {
+    /// Leave them.
+    None,
+    /// Suspend them.
+    Suspend,
+    /// Delete them.
+    Delete,
+}
+
 impl Cli {
     /// The reconciler configuration these flags describe.
     ///
@@ -167,6 +223,7 @@ impl Cli {
                 .collect::<BTreeSet<_>>(),
             operator_namespace: self.operator_namespace.clone(),
             default_profile: self.default_profile.clone(),
+            expiry_warning: self.expiry_warning,
         })
     }
 
@@ -180,5 +237,27 @@ impl Cli {
             LogFormat::Json => builder.json().init(),
             LogFormat::Text => builder.init(),
         }
+    }
+}
+
+/// Parses a duration written as a whole number and a unit: `s`, `m`, `h` or `d` (`14d`, `36h`).
+///
+/// # Errors
+/// A message naming the expected form when `text` is not one.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let split = text.len().saturating_sub(1);
+    let (number, unit) = text.split_at(split);
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => 0,
+    };
+    match number.parse::<u64>() {
+        Ok(n) if seconds > 0 => Ok(std::time::Duration::from_secs(n.saturating_mul(seconds))),
+        _ => Err(format!(
+            "{text:?} is not a duration: a whole number and a unit s, m, h or d (for example 14d)"
+        )),
     }
 }

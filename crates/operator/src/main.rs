@@ -1,7 +1,10 @@
-//! `homestead`: the operator binary. Parses the command line and runs the operator; everything
-//! else lives in the modules below and in the `homestead-reconciler` library.
+//! `homestead`: the operator binary. Parses the command line and runs the operator, or
+//! `homestead import` (also `kubectl homestead import` when installed as `kubectl-homestead`);
+//! everything else lives in the modules below and in the `homestead-reconciler` and
+//! `homestead-directory` libraries.
 
 mod cli;
+mod import;
 mod leadership;
 mod operator;
 mod server;
@@ -10,8 +13,13 @@ mod watches;
 use clap::Parser;
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let cli = cli::Cli::parse();
+async fn main() -> anyhow::Result<std::process::ExitCode> {
+    let mut cli = cli::Cli::parse();
     cli.init_tracing();
-    operator::run(cli).await
+    match cli.command.take() {
+        Some(cli::Command::Import(args)) => import::run(args).await,
+        None => operator::run(cli)
+            .await
+            .map(|()| std::process::ExitCode::SUCCESS),
+    }
 }

@@ -173,7 +173,7 @@ impl Context {
     /// creation. See
     /// <https://kubernetes.io/docs/reference/using-api/server-side-apply/#upgrading-from-client-side-apply-to-server-side-apply>.
     /// Only repairs, spec changes and releases take this path, never a steady state. Returns
-    /// whether the object changed (its resourceVersion moved).
+    /// whether the object's labels, annotations or owner references changed.
     ///
     /// # Errors
     /// [`Error::Kube`] with [`Verb::Get`] or [`Verb::Apply`] when a request fails.
@@ -193,7 +193,6 @@ impl Context {
         if live.meta().uid.as_deref() != uid {
             return Ok(false);
         }
-        let mut version = live.meta().resource_version.clone();
         if let Some(i) = created_fields_entry(live.meta(), FIELD_MANAGER) {
             let entry = format!("/metadata/managedFields/{i}");
             let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
@@ -208,12 +207,10 @@ impl Context {
                 field_manager: Some(FIELD_MANAGER.to_owned()),
                 ..PatchParams::default()
             };
-            let patched = self
-                .api::<K>(ns.as_deref())
+            self.api::<K>(ns.as_deref())
                 .patch(&name, &params, &Patch::Json::<()>(patch))
                 .await
                 .map_err(Self::error::<K>(Verb::Apply, ns.as_deref(), &name))?;
-            version.clone_from(&patched.meta().resource_version);
         }
         let mut desired = desired.clone();
         desired.meta_mut().uid = uid.map(str::to_owned);
@@ -227,7 +224,10 @@ impl Context {
             )
             .await
             .map_err(Self::error::<K>(Verb::Apply, ns.as_deref(), &name))?;
-        Ok(applied.meta().resource_version != version)
+        let (before, after) = (live.meta(), applied.meta());
+        Ok(before.labels != after.labels
+            || before.annotations != after.annotations
+            || before.owner_references != after.owner_references)
     }
 
     /// Lists every `K` in `namespace` from the API server (not a cache: for decisions that must

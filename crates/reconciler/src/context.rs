@@ -61,6 +61,9 @@ pub struct Config {
     /// The Profile of every User that names none (`--default-profile`); `None`: such Users get
     /// only what their spec says.
     pub default_profile: Option<String>,
+    /// How long before a User's `validUntil` its `Expiring` condition turns `True` (with an
+    /// Event). Default 14 days.
+    pub expiry_warning: std::time::Duration,
 }
 
 impl Default for Config {
@@ -74,6 +77,7 @@ impl Default for Config {
             reserved_namespaces: BTreeSet::new(),
             operator_namespace: "homestead-system".to_owned(),
             default_profile: None,
+            expiry_warning: std::time::Duration::from_secs(14 * 86_400),
         }
     }
 }

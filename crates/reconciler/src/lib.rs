@@ -12,6 +12,7 @@
 //! - [`quantity`]: exact values of resource quantities.
 //! - [`recent`]: writes made moments ago that the caches may not show yet.
 //! - [`status`]: condition reasons, Event reasons, the pure desired status and its write.
+//! - [`expiry`]: access that ends on a date (`validUntil`, `onExpiry`).
 //! - [`profile`]: applying a User's Profile (precedence, overrides, what only Profiles set).
 //! - [`provision`]: the live-User path (namespace, access, quota).
 //! - [`trim`]: what the caches keep of each object.
@@ -25,6 +26,7 @@ pub mod context;
 pub mod desired;
 pub mod drift;
 pub mod error;
+pub mod expiry;
 pub mod metrics;
 pub mod offboard;
 pub mod ownership;

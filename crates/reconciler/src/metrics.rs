@@ -6,6 +6,9 @@ use std::sync::Arc;
 use homestead_api::User;
 use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
+/// The windows of `homestead_users_expiring`: label and length in seconds.
+const EXPIRY_WINDOWS: [(&str, i64); 3] = [("1d", 86_400), ("7d", 7 * 86_400), ("30d", 30 * 86_400)];
+
 /// The reconciler's metrics; cheap to clone (shared handles).
 #[derive(Clone, Debug)]
 pub struct Metrics {
@@ -17,6 +20,10 @@ pub struct Metrics {
     pub duration: Histogram,
     /// `homestead_users{ready="True"|"False"|"Unknown"}`: Users by their `Ready` condition.
     pub users: IntGaugeVec,
+    /// `homestead_users_expiring{within="1d"|"7d"|"30d"}`: Users whose `validUntil` is ahead and
+    /// within that window (cumulative: a User expiring tomorrow counts in all three). Counts,
+    /// not a per-User timestamp: a label per User would grow with the company.
+    pub expiring: IntGaugeVec,
     /// `homestead_leader`: 1 while this replica holds the leader-election Lease and may write
     /// (its fence is open), else 0.
     pub leader: IntGauge,
@@ -65,21 +72,41 @@ impl Metrics {
             "homestead_leader",
             "Whether this replica holds the leader-election Lease and may write (1) or not (0)",
         )?;
+        let expiring = IntGaugeVec::new(
+            Opts::new(
+                "homestead_users_expiring",
+                "Users whose validUntil is ahead and within the window",
+            ),
+            &["within"],
+        )?;
         registry.register(Box::new(users.clone()))?;
+        registry.register(Box::new(expiring.clone()))?;
         registry.register(Box::new(leader.clone()))?;
         Ok(Self {
             reconciliations,
             errors,
             duration,
             users,
+            expiring,
             leader,
         })
     }
 
-    /// Sets `homestead_users` from the Users in the controller's cache.
+    /// Sets `homestead_users` and `homestead_users_expiring` from the Users in the
+    /// controller's cache.
     pub fn observe_users(&self, users: &[Arc<User>]) {
         let (mut ready, mut not_ready, mut unknown) = (0, 0, 0);
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let mut expiring = [0; EXPIRY_WINDOWS.len()];
         for user in users {
+            if let Some(until) = &user.spec.valid_until {
+                let left = until.0.duration_since(now).as_secs();
+                for (count, (_, window)) in expiring.iter_mut().zip(EXPIRY_WINDOWS) {
+                    if left > 0 && left <= window {
+                        *count += 1;
+                    }
+                }
+            }
             match user.ready_condition().map(|c| c.status.as_str()) {
                 Some("True") => ready += 1,
                 Some("False") => not_ready += 1,
@@ -89,5 +116,39 @@ impl Metrics {
         self.users.with_label_values(&["True"]).set(ready);
         self.users.with_label_values(&["False"]).set(not_ready);
         self.users.with_label_values(&["Unknown"]).set(unknown);
+        for (count, (label, _)) in expiring.into_iter().zip(EXPIRY_WINDOWS) {
+            self.expiring.with_label_values(&[label]).set(count);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_fixtures::user;
+    use k8s_openapi::jiff::{SignedDuration, Timestamp};
+    use serde_json::json;
+
+    #[test]
+    fn expiring_users_are_counted_per_window_without_a_label_per_user() {
+        let metrics = Metrics::new(&Registry::new()).unwrap();
+        let in_days = |days: i64| {
+            let at = Timestamp::now() + SignedDuration::from_hours(24 * days)
+                - SignedDuration::from_secs(60);
+            user("u", json!({ "validUntil": at.to_string() }))
+        };
+        let users: Vec<Arc<User>> = [
+            in_days(1),
+            in_days(5),
+            in_days(20),
+            in_days(-3),
+            user("v", json!({})),
+        ]
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+        metrics.observe_users(&users);
+        let count = |w: &str| metrics.expiring.with_label_values(&[w]).get();
+        assert_eq!((count("1d"), count("7d"), count("30d")), (1, 2, 3));
     }
 }

@@ -6,13 +6,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use homestead_api::{AppliedProfile, User};
+use homestead_api::{AppliedProfile, OnExpiry, User};
 use k8s_openapi::api::core::v1::{LimitRange, Namespace, ResourceQuota};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::DeleteParams;
 use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use tracing::{info, warn};
 
@@ -25,6 +27,7 @@ use crate::desired::{
 };
 use crate::drift::{limit_range_matches, network_policy_matches, quota_matches};
 use crate::error::{Error, Result, Verb};
+use crate::expiry::Expiry;
 use crate::ownership::{is_owned_by, labelled_for};
 use crate::profile::{Resolved, resolve};
 use crate::status::{Change, Outcome, Reason, terminating_message};
@@ -49,6 +52,10 @@ pub const TERMINATING_RECHECK: Duration = Duration::from_secs(30);
 /// [`crate::Error::Kube`] when a request fails; nothing already written is undone, and the
 /// next reconcile continues from there.
 pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
+    let expiry = Expiry::of(user, Timestamp::now(), ctx.config.expiry_warning);
+    if expiry == Expiry::Passed && user.spec.on_expiry == OnExpiry::Delete {
+        return expire_by_deletion(user, ctx).await;
+    }
     let owned = |n: &str| {
         ctx.cached_namespace(n)
             .is_some_and(|ns| is_owned_by(&ns.facts, user))
@@ -67,13 +74,18 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
         return refuse(user, ctx, name, &refusal, Vec::new()).await;
     }
     let mut changes = Vec::new();
-    match converge(&resolved, ctx, &name, &mut changes).await {
+    let expired = expiry == Expiry::Passed;
+    match converge(&resolved, ctx, &name, &mut changes, expired).await {
         Ok(Step::Done(outcome, recheck)) => {
             let outcome = outcome
                 .with_changes(changes)
-                .with_profile(resolved.applied.clone());
+                .with_profile(resolved.applied.clone())
+                .with_expiring(expiry.condition(user));
             ctx.write_status(user, outcome).await?;
-            Ok(recheck.map_or_else(Action::await_change, Action::requeue))
+            // Look again at the earliest of: a write the cache does not show yet, the
+            // expiry warning, `validUntil` itself.
+            let next = [recheck, expiry.recheck()].into_iter().flatten().min();
+            Ok(next.map_or_else(Action::await_change, Action::requeue))
         }
         Ok(Step::Wait(outcome)) => {
             ctx.write_status(user, outcome.with_changes(changes))
@@ -127,6 +139,7 @@ async fn converge(
     ctx: &Context,
     name: &str,
     changes: &mut Changes,
+    expired: bool,
 ) -> Result<Step> {
     let user = &resolved.user;
     if let Some(step) = ensure_namespace(resolved, ctx, name, changes).await? {
@@ -138,6 +151,14 @@ async fn converge(
         let message =
             format!("suspended: access revoked; namespace {name:?} and its contents are kept");
         (Reason::Suspended, message)
+    } else if expired {
+        changes.extend(revoke_access(ctx, name).await?);
+        let until = user.spec.valid_until.as_ref().map(|t| t.0.to_string());
+        let message = format!(
+            "expired at {}: access revoked; namespace {name:?} and its contents are kept",
+            until.unwrap_or_default()
+        );
+        (Reason::Expired, message)
     } else {
         match grant_access(user, ctx, name).await? {
             Grant::Unchanged => {}
@@ -300,6 +321,24 @@ async fn ensure_isolation(
         (None, None) => return Ok(None),
     };
     Ok(Some(change))
+}
+
+/// `validUntil` passed with `onExpiry: Delete`: deletes the User, whose finalizer then
+/// offboards the person per `deletionPolicy`; an Event says why.
+async fn expire_by_deletion(user: &User, ctx: &Context) -> Result<Action> {
+    let until = user.spec.valid_until.as_ref().map(|t| t.0.to_string());
+    info!(user = %user.name_any(), "validUntil passed: deleting the User");
+    ctx.delete(
+        &ObjectRef::<User>::new(&user.name_any()),
+        &DeleteParams::default(),
+    )
+    .await?;
+    let note = format!(
+        "validUntil {} passed and onExpiry is Delete: deleted the User; offboarding follows its deletionPolicy",
+        until.unwrap_or_default()
+    );
+    ctx.publish(user, EventType::Normal, "Expired", note).await;
+    Ok(Action::await_change())
 }
 
 /// The `Ready=False` reason for a failed request: `Forbidden` when the API server (RBAC, an

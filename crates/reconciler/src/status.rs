@@ -6,7 +6,9 @@
 use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use homestead_api::{AppliedProfile, CONDITION_READY, FIELD_MANAGER, User, UserStatus};
+use homestead_api::{
+    AppliedProfile, CONDITION_EXPIRING, CONDITION_READY, FIELD_MANAGER, User, UserStatus,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
@@ -24,6 +26,9 @@ pub enum Reason {
     Provisioned,
     /// `spec.suspended`: access revoked, Namespace kept (`Ready=True`: that is the declared state).
     Suspended,
+    /// `spec.validUntil` passed with `onExpiry: Suspend`: access revoked, Namespace kept
+    /// (`Ready=True`: that is the declared state).
+    Expired,
     /// The Namespace exists and is not this User's.
     NamespaceConflict,
     /// `spec.quota` is not what the API server accepts.
@@ -68,6 +73,7 @@ impl Reason {
         match self {
             Self::Provisioned => "Provisioned",
             Self::Suspended => "Suspended",
+            Self::Expired => "Expired",
             Self::NamespaceConflict => "NamespaceConflict",
             Self::InvalidQuota => "InvalidQuota",
             Self::InvalidMetadata => "InvalidMetadata",
@@ -91,7 +97,7 @@ impl Reason {
 
     /// Whether this reason means `Ready=True`.
     pub fn is_ready(self) -> bool {
-        matches!(self, Self::Provisioned | Self::Suspended)
+        matches!(self, Self::Provisioned | Self::Suspended | Self::Expired)
     }
 }
 
@@ -173,6 +179,8 @@ pub struct Outcome {
     pub changes: Vec<(Change, String)>,
     /// The Profile (and its generation) the User's objects now reflect, for `status.profile`.
     pub profile: Option<AppliedProfile>,
+    /// The `Expiring` condition as (status, reason, message), for a User with `validUntil`.
+    pub expiring: Option<(bool, &'static str, String)>,
 }
 
 impl Outcome {
@@ -184,7 +192,16 @@ impl Outcome {
             message: message.into(),
             changes: Vec::new(),
             profile: None,
+            expiring: None,
         }
+    }
+
+    /// This outcome, with the `Expiring` condition `expiring` (see
+    /// [`crate::expiry::Expiry::condition`]).
+    #[must_use]
+    pub fn with_expiring(mut self, expiring: Option<(bool, &'static str, String)>) -> Self {
+        self.expiring = expiring;
+        self
     }
 
     /// This outcome, reached with `profile` applied.
@@ -265,21 +282,46 @@ pub fn desired_status(user: &User, outcome: &Outcome, now: Time) -> UserStatus {
     };
     let last_transition_time = match user.ready_condition() {
         Some(c) if c.status == status => c.last_transition_time.clone(),
-        _ => now,
+        _ => now.clone(),
     };
+    let mut conditions = vec![Condition {
+        type_: CONDITION_READY.to_owned(),
+        status: status.to_owned(),
+        reason: outcome.reason.as_str().to_owned(),
+        message: outcome.message.clone(),
+        observed_generation: user.metadata.generation,
+        last_transition_time,
+    }];
+    if let Some((expiring, reason, message)) = &outcome.expiring {
+        let status = if *expiring { "True" } else { "False" };
+        let last_transition_time = match condition(user, CONDITION_EXPIRING) {
+            Some(c) if c.status == status => c.last_transition_time.clone(),
+            _ => now,
+        };
+        conditions.push(Condition {
+            type_: CONDITION_EXPIRING.to_owned(),
+            status: status.to_owned(),
+            reason: (*reason).to_owned(),
+            message: message.clone(),
+            observed_generation: user.metadata.generation,
+            last_transition_time,
+        });
+    }
     UserStatus {
         namespace: Some(outcome.namespace.clone()),
         observed_generation: user.metadata.generation,
         profile: outcome.profile.clone(),
-        conditions: vec![Condition {
-            type_: CONDITION_READY.to_owned(),
-            status: status.to_owned(),
-            reason: outcome.reason.as_str().to_owned(),
-            message: outcome.message.clone(),
-            observed_generation: user.metadata.generation,
-            last_transition_time,
-        }],
+        conditions,
     }
+}
+
+/// `user`'s condition of type `type_`, if any.
+fn condition<'a>(user: &'a User, type_: &str) -> Option<&'a Condition> {
+    user.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
 }
 
 /// Whether `current` already holds what Homestead writes into a status (`namespace`,
@@ -292,10 +334,17 @@ pub fn status_matches(current: &UserStatus, desired: &UserStatus) -> bool {
             .find(|c| c.type_ == CONDITION_READY)
             .cloned()
     };
+    let expiring = |s: &UserStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_EXPIRING)
+            .cloned()
+    };
     current.namespace == desired.namespace
         && current.observed_generation == desired.observed_generation
         && current.profile == desired.profile
         && ready(current) == ready(desired)
+        && expiring(current) == expiring(desired)
 }
 
 /// Whether `outcome` changes the `Ready` condition's status or reason (an Event-worthy
@@ -349,6 +398,13 @@ impl Context {
         let transition = written && is_transition(user, &outcome);
         for (type_, reason, note) in events_for(transition, &outcome) {
             self.publish(user, type_, reason, note).await;
+        }
+        if let Some((true, _, message)) = &outcome.expiring
+            && written
+            && condition(user, CONDITION_EXPIRING).is_none_or(|c| c.status != "True")
+        {
+            self.publish(user, EventType::Normal, "Expiring", message.clone())
+                .await;
         }
         Ok(())
     }
@@ -408,6 +464,7 @@ mod tests {
             message: format!("{reason}"),
             changes: Vec::new(),
             profile: None,
+            expiring: None,
         }
     }
 
