@@ -80,11 +80,12 @@ pub fn controller(
     let user_events = relist_in_place(user_events, users.clone())
         .inspect(move |event| index_profiles(&indexed, default_profile.as_deref(), event))
         .reflect(writer)
+        .backoff(watch_backoff())
         .applied_objects();
     let members = index.clone();
     let controller = Controller::for_stream(user_events, users)
         .with_config(controller::Config::default().concurrency(concurrency))
-        .trigger_backoff(watch_backoff())
+        .trigger_backoff(EachWatchOnItsOwn)
         .watches_stream(namespace_events, |ns| ns.user())
         .watches_stream(role_binding_events, move |rb| {
             let namespace = by_namespace.get(&ObjectRef::new(rb.metadata.namespace.as_deref()?))?;
@@ -179,6 +180,26 @@ fn fingerprint(value: &impl serde::Serialize) -> u64 {
         .unwrap_or_default()
         .hash(&mut hasher);
     hasher.finish()
+}
+
+/// The Controller's backoff over all its triggers at once: no pause. kube-runtime applies
+/// `trigger_backoff` to the merged stream of every trigger, so one failing watch paused all of
+/// them, the User watch included: after an API server restart, eight watches failing one after
+/// another (each resuming from a resourceVersion the new watch cache no longer has) held a new
+/// User back for about a minute. Each watch backs off on its own instead ([`watch_backoff`]).
+struct EachWatchOnItsOwn;
+
+impl Iterator for EachWatchOnItsOwn {
+    type Item = Duration;
+
+    /// Always zero, never `None` (which would end the Controller's trigger stream).
+    fn next(&mut self) -> Option<Duration> {
+        Some(Duration::ZERO)
+    }
+}
+
+impl Backoff for EachWatchOnItsOwn {
+    fn reset(&mut self) {}
 }
 
 /// How watches retry after an error (the API server gone, a re-list refused): exponentially from
