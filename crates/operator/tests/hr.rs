@@ -40,12 +40,18 @@ fn import(roster: &PathBuf, args: &[&str]) -> (bool, String) {
     (out.status.success(), format!("{stdout}{stderr}"))
 }
 
-/// The admin's writes to Users since audit event `mark` that changed something (dry runs and
-/// refused requests excluded), as `verb name`.
+/// The admin's writes to the prune test's Users (`hr-p*`; the other tests here run at the same
+/// time) since audit event `mark` that changed something (dry runs and refused requests
+/// excluded), as `verb name`.
 fn user_writes_since(mark: usize) -> Vec<String> {
     audit()[mark..]
         .iter()
         .filter(|e| e["user"]["username"] == ADMIN && e["objectRef"]["resource"] == "users")
+        .filter(|e| {
+            e["objectRef"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("hr-p"))
+        })
         .filter(|e| {
             matches!(
                 e["verb"].as_str(),
