@@ -190,6 +190,23 @@ const QUOTA_KEYS: &str = "self.all(k, k.contains('/') || k.startsWith('hugepages
 /// CEL rule for quota values: each a valid, non-negative quantity.
 const QUOTA_VALUES: &str = "self.all(k, isQuantity(string(self[k])) && !quantity(string(self[k])).isLessThan(quantity('0')))";
 
+/// CEL rule on `metadata.name` of every kind here: a DNS-1123 label (it names a Namespace or is
+/// named by a User).
+const NAME_IS_LABEL: &str = "size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')";
+/// Message of [`NAME_IS_LABEL`].
+const NAME_IS_LABEL_MESSAGE: &str = "metadata.name must be a DNS-1123 label: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit";
+/// CEL rule on every `role` field.
+const NOT_CLUSTER_ADMIN: &str = "self != 'cluster-admin'";
+/// Message of [`NOT_CLUSTER_ADMIN`].
+const NOT_CLUSTER_ADMIN_MESSAGE: &str =
+    "spec.role may not be cluster-admin: Homestead never grants cluster-wide administration";
+/// Messages of the rules on Namespace labels and annotations, shared by User and Profile.
+const LABELS_RESERVED_MESSAGE: &str = "spec.namespace.labels may not use reserved keys: homestead.dev/, kubernetes.io/ and k8s.io/ prefixes and their subdomains";
+const LABELS_QUALIFIED_MESSAGE: &str = "spec.namespace.labels keys must be qualified names: an optional DNS subdomain prefix (at most 253 characters) and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit";
+const LABELS_VALUES_MESSAGE: &str = "spec.namespace.labels values must be empty or at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit";
+const ANNOTATIONS_RESERVED_MESSAGE: &str = "spec.namespace.annotations may not use reserved keys: homestead.dev/, kubernetes.io/ and k8s.io/ prefixes and their subdomains";
+const ANNOTATIONS_QUALIFIED_MESSAGE: &str = "spec.namespace.annotations keys must be qualified names: an optional DNS subdomain prefix (at most 253 characters) and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit";
+
 /// CEL rule shared by the label and annotation maps: no key under a [`RESERVED_KEY_DOMAINS`]
 /// prefix or its subdomains.
 const NO_RESERVED_KEYS: &str =
@@ -216,7 +233,7 @@ const NO_RESERVED_KEYS: &str =
     printcolumn(name = "Ready", type_ = "string", description = "Whether the Namespace and access are as declared", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
     printcolumn(name = "Reason", type_ = "string", description = "Why Ready is what it is", json_path = ".status.conditions[?(@.type==\"Ready\")].reason"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    validation = Rule::new("size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')").message("metadata.name must be a DNS-1123 label: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit"),
+    validation = Rule::new(NAME_IS_LABEL).message(NAME_IS_LABEL_MESSAGE),
 )]
 #[x_kube(
     validation = Rule::new("(has(oldSelf.namespace) && has(oldSelf.namespace.name)) == (has(self.namespace) && has(self.namespace.name))").message(IMMUTABLE_NAMESPACE).reason(Reason::FieldValueForbidden)
@@ -254,7 +271,7 @@ pub struct UserSpec {
     /// RoleBinding's roleRef is immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
-    #[x_kube(validation = Rule::new("self != 'cluster-admin'").message("spec.role may not be cluster-admin: Homestead never grants cluster-wide administration").reason(Reason::FieldValueForbidden))]
+    #[x_kube(validation = Rule::new(NOT_CLUSTER_ADMIN).message(NOT_CLUSTER_ADMIN_MESSAGE).reason(Reason::FieldValueForbidden))]
     pub role: Option<String>,
 
     /// The person's Namespace. Optional: by default it is named `<prefix><metadata.name>` with
@@ -339,9 +356,9 @@ pub struct NamespaceSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 32, "additionalProperties" = {"type": "string", "maxLength": 63}))]
     #[x_kube(
-        validation = Rule::new(NO_RESERVED_KEYS).message("spec.namespace.labels may not use reserved keys: homestead.dev/, kubernetes.io/ and k8s.io/ prefixes and their subdomains").reason(Reason::FieldValueForbidden),
-        validation = Rule::new(QUALIFIED_KEYS).message("spec.namespace.labels keys must be qualified names: an optional DNS subdomain prefix (at most 253 characters) and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit").reason(Reason::FieldValueInvalid),
-        validation = Rule::new(LABEL_VALUES).message("spec.namespace.labels values must be empty or at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit").reason(Reason::FieldValueInvalid),
+        validation = Rule::new(NO_RESERVED_KEYS).message(LABELS_RESERVED_MESSAGE).reason(Reason::FieldValueForbidden),
+        validation = Rule::new(QUALIFIED_KEYS).message(LABELS_QUALIFIED_MESSAGE).reason(Reason::FieldValueInvalid),
+        validation = Rule::new(LABEL_VALUES).message(LABELS_VALUES_MESSAGE).reason(Reason::FieldValueInvalid),
     )]
     pub labels: BTreeMap<String, String>,
 
@@ -350,8 +367,8 @@ pub struct NamespaceSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 32, "additionalProperties" = {"type": "string", "maxLength": 4096}))]
     #[x_kube(
-        validation = Rule::new(NO_RESERVED_KEYS).message("spec.namespace.annotations may not use reserved keys: homestead.dev/, kubernetes.io/ and k8s.io/ prefixes and their subdomains").reason(Reason::FieldValueForbidden),
-        validation = Rule::new(QUALIFIED_KEYS).message("spec.namespace.annotations keys must be qualified names: an optional DNS subdomain prefix (at most 253 characters) and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit").reason(Reason::FieldValueInvalid),
+        validation = Rule::new(NO_RESERVED_KEYS).message(ANNOTATIONS_RESERVED_MESSAGE).reason(Reason::FieldValueForbidden),
+        validation = Rule::new(QUALIFIED_KEYS).message(ANNOTATIONS_QUALIFIED_MESSAGE).reason(Reason::FieldValueInvalid),
     )]
     pub annotations: BTreeMap<String, String>,
 }

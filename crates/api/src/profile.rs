@@ -11,7 +11,12 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::{LABEL_VALUES, NO_RESERVED_KEYS, QUALIFIED_KEYS, QuotaSpec};
+use crate::{
+    ANNOTATIONS_QUALIFIED_MESSAGE, ANNOTATIONS_RESERVED_MESSAGE, LABEL_VALUES,
+    LABELS_QUALIFIED_MESSAGE, LABELS_RESERVED_MESSAGE, LABELS_VALUES_MESSAGE, NAME_IS_LABEL,
+    NAME_IS_LABEL_MESSAGE, NO_RESERVED_KEYS, NOT_CLUSTER_ADMIN, NOT_CLUSTER_ADMIN_MESSAGE,
+    QUALIFIED_KEYS, QuotaSpec,
+};
 
 /// A Pod Security Standards level, as the `pod-security.kubernetes.io/*` Namespace labels take
 /// it (<https://kubernetes.io/docs/concepts/security/pod-security-standards/>).
@@ -102,9 +107,9 @@ pub struct NamespaceMetadata {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 32, "additionalProperties" = {"type": "string", "maxLength": 63}))]
     #[x_kube(
-        validation = Rule::new(NO_RESERVED_KEYS).message("spec.namespace.labels may not use reserved keys: homestead.dev/, kubernetes.io/ and k8s.io/ prefixes and their subdomains").reason(Reason::FieldValueForbidden),
-        validation = Rule::new(QUALIFIED_KEYS).message("spec.namespace.labels keys must be qualified names: an optional DNS subdomain prefix (at most 253 characters) and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit").reason(Reason::FieldValueInvalid),
-        validation = Rule::new(LABEL_VALUES).message("spec.namespace.labels values must be empty or at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit").reason(Reason::FieldValueInvalid),
+        validation = Rule::new(NO_RESERVED_KEYS).message(LABELS_RESERVED_MESSAGE).reason(Reason::FieldValueForbidden),
+        validation = Rule::new(QUALIFIED_KEYS).message(LABELS_QUALIFIED_MESSAGE).reason(Reason::FieldValueInvalid),
+        validation = Rule::new(LABEL_VALUES).message(LABELS_VALUES_MESSAGE).reason(Reason::FieldValueInvalid),
     )]
     pub labels: BTreeMap<String, String>,
 
@@ -113,8 +118,8 @@ pub struct NamespaceMetadata {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 32, "additionalProperties" = {"type": "string", "maxLength": 4096}))]
     #[x_kube(
-        validation = Rule::new(NO_RESERVED_KEYS).message("spec.namespace.annotations may not use reserved keys: homestead.dev/, kubernetes.io/ and k8s.io/ prefixes and their subdomains").reason(Reason::FieldValueForbidden),
-        validation = Rule::new(QUALIFIED_KEYS).message("spec.namespace.annotations keys must be qualified names: an optional DNS subdomain prefix (at most 253 characters) and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit").reason(Reason::FieldValueInvalid),
+        validation = Rule::new(NO_RESERVED_KEYS).message(ANNOTATIONS_RESERVED_MESSAGE).reason(Reason::FieldValueForbidden),
+        validation = Rule::new(QUALIFIED_KEYS).message(ANNOTATIONS_QUALIFIED_MESSAGE).reason(Reason::FieldValueInvalid),
     )]
     pub annotations: BTreeMap<String, String>,
 }
@@ -140,7 +145,7 @@ pub struct NamespaceMetadata {
     printcolumn(name = "Users", type_ = "integer", description = "Users that use this Profile", json_path = ".status.users"),
     printcolumn(name = "Up-to-date", type_ = "integer", description = "Users whose Namespace reflects this generation of the Profile", json_path = ".status.usersUpToDate"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    validation = Rule::new("size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')").message("metadata.name must be a DNS-1123 label: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit"),
+    validation = Rule::new(NAME_IS_LABEL).message(NAME_IS_LABEL_MESSAGE),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ProfileSpec {
@@ -149,7 +154,7 @@ pub struct ProfileSpec {
     /// is always refused. Without it, a User's own role or `admin`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
-    #[x_kube(validation = Rule::new("self != 'cluster-admin'").message("spec.role may not be cluster-admin: Homestead never grants cluster-wide administration").reason(Reason::FieldValueForbidden))]
+    #[x_kube(validation = Rule::new(NOT_CLUSTER_ADMIN).message(NOT_CLUSTER_ADMIN_MESSAGE).reason(Reason::FieldValueForbidden))]
     pub role: Option<String>,
 
     /// The ResourceQuota of each Namespace (its `hard` limits become the quota's `spec.hard`)

@@ -7,8 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use homestead_api::{AppliedProfile, OnExpiry, User};
-use k8s_openapi::api::core::v1::{LimitRange, Namespace, ResourceQuota};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -19,7 +18,7 @@ use kube::runtime::reflector::ObjectRef;
 use tracing::{info, warn};
 
 use crate::cache::{CachedRoleBinding, grant_print};
-use crate::client::cached;
+use crate::client::{Object, cached};
 use crate::context::Context;
 use crate::desired::{
     LIMIT_RANGE_NAME, NETWORK_POLICY_NAME, QUOTA_NAME, ROLE_BINDING_NAME, desired_limit_range,
@@ -253,32 +252,18 @@ async fn ensure_limit_range(
     namespace: &str,
 ) -> Result<Option<(Change, String)>> {
     let user = &resolved.user;
-    let cached = cached(&ctx.caches.limit_ranges, namespace, LIMIT_RANGE_NAME)
-        .filter(|l| labelled_for(&l.metadata, user));
-    let desired = resolved
-        .limit_range
-        .as_ref()
-        .map(|spec| desired_limit_range(user, namespace, spec));
-    let change = match (desired, cached) {
-        (Some(desired), Some(cached)) if limit_range_matches(&desired, &cached) => return Ok(None),
-        (Some(desired), _) => {
-            ctx.apply(&desired).await?;
-            (
-                Change::LimitRangeApplied,
-                format!("applied LimitRange {namespace}/{LIMIT_RANGE_NAME}"),
-            )
-        }
-        (None, Some(_)) => {
-            let reference = ObjectRef::<LimitRange>::new(LIMIT_RANGE_NAME).within(namespace);
-            ctx.delete(&reference, &DeleteParams::default()).await?;
-            (
-                Change::LimitRangeRemoved,
-                format!("removed LimitRange {namespace}/{LIMIT_RANGE_NAME}: the Profile has none"),
-            )
-        }
-        (None, None) => return Ok(None),
+    let managed = Managed {
+        cached: cached(&ctx.caches.limit_ranges, namespace, LIMIT_RANGE_NAME)
+            .filter(|l| labelled_for(&l.metadata, user)),
+        desired: resolved
+            .limit_range
+            .as_ref()
+            .map(|spec| desired_limit_range(user, namespace, spec)),
+        matches: limit_range_matches,
+        changes: (Change::LimitRangeApplied, Change::LimitRangeRemoved),
+        why_removed: "the Profile has none",
     };
-    Ok(Some(change))
+    ensure(ctx, namespace, LIMIT_RANGE_NAME, managed).await
 }
 
 /// Applies, or removes, Homestead's NetworkPolicy in `namespace` per the Profile's
@@ -289,38 +274,18 @@ async fn ensure_isolation(
     namespace: &str,
 ) -> Result<Option<(Change, String)>> {
     let user = &resolved.user;
-    let cached = cached(&ctx.caches.network_policies, namespace, NETWORK_POLICY_NAME)
-        .filter(|p| labelled_for(&p.metadata, user));
-    let desired = resolved
-        .isolation
-        .as_deref()
-        .map(|allowed| desired_network_policy(user, namespace, allowed));
-    let change = match (desired, cached) {
-        (Some(desired), Some(cached)) if network_policy_matches(&desired, &cached) => {
-            return Ok(None);
-        }
-        (Some(desired), _) => {
-            ctx.apply(&desired).await?;
-            (
-                Change::IsolationApplied,
-                format!(
-                    "isolated namespace {namespace:?}: applied NetworkPolicy {NETWORK_POLICY_NAME}"
-                ),
-            )
-        }
-        (None, Some(_)) => {
-            let reference = ObjectRef::<NetworkPolicy>::new(NETWORK_POLICY_NAME).within(namespace);
-            ctx.delete(&reference, &DeleteParams::default()).await?;
-            (
-                Change::IsolationRemoved,
-                format!(
-                    "removed NetworkPolicy {namespace}/{NETWORK_POLICY_NAME}: the Profile's networkIsolation is None"
-                ),
-            )
-        }
-        (None, None) => return Ok(None),
+    let managed = Managed {
+        cached: cached(&ctx.caches.network_policies, namespace, NETWORK_POLICY_NAME)
+            .filter(|p| labelled_for(&p.metadata, user)),
+        desired: resolved
+            .isolation
+            .as_deref()
+            .map(|allowed| desired_network_policy(user, namespace, allowed)),
+        matches: network_policy_matches,
+        changes: (Change::IsolationApplied, Change::IsolationRemoved),
+        why_removed: "the Profile's networkIsolation is None",
     };
-    Ok(Some(change))
+    ensure(ctx, namespace, NETWORK_POLICY_NAME, managed).await
 }
 
 /// `validUntil` passed with `onExpiry: Delete`: deletes the User, whose finalizer then
@@ -515,28 +480,58 @@ async fn ensure_quota(
     ctx: &Context,
     namespace: &str,
 ) -> Result<Option<(Change, String)>> {
-    let cached = cached(&ctx.caches.quotas, namespace, QUOTA_NAME)
-        .filter(|q| labelled_for(&q.metadata, user));
-    let change = match (desired_quota(user, namespace), cached) {
-        (Some(quota), Some(cached)) if quota_matches(&quota, &cached) => {
-            return Ok(None);
-        }
-        (Some(quota), _) => {
-            ctx.apply(&quota).await?;
-            Change::QuotaApplied
+    let managed = Managed {
+        cached: cached(&ctx.caches.quotas, namespace, QUOTA_NAME)
+            .filter(|q| labelled_for(&q.metadata, user)),
+        desired: desired_quota(user, namespace),
+        matches: quota_matches,
+        changes: (Change::QuotaApplied, Change::QuotaRemoved),
+        why_removed: "spec.quota is gone",
+    };
+    ensure(ctx, namespace, QUOTA_NAME, managed).await
+}
+
+/// One object Homestead keeps in a person's Namespace, as the cache and the desired state
+/// have it.
+struct Managed<K> {
+    /// The cached object, if it is labelled as this User's.
+    cached: Option<Arc<K>>,
+    /// The object Homestead wants, or `None` for none.
+    desired: Option<K>,
+    /// Whether the cached object already is the desired one, as (desired, cached).
+    matches: fn(&K, &K) -> bool,
+    /// The Event reasons of an apply and of a removal.
+    changes: (Change, Change),
+    /// Why it is removed, for the Event's note.
+    why_removed: &'static str,
+}
+
+/// Applies `managed.desired` (server-side apply) when the cache shows something else, or
+/// deletes the object `name` when nothing is desired and the cache has it. Returns the change
+/// made, if any.
+async fn ensure<K: Object>(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    managed: Managed<K>,
+) -> Result<Option<(Change, String)>> {
+    let kind = K::kind(&());
+    let (applied, removed) = managed.changes;
+    match (managed.desired, managed.cached) {
+        (Some(desired), Some(cached)) if (managed.matches)(&desired, &cached) => Ok(None),
+        (Some(desired), _) => {
+            ctx.apply(&desired).await?;
+            Ok(Some((
+                applied,
+                format!("applied {kind} {namespace}/{name}"),
+            )))
         }
         (None, Some(_)) => {
-            let quota = ObjectRef::<ResourceQuota>::new(QUOTA_NAME).within(namespace);
-            ctx.delete(&quota, &DeleteParams::default()).await?;
-            Change::QuotaRemoved
+            let reference = ObjectRef::<K>::new(name).within(namespace);
+            ctx.delete(&reference, &DeleteParams::default()).await?;
+            let note = format!("removed {kind} {namespace}/{name}: {}", managed.why_removed);
+            Ok(Some((removed, note)))
         }
-        (None, None) => return Ok(None),
-    };
-    let verb = if change == Change::QuotaApplied {
-        "applied"
-    } else {
-        "removed"
-    };
-    let note = format!("{verb} ResourceQuota {namespace}/{QUOTA_NAME}");
-    Ok(Some((change, note)))
+        (None, None) => Ok(None),
+    }
 }
