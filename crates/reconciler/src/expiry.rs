@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use homestead_api::{CONDITION_EXPIRING, OnExpiry, User};
+use homestead_api::{OnExpiry, User};
 use k8s_openapi::jiff::Timestamp;
 
 /// Where a User stands with respect to its `validUntil`.
@@ -79,9 +79,6 @@ impl Expiry {
         })
     }
 }
-
-/// The condition type written by [`Expiry::condition`].
-pub const CONDITION: &str = CONDITION_EXPIRING;
 
 #[cfg(test)]
 mod tests {
