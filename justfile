@@ -6,6 +6,8 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 state := ".homestead"
 # Address of the operator's /metrics, /healthz and /readyz under `just up`.
 metrics_address := env_var_or_default("HOMESTEAD_METRICS_ADDRESS", "127.0.0.1:8080")
+# Address of the SCIM service under `just up` (HTTPS; CA in .homestead/scim-ca.crt).
+scim_address := env_var_or_default("HOMESTEAD_SCIM_ADDRESS", "127.0.0.1:8443")
 kubectl := state / "bin/kubectl --kubeconfig " + state / "admin.kubeconfig"
 
 default:
@@ -77,6 +79,13 @@ up: control-plane
       --allowed-namespace 'user-*,research-*,legacy-*' > {{state}}/operator.log 2>&1 &
     echo $! > {{state}}/operator.pid
     for _ in $(seq 60); do curl -fs http://{{metrics_address}}/readyz >/dev/null 2>&1 && break; sleep 0.5; done
+    # The SCIM service, as its own identity, with a fresh CA, certificate and bearer token.
+    {{kubectl}} apply -f manifests/scim/service-account.yaml -f manifests/scim/rbac.yaml
+    KUBECONFIG={{state}}/scim.kubeconfig RUST_LOG=${RUST_LOG:-info} nohup target/debug/homestead --log-format text scim \
+      --address {{scim_address}} --token-file {{state}}/scim-token \
+      --tls-cert {{state}}/scim-tls.crt --tls-key {{state}}/scim-tls.key > {{state}}/scim.log 2>&1 &
+    echo $! > {{state}}/scim.pid
+    for _ in $(seq 60); do curl -fs --cacert {{state}}/scim-ca.crt https://{{scim_address}}/readyz >/dev/null 2>&1 && break; sleep 0.5; done
     {{kubectl}} apply -f manifests/samples/
     # Wait until every sample User has a Ready condition (True or False, as README.md expects).
     for _ in $(seq 120); do
@@ -89,13 +98,20 @@ up: control-plane
     echo "  export PATH=\$PWD/{{state}}/bin:\$PATH KUBECONFIG=\$PWD/{{state}}/admin.kubeconfig"
     echo "  kubectl get users; kubectl get namespaces; kubectl describe user alice"
     echo "  curl http://{{metrics_address}}/metrics"
-    echo "Logs: {{state}}/operator.log, {{state}}/testenv.log. Stop with: just down"
+    echo "SCIM 2.0 for identity providers: https://{{scim_address}}/scim/v2 (bearer token in {{state}}/scim-token, CA in {{state}}/scim-ca.crt):"
+    echo "  curl --cacert {{state}}/scim-ca.crt -H \"Authorization: Bearer \$(cat {{state}}/scim-token)\" https://{{scim_address}}/scim/v2/Users"
+    echo "  just scim-check    # the scim2-tester compliance checker against it"
+    echo "Logs: {{state}}/operator.log, {{state}}/scim.log, {{state}}/testenv.log. Stop with: just down"
 
-# Stop the operator and the control plane started by `just up`.
+# Run the SCIM compliance checker scim2-tester (PyPI, installed into a cached virtualenv) against the SCIM service of `just up`.
+scim-check:
+    tools/scim/check.sh https://{{scim_address}}/scim/v2 {{state}}/scim-token {{state}}/scim-ca.crt
+
+# Stop the SCIM service, the operator and the control plane started by `just up`.
 down:
     #!/usr/bin/env bash
     set -euo pipefail
-    for name in operator testenv; do
+    for name in scim operator testenv; do
       pidfile={{state}}/$name.pid
       [ -f "$pidfile" ] || continue
       pid=$(cat "$pidfile")

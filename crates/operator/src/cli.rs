@@ -146,6 +146,44 @@ pub enum Command {
     /// `homestead-import`); writes only what differs, so a re-import of the same roster writes
     /// nothing. Exits 1 if any row failed (the others are still applied).
     Import(ImportArgs),
+    /// Serve SCIM 2.0 (RFC 7644) over HTTPS for identity providers: people they push become
+    /// Users (field manager `homestead-scim`); `active: false` suspends, DELETE offboards.
+    Scim(ScimArgs),
+}
+
+/// `homestead scim`.
+#[derive(Debug, clap::Args)]
+pub struct ScimArgs {
+    /// Address to serve SCIM on (`/scim/v2`), with `/healthz` and `/readyz` beside it.
+    #[arg(long, env = "HOMESTEAD_SCIM_ADDRESS", default_value = "0.0.0.0:8443")]
+    pub address: SocketAddr,
+
+    /// File of accepted bearer tokens, one per line (several allow rotation; `#` comments).
+    /// Re-read every 30 seconds, so a rotated Secret takes effect without a restart.
+    #[arg(long, env = "HOMESTEAD_SCIM_TOKEN_FILE")]
+    pub token_file: std::path::PathBuf,
+
+    /// PEM certificate chain served for TLS. Re-read with the key every 5 minutes.
+    #[arg(long, env = "HOMESTEAD_SCIM_TLS_CERT")]
+    pub tls_cert: std::path::PathBuf,
+
+    /// PEM private key of `--tls-cert`.
+    #[arg(long, env = "HOMESTEAD_SCIM_TLS_KEY")]
+    pub tls_key: std::path::PathBuf,
+
+    /// `spec.profile` of every User created over SCIM. Unset: none (the operator's
+    /// `--default-profile` applies).
+    #[arg(long, env = "HOMESTEAD_SCIM_PROFILE")]
+    pub profile: Option<String>,
+
+    /// The largest request body accepted, in bytes (larger ones get 413).
+    #[arg(long, env = "HOMESTEAD_SCIM_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// The base URL clients reach the service at, up to `/scim/v2` (for `meta.location`).
+    /// Default: `https://<Host header>/scim/v2`.
+    #[arg(long, env = "HOMESTEAD_SCIM_BASE_URL")]
+    pub base_url: Option<String>,
 }
 
 /// `homestead import`.

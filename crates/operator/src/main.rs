@@ -1,5 +1,6 @@
 //! `homestead`: the operator binary. Parses the command line and runs the operator, or
-//! `homestead import` (also `kubectl homestead import` when installed as `kubectl-homestead`);
+//! `homestead import` (also `kubectl homestead import` when installed as `kubectl-homestead`),
+//! or `homestead scim`;
 //! everything else lives in the modules below and in the `homestead-reconciler` and
 //! `homestead-directory` libraries.
 
@@ -7,6 +8,7 @@ mod cli;
 mod import;
 mod leadership;
 mod operator;
+mod scim;
 mod server;
 mod watches;
 
@@ -18,6 +20,9 @@ async fn main() -> anyhow::Result<std::process::ExitCode> {
     cli.init_tracing();
     match cli.command.take() {
         Some(cli::Command::Import(args)) => import::run(args).await,
+        Some(cli::Command::Scim(args)) => scim::run(args)
+            .await
+            .map(|()| std::process::ExitCode::SUCCESS),
         None => operator::run(cli)
             .await
             .map(|()| std::process::ExitCode::SUCCESS),

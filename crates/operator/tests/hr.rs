@@ -215,13 +215,6 @@ fn in_seconds(seconds: i64) -> String {
     Timestamp::from_second(at.as_second()).unwrap().to_string()
 }
 
-/// `kubectl auth can-i get pods -n NS --as=PERSON`: "yes" or "no".
-fn can_get_pods(person: &str, ns: &str) -> String {
-    let who = format!("--as={person}");
-    let (_, out) = kubectl(&["auth", "can-i", "get", "pods", "-n", ns, &who], "");
-    out.lines().next().unwrap_or_default().trim().to_owned()
-}
-
 /// The condition `type_` of `user`, as JSON.
 fn condition(user: &User, type_: &str) -> Value {
     let status = serde_json::to_value(user.status.as_ref().unwrap()).unwrap();

@@ -38,6 +38,10 @@ pub const ADMIN: &str = "homestead-admin";
 /// with the ServiceAccount groups, so the RBAC objects in `rbac/` apply to it unchanged.
 pub const OPERATOR: &str = "system:serviceaccount:homestead-system:homestead";
 
+/// The SCIM service's identity, the user name of ServiceAccount `homestead-scim` in
+/// `homestead-system`, with the ServiceAccount groups, so `manifests/scim/` applies to it.
+pub const SCIM: &str = "system:serviceaccount:homestead-system:homestead-scim";
+
 /// Field manager of the writes the test environment itself makes (CRD installation).
 const FIELD_MANAGER: &str = "homestead-testenv";
 
@@ -121,7 +125,7 @@ impl Identity {
 /// What to start: extra identities and the CRDs to install once the API server is ready.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Identities that get a token; [`ADMIN`] and [`OPERATOR`] are always present.
+    /// Identities that get a token; [`ADMIN`], [`OPERATOR`] and [`SCIM`] are always present.
     pub identities: Vec<Identity>,
     /// CRDs to install and wait for (`Established=True`) before [`ControlPlane::start`] returns.
     pub crds: Vec<CustomResourceDefinition>,
@@ -133,6 +137,9 @@ impl Default for Options {
             identities: vec![
                 Identity::new(ADMIN).in_group("system:masters"),
                 Identity::new(OPERATOR)
+                    .in_group("system:serviceaccounts")
+                    .in_group("system:serviceaccounts:homestead-system"),
+                Identity::new(SCIM)
                     .in_group("system:serviceaccounts")
                     .in_group("system:serviceaccounts:homestead-system"),
             ],
@@ -235,6 +242,64 @@ fn write_files(dir: &Path, tokens_csv: &str) -> Result<ApiServerFiles> {
         service_account_pub: write("service-account.pub", &service_account.public_key_pem())?,
         tokens: write("tokens.csv", tokens_csv)?,
         audit_policy: write("audit-policy.yaml", AUDIT_POLICY)?,
+    })
+}
+
+/// Files for serving SCIM over TLS on the loopback interface, from [`scim_credentials`].
+#[derive(Clone, Debug)]
+pub struct ScimCredentials {
+    /// The CA certificate (PEM) a client trusts.
+    pub ca: PathBuf,
+    /// The serving certificate (PEM) for `127.0.0.1` and `localhost`, signed by the CA.
+    pub cert: PathBuf,
+    /// The serving certificate's private key (PEM).
+    pub key: PathBuf,
+    /// A file holding one bearer token (64 hex digits from the system's secure random source).
+    pub token: PathBuf,
+}
+
+/// Writes, into `dir`, a fresh CA (`scim-ca.crt`), a serving certificate and key for
+/// `127.0.0.1` and `localhost` signed by it (`scim-tls.crt`, `scim-tls.key`, the key readable by
+/// its owner only) and a random bearer token (`scim-token`, owner only).
+///
+/// # Errors
+/// Certificate generation, random-number or file errors.
+pub fn scim_credentials(dir: &Path) -> Result<ScimCredentials> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let write = |name: &str, contents: &str, mode: u32| -> Result<PathBuf> {
+        let path = dir.join(name);
+        std::fs::write(&path, contents).map_err(io(format!("writing {}", path.display())))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
+            .map_err(io(format!("restricting {}", path.display())))?;
+        Ok(path)
+    };
+    let ca_key = rcgen::KeyPair::generate()?;
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "Homestead local SCIM CA");
+    ca_params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::CrlSign,
+    ];
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key)?;
+    let key = rcgen::KeyPair::generate()?;
+    let mut params =
+        rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])?;
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "homestead-scim");
+    let cert = params.signed_by(&key, &ca)?;
+    let mut bytes = [0_u8; 32];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
+        .map_err(|_| Error::Build("the system's random source failed".into()))?;
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(ScimCredentials {
+        ca: write("scim-ca.crt", &ca.pem(), 0o644)?,
+        cert: write("scim-tls.crt", &cert.pem(), 0o644)?,
+        key: write("scim-tls.key", &key.serialize_pem(), 0o600)?,
+        token: write("scim-token", &format!("{token}\n"), 0o600)?,
     })
 }
 

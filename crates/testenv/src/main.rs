@@ -1,13 +1,15 @@
 //! `homestead-testenv up`: runs the local control plane in the foreground until SIGINT or
 //! SIGTERM, for `just up` / `just down`. It writes, into the state directory (default
-//! `.homestead`): `admin.kubeconfig` and `operator.kubeconfig`, `bin` (a symlink to the
+//! `.homestead`): `admin.kubeconfig`, `operator.kubeconfig` and `scim.kubeconfig`; for the SCIM
+//! service `scim-ca.crt`, `scim-tls.crt`, `scim-tls.key` and a bearer token in `scim-token`;
+//! `bin` (a symlink to the
 //! directory with the matching `kubectl`), `testenv.pid`, `testenv.dir` (the control plane's
 //! directory with its logs), and `ready` once the API server is ready.
 
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use homestead_testenv::{ADMIN, ControlPlane, OPERATOR, Options};
+use homestead_testenv::{ADMIN, ControlPlane, OPERATOR, Options, SCIM, scim_credentials};
 
 #[derive(Parser)]
 #[command(about = "Run Homestead's local Kubernetes control plane")]
@@ -45,6 +47,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let plane = ControlPlane::start(Options::default()).await?;
     plane.write_kubeconfig(ADMIN, &state_dir.join("admin.kubeconfig"))?;
     plane.write_kubeconfig(OPERATOR, &state_dir.join("operator.kubeconfig"))?;
+    plane.write_kubeconfig(SCIM, &state_dir.join("scim.kubeconfig"))?;
+    scim_credentials(&state_dir)?;
     let bin = state_dir.join("bin");
     let _ = std::fs::remove_file(&bin);
     std::os::unix::fs::symlink(plane.bin_dir(), &bin)?;
@@ -70,6 +74,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "testenv.pid",
         "admin.kubeconfig",
         "operator.kubeconfig",
+        "scim.kubeconfig",
+        "scim-ca.crt",
+        "scim-tls.crt",
+        "scim-tls.key",
+        "scim-token",
         "bin",
     ] {
         let _ = std::fs::remove_file(state_dir.join(file));

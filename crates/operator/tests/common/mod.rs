@@ -385,6 +385,13 @@ pub fn concerns(event: &Value, user: &str, ns: &str) -> bool {
         || (resource == Some("events") && name.is_some_and(|n| n.starts_with(&format!("{user}."))))
 }
 
+/// `kubectl auth can-i get pods -n NS --as=PERSON`: "yes" or "no".
+pub fn can_get_pods(person: &str, ns: &str) -> String {
+    let who = format!("--as={person}");
+    let (_, out) = kubectl(&["auth", "can-i", "get", "pods", "-n", ns, &who], "");
+    out.lines().next().unwrap_or_default().trim().to_owned()
+}
+
 /// Runs `kubectl` as admin with `stdin`; returns (success, stdout + stderr).
 pub fn kubectl(args: &[&str], stdin: &str) -> (bool, String) {
     kubectl_as(ADMIN, args, stdin)

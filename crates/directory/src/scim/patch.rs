@@ -1,0 +1,364 @@
+//! SCIM PATCH (RFC 7644 §3.5.2): `add`, `replace` and `remove` operations applied to a
+//! resource's JSON representation, which is then read back as a person.
+//!
+//! Attributes this service does not keep, and attributes of other schemas (extensions), may
+//! be named; they are accepted and dropped, as on a POST or PUT, so an identity provider that sends more than the published schema (Entra ID's
+//! default mappings do) keeps working. `id` and `meta` are read-only and ignored.
+
+use scim_v2::filter::{AttrPath, PatchPath, PatchValuePath};
+use scim_v2::models::errors::ScimType;
+use scim_v2::models::others::{OperationTarget, PatchOp, PatchOperation};
+use serde_json::{Map, Value};
+
+use super::error::ScimError;
+use super::query::{get, is_core_uri, val_matches};
+
+/// Top-level attributes that are read-only here: operations on them are ignored.
+const READ_ONLY: [&str; 3] = ["id", "meta", "schemas"];
+
+/// Applies every operation of `patch` to `resource` (a JSON object), in order.
+///
+/// # Errors
+/// A 400 `invalidValue` for an `add` or `replace` without a value, `noTarget` when a
+/// `replace` or `remove` with a value filter (`emails[type eq "work"]`) matches nothing,
+/// `invalidPath` for a path under another schema's URN.
+pub fn apply(resource: &mut Value, patch: &PatchOp) -> Result<(), ScimError> {
+    for operation in &patch.operations {
+        match operation {
+            PatchOperation::Add(target) => set(resource, target, Op::Add)?,
+            PatchOperation::Replace(target) => set(resource, target, Op::Replace)?,
+            PatchOperation::Remove { path, value } => remove(resource, path, value.as_ref())?,
+        }
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Op {
+    Add,
+    Replace,
+}
+
+fn object(resource: &mut Value) -> &mut Map<String, Value> {
+    if !resource.is_object() {
+        *resource = Value::Object(Map::new());
+    }
+    resource.as_object_mut().expect("just made an object")
+}
+
+/// The key under which `name` is stored in `map`: an existing key equal to it ignoring case,
+/// else `name` itself.
+fn key_of(map: &Map<String, Value>, name: &str) -> String {
+    map.keys()
+        .find(|k| k.eq_ignore_ascii_case(name))
+        .cloned()
+        .unwrap_or_else(|| name.to_owned())
+}
+
+fn set(resource: &mut Value, target: &OperationTarget, op: Op) -> Result<(), ScimError> {
+    match target {
+        OperationTarget::WithoutPath { value } => {
+            for (key, value) in value {
+                // The core schema URN as a key holds attributes of that schema.
+                if key.eq_ignore_ascii_case(scim_v2::schema_urns::USER) {
+                    if let Value::Object(inner) = value {
+                        set(
+                            resource,
+                            &OperationTarget::WithoutPath {
+                                value: inner.clone(),
+                            },
+                            op,
+                        )?;
+                    }
+                    continue;
+                }
+                // Entra ID sends `"name.givenName": "Ada"` without a path.
+                let path = match key.split_once('.') {
+                    Some((top, sub)) => AttrPath::with_sub_attr(top, sub),
+                    None => AttrPath::with_name(key.as_str()),
+                };
+                set_attr(resource, &path, value.clone(), op);
+            }
+            Ok(())
+        }
+        OperationTarget::WithPath { path, value } => {
+            let value = value.clone().ok_or_else(|| {
+                ScimError::invalid_value("an add or replace operation needs a value")
+            })?;
+            match path {
+                PatchPath::Attr(attr) if elsewhere(attr) => Ok(()),
+                PatchPath::Value(path) if elsewhere(&path.attr) => Ok(()),
+                PatchPath::Attr(attr) => {
+                    set_attr(resource, attr, value, op);
+                    Ok(())
+                }
+                PatchPath::Value(path) => set_filtered(resource, path, value),
+            }
+        }
+    }
+}
+
+/// Whether an operation's path is under another schema (an extension such as Entra ID's
+/// enterprise `employeeNumber`): such operations are accepted and ignored, since nothing of
+/// them is kept.
+fn elsewhere(attr: &AttrPath) -> bool {
+    !is_core_uri(attr.uri.as_deref())
+}
+
+/// `add` or `replace` of an attribute or a sub-attribute: a single value is set; a complex
+/// value's sub-attributes are merged into the existing ones; an `add` to a multi-valued
+/// attribute appends the new values, a `replace` replaces them all.
+fn set_attr(resource: &mut Value, path: &AttrPath, value: Value, op: Op) {
+    if READ_ONLY.iter().any(|r| path.name.eq_ignore_ascii_case(r)) {
+        return;
+    }
+    let map = object(resource);
+    let key = key_of(map, &path.name);
+    if let Some(sub) = &path.sub_attr {
+        let parent = map.entry(key).or_insert_with(|| Value::Object(Map::new()));
+        match parent {
+            Value::Array(items) => {
+                for item in items.iter_mut() {
+                    let item = object(item);
+                    let sub_key = key_of(item, sub);
+                    item.insert(sub_key, value.clone());
+                }
+            }
+            other => {
+                let parent = object(other);
+                let sub_key = key_of(parent, sub);
+                parent.insert(sub_key, value);
+            }
+        }
+        return;
+    }
+    match (map.get_mut(&key), value) {
+        (_, Value::Null) => {
+            map.remove(&key);
+        }
+        (Some(Value::Object(existing)), Value::Object(new)) => {
+            for (k, v) in new {
+                let k = key_of(existing, &k);
+                existing.insert(k, v);
+            }
+        }
+        (Some(Value::Array(existing)), new) if op == Op::Add => {
+            let new = match new {
+                Value::Array(items) => items,
+                one => vec![one],
+            };
+            for item in new {
+                if !existing.contains(&item) {
+                    existing.push(item);
+                }
+            }
+        }
+        (_, new) => {
+            map.insert(key, new);
+        }
+    }
+}
+
+/// `add` or `replace` with a value filter (`emails[type eq "work"].value`): sets the
+/// sub-attribute of, or merges the value into, every element the filter matches.
+fn set_filtered(
+    resource: &mut Value,
+    path: &PatchValuePath,
+    value: Value,
+) -> Result<(), ScimError> {
+    let map = object(resource);
+    let key = key_of(map, &path.attr.name);
+    let mut matched = false;
+    if let Some(Value::Array(items)) = map.get_mut(&key) {
+        for item in items.iter_mut().filter(|i| val_matches(&path.filter, i)) {
+            matched = true;
+            let element = object(item);
+            match (&path.sub_attr, &value) {
+                (Some(sub), value) => {
+                    let sub_key = key_of(element, sub);
+                    element.insert(sub_key, value.clone());
+                }
+                (None, Value::Object(new)) => {
+                    for (k, v) in new {
+                        let k = key_of(element, k);
+                        element.insert(k, v.clone());
+                    }
+                }
+                (None, _) => {
+                    return Err(ScimError::invalid_value(format!(
+                        "the value for {} must be an object",
+                        path.attr.name
+                    )));
+                }
+            }
+        }
+    }
+    if matched {
+        Ok(())
+    } else {
+        Err(ScimError::bad_request(
+            ScimType::NoTarget,
+            format!("no value of {} matches the filter", path.attr.name),
+        ))
+    }
+}
+
+/// `remove`: the attribute, its sub-attribute, the elements a value filter matches (or their
+/// sub-attribute), or, with a `value` and no filter, the listed elements of a multi-valued
+/// attribute (the form Entra ID sends for removing one member).
+fn remove(resource: &mut Value, path: &PatchPath, value: Option<&Value>) -> Result<(), ScimError> {
+    match path {
+        PatchPath::Attr(attr) if elsewhere(attr) => Ok(()),
+        PatchPath::Value(path) if elsewhere(&path.attr) => Ok(()),
+        PatchPath::Attr(attr) => {
+            if READ_ONLY.iter().any(|r| attr.name.eq_ignore_ascii_case(r)) {
+                return Ok(());
+            }
+            let map = object(resource);
+            let key = key_of(map, &attr.name);
+            match (&attr.sub_attr, map.get_mut(&key), value) {
+                (None, Some(Value::Array(items)), Some(listed)) => {
+                    let listed = match listed {
+                        Value::Array(listed) => listed.clone(),
+                        one => vec![one.clone()],
+                    };
+                    items.retain(|item| !listed.iter().any(|l| same_element(item, l)));
+                }
+                (None, _, _) => {
+                    map.remove(&key);
+                }
+                (Some(sub), Some(Value::Array(items)), _) => {
+                    for item in items {
+                        if let Value::Object(element) = item {
+                            let sub_key = key_of(element, sub);
+                            element.remove(&sub_key);
+                        }
+                    }
+                }
+                (Some(sub), Some(Value::Object(parent)), _) => {
+                    let sub_key = key_of(parent, sub);
+                    parent.remove(&sub_key);
+                }
+                (Some(_), _, _) => {}
+            }
+            Ok(())
+        }
+        PatchPath::Value(path) => {
+            let map = object(resource);
+            let key = key_of(map, &path.attr.name);
+            let Some(Value::Array(items)) = map.get_mut(&key) else {
+                return Err(ScimError::bad_request(
+                    ScimType::NoTarget,
+                    format!("{} has no values", path.attr.name),
+                ));
+            };
+            let before = items.len();
+            match &path.sub_attr {
+                None => items.retain(|i| !val_matches(&path.filter, i)),
+                Some(sub) => {
+                    for item in items.iter_mut().filter(|i| val_matches(&path.filter, i)) {
+                        if let Value::Object(element) = item {
+                            let sub_key = key_of(element, sub);
+                            element.remove(&sub_key);
+                        }
+                    }
+                }
+            }
+            if path.sub_attr.is_none() && items.len() == before {
+                return Err(ScimError::bad_request(
+                    ScimType::NoTarget,
+                    format!("no value of {} matches the filter", path.attr.name),
+                ));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Whether `item` is the element `listed` names: equal, or with the same `value`.
+fn same_element(item: &Value, listed: &Value) -> bool {
+    item == listed || (get(listed, "value").is_some() && get(item, "value") == get(listed, "value"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn patched(operations: Value) -> Result<Value, ScimError> {
+        let patch: PatchOp = serde_json::from_value(json!({
+            "schemas": [scim_v2::schema_urns::PATCH_OP],
+            "Operations": operations,
+        }))
+        .unwrap();
+        let mut resource = json!({
+            "userName": "ada",
+            "active": true,
+            "name": {"givenName": "Ada", "familyName": "Lovelace"},
+            "emails": [
+                {"value": "ada@example.com", "type": "work", "primary": true},
+                {"value": "ada@home.example", "type": "home"}
+            ],
+        });
+        apply(&mut resource, &patch).map(|()| resource)
+    }
+
+    #[test]
+    fn replace_active_with_and_without_a_path() {
+        let with_path =
+            patched(json!([{"op": "replace", "path": "active", "value": false}])).unwrap();
+        assert_eq!(with_path["active"], false);
+        // Entra ID and Okta send this form.
+        let without = patched(
+            json!([{"op": "Replace", "value": {"active": false, "name.familyName": "Byron"}}]),
+        )
+        .unwrap();
+        assert_eq!(without["active"], false);
+        assert_eq!(
+            without["name"],
+            json!({"givenName": "Ada", "familyName": "Byron"})
+        );
+    }
+
+    #[test]
+    fn value_filters_select_elements() {
+        let out = patched(json!([{"op": "replace", "path": "emails[type eq \"work\"].value", "value": "ada@new.example"}])).unwrap();
+        assert_eq!(out["emails"][0]["value"], "ada@new.example");
+        assert_eq!(out["emails"][1]["value"], "ada@home.example");
+
+        let out = patched(json!([{"op": "remove", "path": "emails[type eq \"home\"]"}])).unwrap();
+        assert_eq!(out["emails"].as_array().unwrap().len(), 1);
+
+        let err = patched(
+            json!([{"op": "replace", "path": "emails[type eq \"other\"].value", "value": "x"}]),
+        )
+        .unwrap_err();
+        assert_eq!(err.status, 400);
+        assert_eq!(err.body().scim_type, Some(ScimType::NoTarget));
+    }
+
+    #[test]
+    fn add_appends_remove_removes_and_read_only_is_ignored() {
+        let out = patched(json!([
+            {"op": "add", "path": "emails", "value": [{"value": "ada@third.example"}]},
+            {"op": "remove", "path": "name.givenName"},
+            {"op": "replace", "path": "id", "value": "mine"},
+            {"op": "add", "path": "displayName", "value": "Ada L."}
+        ]))
+        .unwrap();
+        assert_eq!(out["emails"].as_array().unwrap().len(), 3);
+        assert_eq!(out["name"], json!({"familyName": "Lovelace"}));
+        assert!(out.get("id").is_none());
+        assert_eq!(out["displayName"], "Ada L.");
+
+        let out = patched(
+            json!([{"op": "remove", "path": "emails", "value": [{"value": "ada@home.example"}]}]),
+        )
+        .unwrap();
+        assert_eq!(out["emails"].as_array().unwrap().len(), 1);
+
+        let before = patched(json!([])).unwrap();
+        let ignored = patched(json!([{"op": "replace", "path": "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:employeeNumber", "value": "7"}])).unwrap();
+        assert_eq!(ignored, before, "another schema's attributes are not kept");
+    }
+}

@@ -1,0 +1,364 @@
+//! How a person in SCIM (RFC 7643 §4.1, the core `User` schema) maps onto a Homestead `User`.
+//!
+//! | SCIM | `User` |
+//! |---|---|
+//! | `id` | `metadata.uid` (stable across restarts, never reused) |
+//! | `userName` | `spec.identity.username` (the RBAC subject) |
+//! | `displayName` | `spec.displayName` |
+//! | `emails` (the primary one, else the first) | `spec.email` |
+//! | `active: false` | `spec.suspended: true` (an absent `active` suspends nothing) |
+//! | `externalId`, `name`, the whole `emails` list | annotation [`ANNOTATION_ATTRIBUTES`] (JSON) |
+//! | `meta.created`, `meta.version` | `metadata.creationTimestamp`, `metadata.resourceVersion` |
+//!
+//! Other SCIM attributes are not kept, and the published schema ([`super::discovery`]) does
+//! not offer them. A new User's `metadata.name` comes from the local part of `userName`
+//! ([`object_name`]).
+
+use homestead_api::{User, UserSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::ResourceExt;
+use scim_v2::models::scim_schema::Meta;
+use scim_v2::models::user::{Email, Name, User as ScimUser};
+use scim_v2::{Asserted, ScimDateTime, schema_urns};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::error::ScimError;
+
+/// The annotation on a User holding the SCIM attributes that have no field in its spec
+/// (`externalId`, `name`, and the `emails` list with types and primary flags), as JSON.
+pub const ANNOTATION_ATTRIBUTES: &str = "scim.homestead.dev/attributes";
+
+/// The field manager of every write the SCIM service makes.
+pub const FIELD_MANAGER: &str = "homestead-scim";
+
+/// The longest `metadata.name` the service derives from a `userName`, in characters; it leaves
+/// room for a namespace prefix (`user-`) and a uniqueness suffix within a DNS-1123 label.
+const NAME_MAX_LEN: usize = 40;
+
+/// The SCIM attributes of one person that Homestead keeps.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Person {
+    /// `userName`: the identity the cluster's authenticator reports.
+    pub user_name: String,
+    /// `externalId`: the identity provider's own identifier.
+    pub external_id: Option<String>,
+    /// `name`: the components of the person's name.
+    pub name: Option<Name>,
+    /// `displayName`.
+    pub display_name: Option<String>,
+    /// `emails`.
+    pub emails: Vec<Email>,
+    /// `active`: `Some(false)` suspends the person's access; `None` (never asserted, or
+    /// removed by a PATCH) does not.
+    pub active: Option<bool>,
+}
+
+/// What the annotation [`ANNOTATION_ATTRIBUTES`] holds.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Kept {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    external_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<Name>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    emails: Vec<Email>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    active: Option<bool>,
+}
+
+impl Person {
+    /// The person a validated SCIM `User` (a POST or PUT body, or the result of a PATCH)
+    /// describes. An absent `active` does not suspend (RFC 7643 §4.1.1 leaves its meaning to
+    /// the provider) and stays absent in responses.
+    ///
+    /// # Errors
+    /// A 400 `invalidValue` when `userName` is blank or an e-mail has no value.
+    pub fn from_scim(user: ScimUser) -> Result<Self, ScimError> {
+        let user_name = user.user_name.trim().to_owned();
+        if user_name.is_empty() {
+            return Err(ScimError::invalid_value("userName is required"));
+        }
+        let emails: Vec<Email> = user.emails.into_option().unwrap_or_default();
+        if emails
+            .iter()
+            .any(|e| e.value.as_deref().is_none_or(str::is_empty))
+        {
+            return Err(ScimError::invalid_value("every emails entry needs a value"));
+        }
+        let name = user.name.into_option().filter(|n| *n != Name::default());
+        Ok(Self {
+            user_name,
+            external_id: user.external_id.into_option().filter(|s| !s.is_empty()),
+            name,
+            display_name: user.display_name.into_option().filter(|s| !s.is_empty()),
+            emails,
+            active: user.active.into_option(),
+        })
+    }
+
+    /// The person a User describes. The `emails` list comes from the annotation while its
+    /// primary value still equals `spec.email`; if someone changed `spec.email` since, it is
+    /// that one address. `active` is false while `spec.suspended` is true; otherwise true, or
+    /// absent if SCIM wrote the User without asserting it.
+    pub fn from_user(user: &User) -> Self {
+        let annotation = user.annotations().get(ANNOTATION_ATTRIBUTES);
+        let kept: Kept = annotation
+            .and_then(|json| serde_json::from_str(json).ok())
+            .unwrap_or_default();
+        let spec = &user.spec;
+        let emails = match spec.email.as_deref() {
+            None => Vec::new(),
+            Some(email) if primary(&kept.emails) == Some(email) => kept.emails,
+            Some(email) => vec![Email {
+                value: Some(email.to_owned()),
+                primary: Some(true),
+                ..Email::default()
+            }],
+        };
+        Self {
+            user_name: spec.identity.username.clone(),
+            external_id: kept.external_id,
+            name: kept.name,
+            display_name: spec.display_name.clone(),
+            emails,
+            active: if spec.suspended {
+                Some(false)
+            } else if annotation.is_none() || kept.active.is_some() {
+                Some(true)
+            } else {
+                None
+            },
+        }
+    }
+
+    /// Whether this person's access is suspended (`active: false`).
+    fn suspended(&self) -> bool {
+        self.active == Some(false)
+    }
+
+    /// The e-mail address that becomes `spec.email`: the primary one, else the first.
+    pub fn email(&self) -> Option<&str> {
+        primary(&self.emails)
+    }
+
+    /// The JSON of the annotation [`ANNOTATION_ATTRIBUTES`] for this person.
+    fn kept(&self) -> String {
+        serde_json::to_string(&Kept {
+            external_id: self.external_id.clone(),
+            name: self.name.clone(),
+            emails: self.emails.clone(),
+            active: self.active,
+        })
+        .unwrap_or_default()
+    }
+
+    /// A new User named `name` for this person, with `profile` as its `spec.profile`.
+    pub fn new_user(&self, name: &str, profile: Option<&str>) -> User {
+        let spec: UserSpec = serde_json::from_value(json!({
+            "displayName": self.display_name,
+            "email": self.email(),
+            "identity": { "username": self.user_name },
+            "profile": profile,
+            "suspended": self.suspended(),
+        }))
+        .expect("a UserSpec from its own field names");
+        let mut user = User::new(name, spec);
+        user.metadata = ObjectMeta {
+            name: Some(name.to_owned()),
+            annotations: Some([(ANNOTATION_ATTRIBUTES.to_owned(), self.kept())].into()),
+            ..ObjectMeta::default()
+        };
+        user
+    }
+
+    /// A JSON merge patch (RFC 7386) that makes a User describe this person and nothing
+    /// else of what SCIM owns: `spec.identity.username`, `spec.displayName`, `spec.email`,
+    /// `spec.suspended` and the annotation. With `resource_version`, the API server refuses it
+    /// (409 Conflict) if the User changed since that version was read.
+    pub fn merge_patch(&self, resource_version: Option<&str>) -> Value {
+        let mut metadata = json!({ "annotations": { ANNOTATION_ATTRIBUTES: self.kept() } });
+        if let Some(rv) = resource_version {
+            metadata["resourceVersion"] = json!(rv);
+        }
+        json!({
+            "metadata": metadata,
+            "spec": {
+                "identity": { "username": self.user_name },
+                "displayName": self.display_name,
+                "email": self.email(),
+                "suspended": self.suspended(),
+            }
+        })
+    }
+
+    /// The SCIM representation of this person as User `user`, with `meta.location` under
+    /// `base` (for example `https://scim.example.com/scim/v2`).
+    pub fn to_scim(&self, user: &User, base: &str) -> ScimUser {
+        let id = user.uid().unwrap_or_default();
+        let created = user
+            .creation_timestamp()
+            .and_then(|t| t.0.to_string().parse::<ScimDateTime>().ok());
+        let last_modified = user
+            .managed_fields()
+            .iter()
+            .filter_map(|f| f.time.as_ref())
+            .max_by_key(|t| t.0)
+            .and_then(|t| t.0.to_string().parse::<ScimDateTime>().ok())
+            .or_else(|| created.clone());
+        ScimUser {
+            schemas: vec![schema_urns::USER.to_owned()],
+            id: Some(id.clone()),
+            external_id: self
+                .external_id
+                .clone()
+                .map_or(Asserted::absent(), Asserted::set),
+            user_name: self.user_name.clone(),
+            name: self.name.clone().map_or(Asserted::absent(), Asserted::set),
+            display_name: self
+                .display_name
+                .clone()
+                .map_or(Asserted::absent(), Asserted::set),
+            active: self.active.map_or(Asserted::absent(), Asserted::set),
+            emails: if self.emails.is_empty() {
+                Asserted::absent()
+            } else {
+                Asserted::set(self.emails.clone())
+            },
+            meta: Some(Meta {
+                resource_type: Some("User".to_owned()),
+                created,
+                last_modified,
+                version: user.resource_version().map(|rv| format!("W/\"{rv}\"")),
+                location: Some(format!("{base}/Users/{id}")),
+            }),
+            ..ScimUser::default()
+        }
+    }
+}
+
+/// The primary e-mail value of `emails`, else the first.
+fn primary(emails: &[Email]) -> Option<&str> {
+    emails
+        .iter()
+        .find(|e| e.primary == Some(true))
+        .or_else(|| emails.first())
+        .and_then(|e| e.value.as_deref())
+}
+
+/// The `metadata.name` for a new User with `user_name`: the part before `@`, lower-cased, with
+/// every run of characters outside `[a-z0-9]` turned into one `-`, at most 40 characters
+/// (`Ada.Lovelace@example.com` becomes `ada-lovelace`); `person` if nothing is left. With
+/// `disambiguate`, a `-` and 8 hex digits of the SHA-256 of `user_name` are appended, for when
+/// another person already has the plain name.
+pub fn object_name(user_name: &str, disambiguate: bool) -> String {
+    let local = user_name.split('@').next().unwrap_or_default();
+    let mut name = String::with_capacity(local.len());
+    for c in local.chars().flat_map(char::to_lowercase) {
+        if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            name.push(c);
+        } else if !name.ends_with('-') {
+            name.push('-');
+        }
+    }
+    let mut name: String = name.trim_matches('-').chars().take(NAME_MAX_LEN).collect();
+    name = name.trim_end_matches('-').to_owned();
+    if name.is_empty() {
+        name = "person".to_owned();
+    }
+    if disambiguate {
+        let digest = ring::digest::digest(&ring::digest::SHA256, user_name.as_bytes());
+        let hex: String = digest.as_ref()[..4]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        name = format!("{name}-{hex}");
+    }
+    name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_come_from_the_local_part() {
+        assert_eq!(
+            object_name("Ada.Lovelace@example.com", false),
+            "ada-lovelace"
+        );
+        assert_eq!(object_name("bob", false), "bob");
+        assert_eq!(object_name("__@x", false), "person");
+        let long = "a".repeat(80);
+        assert_eq!(object_name(&long, false).len(), NAME_MAX_LEN);
+        let disambiguated = object_name("ada@example.com", true);
+        assert!(disambiguated.starts_with("ada-") && disambiguated.len() == 12);
+        assert_ne!(disambiguated, object_name("ada@example.org", true));
+        assert!(homestead_api::is_dns1123_label(&disambiguated));
+    }
+
+    #[test]
+    fn a_person_survives_the_trip_through_a_user() {
+        let person = Person {
+            user_name: "ada@example.com".into(),
+            external_id: Some("00u1".into()),
+            name: Some(Name {
+                given_name: Asserted::set("Ada".into()),
+                ..Name::default()
+            }),
+            display_name: Some("Ada Lovelace".into()),
+            emails: vec![
+                Email {
+                    value: Some("ada@home.example".into()),
+                    r#type: Some("home".into()),
+                    ..Email::default()
+                },
+                Email {
+                    value: Some("ada@example.com".into()),
+                    r#type: Some("work".into()),
+                    primary: Some(true),
+                    ..Email::default()
+                },
+            ],
+            active: Some(false),
+        };
+        let user = person.new_user("ada", None);
+        assert_eq!(user.spec.email.as_deref(), Some("ada@example.com"));
+        assert!(user.spec.suspended);
+        assert_eq!(Person::from_user(&user), person);
+
+        // spec.email changed by hand: that address is the person's e-mail now.
+        let mut edited = user.clone();
+        edited.spec.email = Some("ada@new.example".into());
+        let emails = Person::from_user(&edited).emails;
+        assert_eq!(emails.len(), 1);
+        assert_eq!(emails[0].value.as_deref(), Some("ada@new.example"));
+    }
+
+    #[test]
+    fn the_merge_patch_clears_what_scim_no_longer_says() {
+        let person = Person {
+            user_name: "ada".into(),
+            active: None,
+            ..Person::default()
+        };
+        let patch = person.merge_patch(Some("42"));
+        assert_eq!(patch["metadata"]["resourceVersion"], "42");
+        assert_eq!(patch["spec"]["displayName"], Value::Null);
+        assert_eq!(patch["spec"]["email"], Value::Null);
+        assert_eq!(
+            patch["spec"]["suspended"], false,
+            "an absent active does not suspend"
+        );
+        let user = person.new_user("ada", None);
+        assert_eq!(Person::from_user(&user).active, None, "and stays absent");
+        let mut by_hand = user.clone();
+        by_hand.metadata.annotations = None;
+        assert_eq!(
+            Person::from_user(&by_hand).active,
+            Some(true),
+            "a User not from SCIM is active"
+        );
+    }
+}

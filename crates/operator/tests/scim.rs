@@ -1,0 +1,291 @@
+//! The SCIM service on the real control plane, as its own identity (`manifests/scim/`): a
+//! person created over SCIM gets a namespace and access, `active: false` revokes it, DELETE
+//! offboards; requests without a valid token get 401 and change nothing; the admission policy
+//! keeps the SCIM identity to the fields SCIM maps.
+
+mod common;
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use common::*;
+use homestead_api::User;
+use homestead_directory::scim::{Scim, Settings, Tokens, router, watch_users};
+use homestead_testenv::SCIM;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+use tower::ServiceExt as _;
+
+const TOKEN: &str = "a-test-token-for-scim";
+
+/// The SCIM router as the SCIM identity, with [`TOKEN`] accepted, once its cache is synced.
+async fn service() -> axum::Router {
+    let plane = env().plane;
+    let (ok, out) = kubectl(
+        &[
+            "apply",
+            "-f",
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../manifests/scim/service-account.yaml"
+            ),
+            "-f",
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../manifests/scim/rbac.yaml"
+            ),
+        ],
+        "",
+    );
+    assert!(ok, "{out}");
+    let client = plane.client(SCIM).await.unwrap();
+    let (store, keep) = watch_users(client.clone());
+    tokio::spawn(keep);
+    let tokens = Arc::new(Tokens::default());
+    assert_eq!(
+        tokens.set_from("# rotated out soon\nold-token\n\n  a-test-token-for-scim \n"),
+        2
+    );
+    let scim = Scim::new(
+        client,
+        store,
+        tokens,
+        Settings {
+            profile: None,
+            max_body_bytes: 64 * 1024,
+            base_url: Some("https://scim.test/scim/v2".into()),
+        },
+    );
+    scim.wait_until_ready().await;
+    router(scim)
+}
+
+/// Sends `method path` with `body` (JSON) and bearer `token`; returns the status and the JSON
+/// body (`Null` when empty).
+async fn call(
+    app: &axum::Router,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut request = Request::builder()
+        .method(method)
+        .uri(format!("/scim/v2{path}"))
+        .header(header::CONTENT_TYPE, "application/scim+json");
+    if let Some(token) = token {
+        request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    let body = body.map_or_else(Body::empty, |b| Body::from(b.to_string()));
+    let response = app
+        .clone()
+        .oneshot(request.body(body).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let json = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap()
+    };
+    (status, json)
+}
+
+#[tokio::test]
+async fn a_person_is_created_suspended_and_offboarded_over_scim() {
+    let app = service().await;
+    let admin = admin().await;
+    let users: Api<User> = Api::all(admin.clone());
+    let person = "grace.hopper@example.com";
+    let scenario = Scenario::new();
+    scenario.track("grace-hopper");
+    scenario.track_namespace("user-grace-hopper");
+
+    // Without a token, or with a wrong one: 401 with a SCIM error, and nothing written.
+    let body = json!({
+        "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"],
+        "userName": person,
+        "externalId": "00u-grace",
+        "name": {"givenName": "Grace", "familyName": "Hopper"},
+        "displayName": "Grace Hopper",
+        "emails": [{"value": person, "type": "work", "primary": true}],
+        "active": true
+    });
+    let mark = audit().len();
+    for token in [None, Some("wrong"), Some("")] {
+        let (status, error) = call(&app, "POST", "/Users", token, Some(body.clone())).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            error["schemas"][0],
+            "urn:ietf:params:scim:api:messages:2.0:Error"
+        );
+        assert_eq!(error["status"], "401");
+    }
+    assert_eq!(
+        call(&app, "GET", "/Users", None, None).await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    assert!(users.get_opt("grace-hopper").await.unwrap().is_none());
+    let scim_requests = audit()[mark..]
+        .iter()
+        .filter(|e| e["user"]["username"] == SCIM && e["objectRef"]["name"] == "grace-hopper")
+        .count();
+    assert_eq!(scim_requests, 0, "a refused request reaches no API server");
+
+    // Create: 201, the id is the User's uid, the namespace is provisioned and access granted.
+    let (status, created) = call(&app, "POST", "/Users", Some(TOKEN), Some(body.clone())).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    let user = wait_reason(&admin, "grace-hopper", "Provisioned").await;
+    assert_eq!(user.metadata.uid.as_deref(), Some(id.as_str()));
+    assert_eq!(user.spec.identity.username, person);
+    assert_eq!(user.spec.email.as_deref(), Some(person));
+    assert_eq!(created["name"]["familyName"], "Hopper");
+    assert_eq!(
+        created["meta"]["location"],
+        format!("https://scim.test/scim/v2/Users/{id}")
+    );
+    assert_eq!(can_get_pods(person, "user-grace-hopper"), "yes");
+
+    // The same userName again (any case) is a uniqueness conflict.
+    let mut again = body.clone();
+    again["userName"] = json!("Grace.Hopper@example.com");
+    let (status, error) = call(&app, "POST", "/Users", Some(TOKEN), Some(again)).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(error["scimType"], "uniqueness");
+
+    // Found by filter; a malformed filter is invalidFilter.
+    let filter = "/Users?filter=userName%20eq%20%22GRACE.HOPPER@example.com%22";
+    let (status, list) = call(&app, "GET", filter, Some(TOKEN), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(list["totalResults"], 1);
+    assert_eq!(list["Resources"][0]["id"], id.as_str());
+    let (_, list) = call(
+        &app,
+        "GET",
+        "/Users?filter=externalId%20eq%20%2200u-grace%22",
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(list["totalResults"], 1);
+    let (status, error) = call(
+        &app,
+        "GET",
+        "/Users?filter=userName%20garbage",
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(error["scimType"], "invalidFilter");
+
+    // PATCH active: false (the form Entra ID sends): suspended, access revoked, namespace kept.
+    let patch = json!({
+        "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+        "Operations": [{"op": "Replace", "path": "active", "value": "False"}]
+    });
+    let (status, patched) = call(
+        &app,
+        "PATCH",
+        &format!("/Users/{id}"),
+        Some(TOKEN),
+        Some(patch),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{patched}");
+    assert_eq!(patched["active"], false);
+    assert_eq!(
+        patched["displayName"], "Grace Hopper",
+        "a PATCH changes only what it names"
+    );
+    wait_reason(&admin, "grace-hopper", "Suspended").await;
+    assert_eq!(can_get_pods(person, "user-grace-hopper"), "no");
+    let namespaces: Api<Namespace> = Api::all(admin.clone());
+    assert!(
+        namespaces
+            .get_opt("user-grace-hopper")
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    // The admission policy keeps the SCIM identity to SCIM's fields, whatever its RBAC allows.
+    let scim_client = env().plane.client(SCIM).await.unwrap();
+    let as_scim: Api<User> = Api::all(scim_client);
+    let refused = as_scim
+        .patch(
+            "grace-hopper",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"role": "edit"}})),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, kube::Error::Api(s) if s.code == 403 && s.message.contains("SCIM")),
+        "{refused:?}"
+    );
+
+    // DELETE: 204, then the User is offboarded (deletionPolicy Delete) and gone from SCIM.
+    let (status, _) = call(&app, "DELETE", &format!("/Users/{id}"), Some(TOKEN), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, error) = call(&app, "GET", &format!("/Users/{id}"), Some(TOKEN), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(error["status"], "404");
+    wait_gone(&users, "grace-hopper", 120).await;
+    wait_gone(&namespaces, "user-grace-hopper", 120).await;
+}
+
+#[tokio::test]
+async fn bad_requests_get_scim_errors_and_write_nothing() {
+    let app = service().await;
+    let users: Api<User> = Api::all(admin().await);
+
+    // The API server's own validation (CEL) comes back as invalidValue with its message.
+    let body = json!({
+        "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"],
+        "userName": "system:admin"
+    });
+    let (status, error) = call(&app, "POST", "/Users", Some(TOKEN), Some(body)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    assert_eq!(error["scimType"], "invalidValue");
+    assert!(
+        error["detail"].as_str().unwrap().contains("system:"),
+        "{error}"
+    );
+    assert!(users.get_opt("system-admin").await.unwrap().is_none());
+
+    // Not JSON, no userName, too large, an unknown id, an unknown endpoint.
+    let (status, error) = call(&app, "POST", "/Users", Some(TOKEN), Some(json!("nope"))).await;
+    assert_eq!(
+        (status, error["scimType"].clone()),
+        (StatusCode::BAD_REQUEST, json!("invalidSyntax"))
+    );
+    let (status, _) = call(
+        &app,
+        "POST",
+        "/Users",
+        Some(TOKEN),
+        Some(json!({"schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let huge = json!({"schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"], "userName": "x".repeat(100 * 1024)});
+    let (status, _) = call(&app, "POST", "/Users", Some(TOKEN), Some(huge)).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    let (status, error) = call(&app, "GET", "/Users/no-such-id", Some(TOKEN), None).await;
+    assert_eq!(
+        (status, error["status"].clone()),
+        (StatusCode::NOT_FOUND, json!("404"))
+    );
+    let (status, error) = call(&app, "GET", "/Groups", Some(TOKEN), None).await;
+    assert_eq!(
+        (status, error["status"].clone()),
+        (StatusCode::NOT_FOUND, json!("404"))
+    );
+}
