@@ -55,8 +55,11 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Prints the report: counts, the names of Users created, changed or pruned, and each failure
-/// with its line.
+/// How many names a summary line lists before it says "and N more".
+const NAMES_SHOWN: usize = 50;
+
+/// Prints the report: counts, the names of Users created, changed or pruned (at most
+/// [`NAMES_SHOWN`] each), and each failure with its line.
 fn print(report: &Report, options: &Options, took: std::time::Duration) {
     let (would, pruned) = match (options.dry_run, options.prune) {
         (true, Prune::Delete) => ("would be ", "deleted"),
@@ -64,12 +67,14 @@ fn print(report: &Report, options: &Options, took: std::time::Duration) {
         (false, Prune::Delete) => ("", "deleted"),
         (false, _) => ("", "suspended"),
     };
-    let names = |list: &[String]| {
-        if list.is_empty() {
-            String::new()
-        } else {
-            format!(": {}", list.join(", "))
-        }
+    let names = |list: &[String]| match list.len() {
+        0 => String::new(),
+        n if n <= NAMES_SHOWN => format!(": {}", list.join(", ")),
+        n => format!(
+            ": {}, and {} more",
+            list[..NAMES_SHOWN].join(", "),
+            n - NAMES_SHOWN
+        ),
     };
     println!(
         "{}created: {}{}",
