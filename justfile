@@ -21,9 +21,10 @@ control-plane:
 build:
     cargo build --workspace --all-targets
 
-# Regenerate manifests/crd.yaml from the Rust types.
+# Regenerate manifests/crd.yaml (and the chart's copy) from the Rust types.
 generate:
     cargo run -q -p homestead-api --bin crdgen > manifests/crd.yaml
+    cp manifests/crd.yaml charts/homestead/crds/crd.yaml
 
 # Format the code.
 fmt:

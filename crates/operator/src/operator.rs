@@ -9,7 +9,9 @@ use homestead_api::User;
 use homestead_reconciler::context::Fence;
 use homestead_reconciler::profile::ProfileIndex;
 use homestead_reconciler::{Config, Context, Metrics, error_policy, reconcile};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
+use kube::api::{Api, ListParams};
 use kube::runtime::controller;
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::Store;
@@ -31,6 +33,10 @@ use crate::watches;
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let config = cli.config()?;
     let registry = Registry::new();
+    // process_resident_memory_bytes, process_cpu_seconds_total, open file descriptors.
+    registry.register(Box::new(
+        prometheus::process_collector::ProcessCollector::for_self(),
+    ))?;
     let metrics = Metrics::new(&registry)?;
     let health = Health::new(registry, metrics.clone());
     let server = Server::bind(cli.metrics_address).await?;
@@ -118,6 +124,7 @@ async fn reconcile_users(
         users.clone(),
         ctx.clone(),
     ));
+    tokio::spawn(keep_retained_count(ctx.clone(), stop.clone()));
     tokio::spawn(keep_profile_statuses(
         ctx.clone(),
         users,
@@ -176,6 +183,42 @@ async fn keep_profile_statuses(
         }
         if let Err(error) = ctx.write_profile_statuses(&users, &index).await {
             tracing::warn!("writing a Profile status failed: {error}");
+        }
+    }
+}
+
+/// How often the leader counts retained namespaces for `homestead_retained_namespaces`.
+const RETAINED_COUNT_PERIOD: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Keeps `homestead_retained_namespaces` current until `stop`: while this replica leads, every
+/// [`RETAINED_COUNT_PERIOD`] one metadata-only list of namespaces labelled
+/// `homestead.dev/retained-from` with a page size of 1 (the count is the page plus the
+/// server's `remainingItemCount`), so the count costs one small read a minute whatever the
+/// number. A standby reports 0.
+async fn keep_retained_count(ctx: Arc<Context>, stop: CancellationToken) {
+    ctx.wait_synced().await;
+    let namespaces: Api<Namespace> = Api::all(ctx.client.clone());
+    let params = ListParams::default()
+        .labels(homestead_api::LABEL_RETAINED_FROM)
+        .limit(1);
+    let mut tick = tokio::time::interval(RETAINED_COUNT_PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if !ctx.fence.is_held() {
+            ctx.metrics.retained.set(0);
+            continue;
+        }
+        match namespaces.list_metadata(&params).await {
+            Ok(page) => {
+                let rest = page.metadata.remaining_item_count.unwrap_or(0);
+                let count = i64::try_from(page.items.len()).unwrap_or(i64::MAX);
+                ctx.metrics.retained.set(count.saturating_add(rest));
+            }
+            Err(error) => tracing::warn!("counting retained namespaces failed: {error}"),
         }
     }
 }

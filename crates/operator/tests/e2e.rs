@@ -15,7 +15,7 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
-use serde_json::json;
+use serde_json::{Value, json};
 
 const RB: &str = "homestead-user";
 
@@ -735,11 +735,73 @@ async fn metrics_and_probes_are_served() {
     for metric in [
         "homestead_reconciliations_total{result=\"success\"}",
         "homestead_reconcile_duration_seconds_bucket",
-        "homestead_users{ready=\"True\"}",
+        "homestead_users{ready=\"True\",reason=\"Provisioned\"}",
+        "homestead_user_time_to_ready_seconds_count",
+        "homestead_offboarding_duration_seconds_bucket",
+        "homestead_reconcile_errors_total{reason=\"apply_failed\"} 0",
+        "homestead_build_info{version=\"0.1.0\"} 1",
+        "homestead_retained_namespaces",
+        "process_resident_memory_bytes",
     ] {
         assert!(
             body.contains(metric),
             "{metric} missing from /metrics:\n{body}"
+        );
+    }
+    // The first Ready=True of e2e-metrics was timed.
+    let ready_count: f64 = body
+        .lines()
+        .find_map(|l| l.strip_prefix("homestead_user_time_to_ready_seconds_count "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(ready_count >= 1.0, "{body}");
+
+    // promtool (Prometheus's own checker, from Debian's package) finds nothing to lint.
+    let promtool = repo_tool("tools/promtool/install.sh");
+    let (ok, out) = run_with_stdin(
+        std::process::Command::new(promtool).args(["check", "metrics"]),
+        &body,
+    );
+    assert!(ok, "promtool check metrics: {out}");
+
+    // Every metric the dashboard and the alerts query is one the operator exports (or
+    // Prometheus's own `up`).
+    let dashboard =
+        std::fs::read_to_string(repo_root().join("charts/homestead/files/dashboard.json")).unwrap();
+    let alerts =
+        std::fs::read_to_string(repo_root().join("charts/homestead/files/alerts.yaml")).unwrap();
+    let dashboard: Value = serde_json::from_str(&dashboard).unwrap();
+    let mut queries: Vec<String> = dashboard["panels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["targets"].as_array().cloned().unwrap_or_default())
+        .map(|t| t["expr"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(queries.len() >= 15, "{} dashboard queries", queries.len());
+    queries.extend(
+        alerts
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("expr:"))
+            .map(str::to_owned),
+    );
+    let mut queried = std::collections::BTreeSet::new();
+    for query in &queries {
+        for word in query.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+            if word.starts_with("homestead_") || word.starts_with("process_") {
+                queried.insert(word.to_owned());
+            }
+        }
+    }
+    assert!(queried.len() >= 10, "{queried:?}");
+    for metric in &queried {
+        let exported = body
+            .lines()
+            .any(|l| l.starts_with(&format!("{metric}{{")) || l.starts_with(&format!("{metric} ")));
+        assert!(
+            exported,
+            "the dashboard or an alert queries {metric}, which /metrics does not have"
         );
     }
     assert_eq!(http_get(&env.metrics_address, "/healthz").unwrap().0, 200);

@@ -86,6 +86,21 @@ pub enum Error {
 /// Result with the reconciler's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Every value [`Error::metric_label`] returns, so `homestead_reconcile_errors_total` starts
+/// each at 0 (a counter that appears only at its first error cannot be rated or alerted on).
+pub const METRIC_LABELS: [&str; 10] = [
+    "get_failed",
+    "list_failed",
+    "create_failed",
+    "apply_failed",
+    "delete_failed",
+    "status_failed",
+    "namespace_terminating",
+    "not_leader",
+    "finalizer_failed",
+    "invalid_object",
+];
+
 impl Error {
     /// An [`Error::Kube`] for `verb` on the object `name` of kind `kind`.
     pub fn kube(verb: Verb, kind: Cow<'static, str>, name: &str, source: kube::Error) -> Self {
@@ -224,6 +239,30 @@ mod tests {
         assert_eq!(finalizer.metric_label(), "finalizer_failed");
         let unnamed = Error::Finalizer(Box::new(F::UnnamedObject));
         assert_eq!(unnamed.metric_label(), "invalid_object");
+        // Every label the metric can get is one it starts at 0.
+        let mut every = vec![
+            finalizer.metric_label(),
+            unnamed.metric_label(),
+            Error::NotLeader.metric_label(),
+            Error::NamespaceTerminating("user-a".into()).metric_label(),
+        ];
+        every.extend(
+            [
+                Verb::Get,
+                Verb::List,
+                Verb::Create,
+                Verb::Apply,
+                Verb::Delete,
+                Verb::PatchStatus,
+            ]
+            .map(|verb| {
+                Error::kube(verb, "Namespace".into(), "user-a", api_error(500)).metric_label()
+            }),
+        );
+        every.sort_unstable();
+        let mut known = METRIC_LABELS.to_vec();
+        known.sort_unstable();
+        assert_eq!(every, known);
     }
 
     #[test]

@@ -1,15 +1,33 @@
 //! Prometheus metrics of the reconciler, following Prometheus naming conventions (`_total`
 //! counters, `_seconds` histograms, base units).
 
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use homestead_api::User;
+
+use crate::status::Reason;
 use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 /// The windows of `homestead_users_expiring`: label and length in seconds.
 const EXPIRY_WINDOWS: [(&str, i64); 3] = [("1d", 86_400), ("7d", 7 * 86_400), ("30d", 30 * 86_400)];
 
-/// The reconciler's metrics; cheap to clone (shared handles).
+/// The `reason` label of a User without a `Ready` condition yet.
+const NO_REASON: &str = "Pending";
+
+/// Buckets of `homestead_user_time_to_ready_seconds`, in seconds: from a second to a week
+/// (a User refused until HR fixes it can take days).
+const TIME_TO_READY_BUCKETS: [f64; 14] = [
+    1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0, 14400.0, 86400.0, 604800.0,
+];
+/// Buckets of `homestead_offboarding_duration_seconds`, in seconds: from a second to a day
+/// (a namespace with a stuck finalizer takes as long as someone needs to notice).
+const OFFBOARDING_BUCKETS: [f64; 12] = [
+    1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0, 86400.0,
+];
+
+/// The reconciler's metrics; cheap to clone (shared handles). None has a per-User label: every
+/// label takes a small, fixed set of values.
 #[derive(Clone, Debug)]
 pub struct Metrics {
     /// `homestead_reconciliations_total{result="success"|"error"}`: finished reconciles.
@@ -18,19 +36,39 @@ pub struct Metrics {
     pub errors: IntCounterVec,
     /// `homestead_reconcile_duration_seconds`: wall time of one reconcile, in seconds.
     pub duration: Histogram,
-    /// `homestead_users{ready="True"|"False"|"Unknown"}`: Users by their `Ready` condition.
+    /// `homestead_reconciles_in_flight`: reconciles running now (kube-runtime does not expose
+    /// its queue; this and the reconcile rate are what it leaves to watch).
+    pub in_flight: IntGauge,
+    /// `homestead_users{ready="True"|"False"|"Unknown",reason}`: Users by their `Ready`
+    /// condition's status and reason (`Pending` before Homestead has written one).
     pub users: IntGaugeVec,
     /// `homestead_users_expiring{within="1d"|"7d"|"30d"}`: Users whose `validUntil` is ahead and
     /// within that window (cumulative: a User expiring tomorrow counts in all three). Counts,
     /// not a per-User timestamp: a label per User would grow with the company.
     pub expiring: IntGaugeVec,
+    /// `homestead_user_time_to_ready_seconds`: seconds from a User's creation to its first
+    /// `Ready=True` with reason `Provisioned` (the person can work), observed when Homestead
+    /// writes that transition; see [`Metrics::observe_ready`].
+    pub time_to_ready: Histogram,
+    /// `homestead_offboarding_duration_seconds`: seconds from a User's deletion to the end of
+    /// its offboarding (access revoked, namespace deleted or retained), observed when the
+    /// finalizer's cleanup completes.
+    pub offboarding: Histogram,
+    /// `homestead_retained_namespaces`: namespaces labelled `homestead.dev/retained-from`
+    /// (kept after offboarding under `deletionPolicy: Retain`), counted by the leader every
+    /// minute; 0 on a standby.
+    pub retained: IntGauge,
     /// `homestead_leader`: 1 while this replica holds the leader-election Lease and may write
     /// (its fence is open), else 0.
     pub leader: IntGauge,
+    /// The `(ready, reason)` pairs of `homestead_users` set so far, so a pair no User has any
+    /// more is set to 0 rather than left at its last count.
+    seen: Arc<Mutex<HashSet<(String, String)>>>,
 }
 
 impl Metrics {
-    /// Creates the metrics and registers them in `registry`.
+    /// Creates the metrics and registers them in `registry`, with
+    /// `homestead_build_info{version}` set to 1 for this crate's version.
     ///
     /// # Errors
     /// A [`prometheus::Error`] if a metric of the same name is already registered there.
@@ -58,19 +96,16 @@ impl Metrics {
                 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
             ]),
         )?;
+        let in_flight = IntGauge::new(
+            "homestead_reconciles_in_flight",
+            "Reconciles of Users running now",
+        )?;
         let users = IntGaugeVec::new(
             Opts::new(
                 "homestead_users",
-                "Users by the status of their Ready condition",
+                "Users by the status and reason of their Ready condition",
             ),
-            &["ready"],
-        )?;
-        registry.register(Box::new(reconciliations.clone()))?;
-        registry.register(Box::new(errors.clone()))?;
-        registry.register(Box::new(duration.clone()))?;
-        let leader = IntGauge::new(
-            "homestead_leader",
-            "Whether this replica holds the leader-election Lease and may write (1) or not (0)",
+            &["ready", "reason"],
         )?;
         let expiring = IntGaugeVec::new(
             Opts::new(
@@ -79,25 +114,81 @@ impl Metrics {
             ),
             &["within"],
         )?;
-        registry.register(Box::new(users.clone()))?;
-        registry.register(Box::new(expiring.clone()))?;
-        registry.register(Box::new(leader.clone()))?;
+        let time_to_ready = Histogram::with_opts(
+            HistogramOpts::new(
+                "homestead_user_time_to_ready_seconds",
+                "Seconds from a User's creation to its first Ready=True (Provisioned)",
+            )
+            .buckets(TIME_TO_READY_BUCKETS.to_vec()),
+        )?;
+        let offboarding = Histogram::with_opts(
+            HistogramOpts::new(
+                "homestead_offboarding_duration_seconds",
+                "Seconds from a User's deletion to the end of its offboarding",
+            )
+            .buckets(OFFBOARDING_BUCKETS.to_vec()),
+        )?;
+        let retained = IntGauge::new(
+            "homestead_retained_namespaces",
+            "Namespaces kept after offboarding (deletionPolicy Retain), counted by the leader",
+        )?;
+        let leader = IntGauge::new(
+            "homestead_leader",
+            "Whether this replica holds the leader-election Lease and may write (1) or not (0)",
+        )?;
+        let build_info = IntGaugeVec::new(
+            Opts::new(
+                "homestead_build_info",
+                "Always 1; the version of the running Homestead as a label",
+            ),
+            &["version"],
+        )?;
+        build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .set(1);
+        // Every series starts at 0, so rates and alerts see it before its first increment.
+        for reason in crate::error::METRIC_LABELS {
+            errors.with_label_values(&[reason]).reset();
+        }
+        for result in ["success", "error"] {
+            reconciliations.with_label_values(&[result]).reset();
+        }
+        for collector in [
+            Box::new(reconciliations.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(errors.clone()),
+            Box::new(duration.clone()),
+            Box::new(in_flight.clone()),
+            Box::new(users.clone()),
+            Box::new(expiring.clone()),
+            Box::new(time_to_ready.clone()),
+            Box::new(offboarding.clone()),
+            Box::new(retained.clone()),
+            Box::new(leader.clone()),
+            Box::new(build_info),
+        ] {
+            registry.register(collector)?;
+        }
         Ok(Self {
             reconciliations,
             errors,
             duration,
+            in_flight,
             users,
             expiring,
+            time_to_ready,
+            offboarding,
+            retained,
             leader,
+            seen: Arc::default(),
         })
     }
 
     /// Sets `homestead_users` and `homestead_users_expiring` from the Users in the
     /// controller's cache.
     pub fn observe_users(&self, users: &[Arc<User>]) {
-        let (mut ready, mut not_ready, mut unknown) = (0, 0, 0);
         let now = k8s_openapi::jiff::Timestamp::now();
         let mut expiring = [0; EXPIRY_WINDOWS.len()];
+        let mut by_reason: HashMap<(&str, &str), i64> = HashMap::new();
         for user in users {
             if let Some(until) = &user.spec.valid_until {
                 let left = until.0.duration_since(now).as_secs();
@@ -107,17 +198,55 @@ impl Metrics {
                     }
                 }
             }
-            match user.ready_condition().map(|c| c.status.as_str()) {
-                Some("True") => ready += 1,
-                Some("False") => not_ready += 1,
-                _ => unknown += 1,
+            let key = match user.ready_condition() {
+                Some(c) if c.status == "True" || c.status == "False" => {
+                    (c.status.as_str(), c.reason.as_str())
+                }
+                Some(c) => ("Unknown", c.reason.as_str()),
+                None => ("Unknown", NO_REASON),
+            };
+            *by_reason.entry(key).or_default() += 1;
+        }
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        for (ready, reason) in seen.iter() {
+            if !by_reason.contains_key(&(ready.as_str(), reason.as_str())) {
+                self.users.with_label_values(&[ready, reason]).set(0);
             }
         }
-        self.users.with_label_values(&["True"]).set(ready);
-        self.users.with_label_values(&["False"]).set(not_ready);
-        self.users.with_label_values(&["Unknown"]).set(unknown);
+        for ((ready, reason), count) in by_reason {
+            self.users.with_label_values(&[ready, reason]).set(count);
+            seen.insert((ready.to_owned(), reason.to_owned()));
+        }
         for (count, (label, _)) in expiring.into_iter().zip(EXPIRY_WINDOWS) {
             self.expiring.with_label_values(&[label]).set(count);
+        }
+    }
+
+    /// Observes `homestead_user_time_to_ready_seconds` for `user` when a status write moves it
+    /// to `Ready=True` with reason `Provisioned` from no `Ready` condition or from a refusal
+    /// (`Ready=False` for a reason of its spec, such as `RoleNotAllowed`); not after a
+    /// transient API failure or a suspension, which are not a person's first access. A User
+    /// refused, then fixed, is counted once, with the time until it was fixed: how long that
+    /// person waited.
+    pub fn observe_ready(&self, user: &User, reason: Reason) {
+        if reason != Reason::Provisioned {
+            return;
+        }
+        let first = user
+            .ready_condition()
+            .is_none_or(|c| c.status != "True" && Reason::refusal(&c.reason));
+        if let (true, Some(created)) = (first, user.metadata.creation_timestamp.as_ref()) {
+            let age = k8s_openapi::jiff::Timestamp::now().duration_since(created.0);
+            self.time_to_ready.observe(age.as_secs_f64().max(0.0));
+        }
+    }
+
+    /// Observes `homestead_offboarding_duration_seconds` for `user`, whose offboarding just
+    /// completed: the seconds since its `deletionTimestamp`.
+    pub fn observe_offboarded(&self, user: &User) {
+        if let Some(deleted) = user.metadata.deletion_timestamp.as_ref() {
+            let took = k8s_openapi::jiff::Timestamp::now().duration_since(deleted.0);
+            self.offboarding.observe(took.as_secs_f64().max(0.0));
         }
     }
 }
@@ -126,6 +255,7 @@ impl Metrics {
 mod tests {
     use super::*;
     use crate::test_fixtures::user;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use k8s_openapi::jiff::{SignedDuration, Timestamp};
     use serde_json::json;
 
@@ -150,5 +280,92 @@ mod tests {
         metrics.observe_users(&users);
         let count = |w: &str| metrics.expiring.with_label_values(&[w]).get();
         assert_eq!((count("1d"), count("7d"), count("30d")), (1, 2, 3));
+    }
+
+    /// `user` created `age` seconds ago with a `Ready` condition of `status` and `reason`.
+    fn with_ready(age: i64, ready: Option<(&str, &str)>) -> User {
+        let mut u = user("r", json!({}));
+        let created = Timestamp::now() - SignedDuration::from_secs(age);
+        u.metadata.creation_timestamp = Some(Time(created));
+        if let Some((status, reason)) = ready {
+            u.status = Some(
+                serde_json::from_value(json!({"conditions": [{
+                    "type": "Ready", "status": status, "reason": reason, "message": "",
+                    "lastTransitionTime": created.to_string()
+                }]}))
+                .unwrap(),
+            );
+        }
+        u
+    }
+
+    #[test]
+    fn users_are_counted_by_ready_reason_and_vanished_reasons_drop_to_zero() {
+        let metrics = Metrics::new(&Registry::new()).unwrap();
+        let count =
+            |ready: &str, reason: &str| metrics.users.with_label_values(&[ready, reason]).get();
+        let users: Vec<Arc<User>> = [
+            with_ready(1, Some(("True", "Provisioned"))),
+            with_ready(1, Some(("True", "Provisioned"))),
+            with_ready(1, Some(("False", "RoleNotAllowed"))),
+            with_ready(1, None),
+        ]
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+        metrics.observe_users(&users);
+        assert_eq!(count("True", "Provisioned"), 2);
+        assert_eq!(count("False", "RoleNotAllowed"), 1);
+        assert_eq!(count("Unknown", NO_REASON), 1);
+        metrics.observe_users(&users[..2]);
+        assert_eq!(
+            count("False", "RoleNotAllowed"),
+            0,
+            "set to 0, not left at 1"
+        );
+        assert_eq!(count("True", "Provisioned"), 2);
+    }
+
+    #[test]
+    fn time_to_ready_counts_a_first_access_only() {
+        let metrics = Metrics::new(&Registry::new()).unwrap();
+        let observed = || metrics.time_to_ready.get_sample_count();
+        metrics.observe_ready(&with_ready(30, None), Reason::Provisioned);
+        assert_eq!(observed(), 1);
+        assert!((29.0..60.0).contains(&metrics.time_to_ready.get_sample_sum()));
+        // Fixed after a refusal: the person waited that long, so it counts.
+        metrics.observe_ready(
+            &with_ready(3600, Some(("False", "RoleNotAllowed"))),
+            Reason::Provisioned,
+        );
+        assert_eq!(observed(), 2);
+        // Not a first access: after a transient failure, after suspension, or a suspension.
+        metrics.observe_ready(
+            &with_ready(9, Some(("False", "ApplyFailed"))),
+            Reason::Provisioned,
+        );
+        metrics.observe_ready(
+            &with_ready(9, Some(("True", "Suspended"))),
+            Reason::Provisioned,
+        );
+        metrics.observe_ready(&with_ready(9, None), Reason::Suspended);
+        assert_eq!(observed(), 2);
+    }
+
+    #[test]
+    fn offboarding_is_timed_from_the_deletion() {
+        let metrics = Metrics::new(&Registry::new()).unwrap();
+        let mut gone = user("g", json!({}));
+        metrics.observe_offboarded(&gone);
+        assert_eq!(
+            metrics.offboarding.get_sample_count(),
+            0,
+            "not deleted: nothing to time"
+        );
+        gone.metadata.deletion_timestamp =
+            Some(Time(Timestamp::now() - SignedDuration::from_secs(42)));
+        metrics.observe_offboarded(&gone);
+        assert_eq!(metrics.offboarding.get_sample_count(), 1);
+        assert!((41.0..60.0).contains(&metrics.offboarding.get_sample_sum()));
     }
 }

@@ -36,17 +36,25 @@ pub async fn reconcile(user: Arc<User>, ctx: Arc<Context>) -> Result<Action> {
         return Ok(Action::requeue(Duration::from_secs(5)));
     }
     let timer = ctx.metrics.duration.start_timer();
+    ctx.metrics.in_flight.inc();
     let reference = ObjectRef::from_obj(user.as_ref());
     let users: Api<User> = Api::all(ctx.client.clone());
     let result = finalizer(&users, FINALIZER, user, |event| async {
         match event {
             Finalizer::Apply(user) => provision(&user, &ctx).await,
-            Finalizer::Cleanup(user) => offboard(&user, &ctx).await,
+            Finalizer::Cleanup(user) => {
+                let done = offboard(&user, &ctx).await;
+                if done.is_ok() {
+                    ctx.metrics.observe_offboarded(&user);
+                }
+                done
+            }
         }
     })
     .await
     .map_err(|e| Error::Finalizer(Box::new(e)));
     timer.observe_duration();
+    ctx.metrics.in_flight.dec();
     let result = result.or_else(|e| match e.terminating_namespace() {
         Some(namespace) => {
             // Every pass while the namespace controller empties it ends here (a dozen per

@@ -99,6 +99,26 @@ impl Reason {
     pub fn is_ready(self) -> bool {
         matches!(self, Self::Provisioned | Self::Suspended | Self::Expired)
     }
+
+    /// Whether `reason` (a condition's reason as written) is a refusal of the User's spec,
+    /// which HR or the person must fix, rather than a transient failure of the API server, a
+    /// suspension or offboarding. Unknown reasons (an older or newer Homestead's) count as
+    /// refusals.
+    pub fn refusal(reason: &str) -> bool {
+        !matches!(
+            reason,
+            "Provisioned"
+                | "Suspended"
+                | "Expired"
+                | "NamespaceTerminating"
+                | "Terminating"
+                | "Forbidden"
+                | "ReadFailed"
+                | "CreateFailed"
+                | "ApplyFailed"
+                | "DeleteFailed"
+        )
+    }
 }
 
 impl fmt::Display for Reason {
@@ -396,6 +416,9 @@ impl Context {
     pub(crate) async fn write_status(&self, user: &User, outcome: Outcome) -> Result<()> {
         let written = self.patch_status(user, &outcome).await?;
         let transition = written && is_transition(user, &outcome);
+        if transition {
+            self.metrics.observe_ready(user, outcome.reason);
+        }
         for (type_, reason, note) in events_for(transition, &outcome) {
             self.publish(user, type_, reason, note).await;
         }

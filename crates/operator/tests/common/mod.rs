@@ -41,7 +41,8 @@ pub struct Env {
     pub operator: std::sync::Mutex<Supervised>,
 }
 
-fn repo_root() -> &'static Path {
+/// The repository's root directory.
+pub fn repo_root() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }
 
@@ -392,19 +393,22 @@ pub fn can_get_pods(person: &str, ns: &str) -> String {
     out.lines().next().unwrap_or_default().trim().to_owned()
 }
 
-/// Runs `kubectl` as admin with `stdin`; returns (success, stdout + stderr).
-pub fn kubectl(args: &[&str], stdin: &str) -> (bool, String) {
-    kubectl_as(ADMIN, args, stdin)
+/// Runs a repository script that installs a tool (cached) and prints its path; returns it.
+pub fn repo_tool(script: &str) -> std::path::PathBuf {
+    let out = std::process::Command::new(repo_root().join(script))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().into()
 }
 
-/// Runs `kubectl` authenticated as `identity` (with its own token) with `stdin`; returns
-/// (success, stdout + stderr).
-pub fn kubectl_as(identity: &str, args: &[&str], stdin: &str) -> (bool, String) {
-    let mut child = env()
-        .plane
-        .kubectl(identity)
-        .unwrap()
-        .args(args)
+/// Runs `command` with `stdin`; returns (success, stdout + stderr).
+pub fn run_with_stdin(command: &mut std::process::Command, stdin: &str) -> (bool, String) {
+    let mut child = command
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -423,6 +427,17 @@ pub fn kubectl_as(identity: &str, args: &[&str], stdin: &str) -> (bool, String) 
         String::from_utf8_lossy(&out.stderr)
     );
     (out.status.success(), text)
+}
+
+/// Runs `kubectl` as admin with `stdin`; returns (success, stdout + stderr).
+pub fn kubectl(args: &[&str], stdin: &str) -> (bool, String) {
+    kubectl_as(ADMIN, args, stdin)
+}
+
+/// Runs `kubectl` authenticated as `identity` (with its own token) with `stdin`; returns
+/// (success, stdout + stderr).
+pub fn kubectl_as(identity: &str, args: &[&str], stdin: &str) -> (bool, String) {
+    run_with_stdin(env().plane.kubectl(identity).unwrap().args(args), stdin)
 }
 
 /// The pid of the operator process serving `metrics_address` (not its watchdog), if running.

@@ -1,0 +1,45 @@
+{{/* Labels on every object of the chart. */}}
+{{- define "homestead.labels" -}}
+app.kubernetes.io/name: homestead
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* Labels of the SCIM service's objects. */}}
+{{- define "homestead.scimLabels" -}}
+app.kubernetes.io/name: homestead-scim
+app.kubernetes.io/part-of: homestead
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* The container image. */}}
+{{- define "homestead.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{/* The operator's user name, as the admission policy matches it. */}}
+{{- define "homestead.operatorUser" -}}
+system:serviceaccount:{{ .Release.Namespace }}:homestead
+{{- end -}}
+
+{{/* Refuses values Homestead never accepts. */}}
+{{- define "homestead.validate" -}}
+{{- if has "cluster-admin" .Values.operator.allowedRoles -}}
+{{- fail "operator.allowedRoles may not contain cluster-admin: Homestead never grants cluster-wide administration" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* operator.allowedRoles as a CEL list's items: 'admin', 'edit', 'view'. */}}
+{{- define "homestead.celRoles" -}}
+{{- range $i, $role := .Values.operator.allowedRoles }}{{ if $i }}, {{ end }}'{{ $role }}'{{ end -}}
+{{- end -}}
+
+{{/* operator.allowedRoles for people: admin, edit and view. */}}
+{{- define "homestead.roleList" -}}
+{{- $roles := .Values.operator.allowedRoles -}}
+{{- $n := len $roles -}}
+{{- range $i, $role := $roles }}{{ if and $i (lt (add1 $i) $n) }}, {{ else if $i }} and {{ end }}{{ $role }}{{ end -}}
+{{- end -}}

@@ -1,0 +1,392 @@
+//! The Helm chart (`charts/homestead`): it lints, it renders the same RBAC, admission policies
+//! and CRDs as the kustomize path (`rbac/`, `manifests/`), and a real `helm install` on the local
+//! control plane yields a working CRD, RBAC and admission policy. Helm is built from its Go
+//! module by `tools/helm/install.sh` (cached).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use homestead_testenv::{ADMIN, ControlPlane, OPERATOR, Options, SCIM};
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .canonicalize()
+        .unwrap()
+}
+
+/// Runs a repository script that prints a path, and returns it.
+fn tool(script: &str) -> PathBuf {
+    static TOOLS: OnceLock<std::sync::Mutex<()>> = OnceLock::new();
+    let _one_at_a_time = TOOLS.get_or_init(Default::default).lock().unwrap();
+    let out = Command::new(root().join(script)).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+fn helm() -> Command {
+    let mut helm = Command::new(tool("tools/helm/install.sh"));
+    helm.current_dir(root());
+    helm
+}
+
+/// `helm template` of the chart into `homestead-system` with `sets`, as YAML.
+fn template(sets: &[&str]) -> String {
+    let mut helm = helm();
+    helm.args([
+        "template",
+        "homestead",
+        "charts/homestead",
+        "--namespace",
+        "homestead-system",
+    ])
+    .args(["--kube-version", "1.34.4", "--include-crds"]);
+    for set in sets {
+        helm.args(["--set", set]);
+    }
+    let out = helm.output().unwrap();
+    assert!(
+        out.status.success(),
+        "helm template: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn documents(yaml: &str) -> Vec<Value> {
+    serde_saphyr::from_multiple::<Value>(yaml)
+        .unwrap()
+        .into_iter()
+        .filter(|d| d.is_object())
+        .collect()
+}
+
+fn read(path: &str) -> Vec<Value> {
+    documents(&std::fs::read_to_string(root().join(path)).unwrap())
+}
+
+/// An object without what may differ between the two paths: labels, annotations, comments.
+fn essence(object: &Value) -> Value {
+    let mut object = object.clone();
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("labels");
+        meta.remove("annotations");
+    }
+    object
+}
+
+fn key(object: &Value) -> (String, String, String) {
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    (
+        s(&object["kind"]),
+        s(&object["metadata"]["namespace"]),
+        s(&object["metadata"]["name"]),
+    )
+}
+
+#[test]
+fn helm_lint_passes() {
+    let out = helm()
+        .args([
+            "lint",
+            "--strict",
+            "charts/homestead",
+            "--kube-version",
+            "1.34.4",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_chart_renders_what_the_kustomize_path_installs() {
+    let chart = documents(&template(&["scim.enabled=true"]));
+    let mut sources = Vec::new();
+    for file in [
+        "rbac/service-account.yaml",
+        "rbac/cluster-role.yaml",
+        "rbac/cluster-role-binding.yaml",
+        "rbac/leader-election.yaml",
+        "rbac/events.yaml",
+        "rbac/admission-policy.yaml",
+        "manifests/crd.yaml",
+        "manifests/scim/service-account.yaml",
+        "manifests/scim/rbac.yaml",
+    ] {
+        sources.extend(read(file));
+    }
+    assert!(sources.len() >= 14, "{} objects", sources.len());
+    for source in &sources {
+        let found = chart.iter().find(|c| key(c) == key(source));
+        let found = found.unwrap_or_else(|| panic!("the chart renders no {:?}", key(source)));
+        assert_eq!(
+            essence(found),
+            essence(source),
+            "{:?} differs between the chart and the kustomize path",
+            key(source)
+        );
+    }
+    // The CRDs are the very file `just generate` writes.
+    assert_eq!(
+        std::fs::read_to_string(root().join("charts/homestead/crds/crd.yaml")).unwrap(),
+        std::fs::read_to_string(root().join("manifests/crd.yaml")).unwrap(),
+        "charts/homestead/crds/crd.yaml is stale: copy manifests/crd.yaml (just generate does)"
+    );
+}
+
+#[test]
+fn values_that_would_grant_cluster_admin_are_refused() {
+    let out = helm()
+        .args([
+            "template",
+            "x",
+            "charts/homestead",
+            "--kube-version",
+            "1.34.4",
+        ])
+        .args(["--set", "operator.allowedRoles={admin,cluster-admin}"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("allowedRoles"));
+}
+
+fn kubectl(
+    plane: &ControlPlane,
+    identity: &str,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> (bool, String) {
+    use std::io::Write as _;
+    let mut child = plane
+        .kubectl(identity)
+        .unwrap()
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.unwrap_or_default().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+fn can_i(plane: &ControlPlane, identity: &str, args: &[&str]) -> String {
+    let (_, out) = kubectl(plane, identity, &[&["auth", "can-i"], args].concat(), None);
+    out.lines().next().unwrap_or_default().trim().to_owned()
+}
+
+#[tokio::test]
+async fn helm_install_yields_a_working_crd_rbac_and_admission_policy() {
+    // A control plane of its own, with nothing installed: the chart brings everything.
+    let plane = ControlPlane::start(Options::default()).await.unwrap();
+
+    // Everything the chart renders, monitoring included (prometheus-operator's own CRDs,
+    // from its Go module), is accepted by the API server (server-side dry run).
+    let crds = tool("tools/monitoring/prometheus-operator-crds.sh");
+    for crd in [
+        "monitoring.coreos.com_servicemonitors.yaml",
+        "monitoring.coreos.com_prometheusrules.yaml",
+    ] {
+        let path = crds.join(crd);
+        let (ok, out) = kubectl(
+            &plane,
+            ADMIN,
+            &["apply", "--server-side", "-f", path.to_str().unwrap()],
+            None,
+        );
+        assert!(ok, "{out}");
+    }
+    let (ok, out) = kubectl(
+        &plane,
+        ADMIN,
+        &["create", "namespace", "homestead-system"],
+        None,
+    );
+    assert!(ok, "{out}");
+    for crd in [
+        "servicemonitors.monitoring.coreos.com",
+        "prometheusrules.monitoring.coreos.com",
+    ] {
+        let (ok, out) = kubectl(
+            &plane,
+            ADMIN,
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                &format!("crd/{crd}"),
+            ],
+            None,
+        );
+        assert!(ok, "{out}");
+    }
+    let everything = template(&[
+        "scim.enabled=true",
+        "monitoring.serviceMonitor.enabled=true",
+        "monitoring.prometheusRule.enabled=true",
+        "monitoring.dashboard.enabled=true",
+    ]);
+    // The chart's CRDs go first in the output (--include-crds); a dry run cannot create a
+    // Profile's CRD and accept objects of it at once, but the chart renders none.
+    let (ok, out) = kubectl(
+        &plane,
+        ADMIN,
+        &["apply", "--dry-run=server", "-f", "-"],
+        Some(&everything),
+    );
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("prometheusrule.monitoring.coreos.com/homestead created (server dry run)"),
+        "{out}"
+    );
+
+    // A real install.
+    let kubeconfig = plane
+        .write_kubeconfig(ADMIN, &plane.dir().join("helm.kubeconfig"))
+        .unwrap();
+    let out = helm()
+        .args([
+            "install",
+            "homestead",
+            "charts/homestead",
+            "--namespace",
+            "homestead-system",
+        ])
+        .args(["--set", "scim.enabled=true", "--wait=false"])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "helm install: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (ok, out) = kubectl(
+        &plane,
+        ADMIN,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/users.homestead.dev",
+            "crd/profiles.homestead.dev",
+        ],
+        None,
+    );
+    assert!(ok, "{out}");
+
+    // The operator's identity may do its job and no more.
+    assert_eq!(can_i(&plane, OPERATOR, &["create", "namespaces"]), "yes");
+    assert_eq!(can_i(&plane, OPERATOR, &["patch", "users/status"]), "yes");
+    assert_eq!(
+        can_i(&plane, OPERATOR, &["bind", "clusterroles/edit"]),
+        "yes"
+    );
+    assert_eq!(
+        can_i(&plane, OPERATOR, &["bind", "clusterroles/cluster-admin"]),
+        "no"
+    );
+    assert_eq!(can_i(&plane, OPERATOR, &["get", "secrets", "-A"]), "no");
+    assert_eq!(
+        can_i(
+            &plane,
+            OPERATOR,
+            &["patch", "leases/homestead-leader", "-n", "homestead-system"]
+        ),
+        "yes"
+    );
+    assert_eq!(
+        can_i(
+            &plane,
+            OPERATOR,
+            &["create", "events.events.k8s.io", "-n", "default"]
+        ),
+        "yes"
+    );
+    // The SCIM identity: Users and nothing else.
+    assert_eq!(
+        can_i(&plane, SCIM, &["create", "users.homestead.dev"]),
+        "yes"
+    );
+    assert_eq!(can_i(&plane, SCIM, &["create", "namespaces"]), "no");
+
+    // The admission policies are in force (their bindings take a moment to be served).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let namespace = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: kube-taken\n  labels:\n    app.kubernetes.io/managed-by: homestead\n    homestead.dev/user: x\n";
+        let (ok, out) = kubectl(
+            &plane,
+            OPERATOR,
+            &["create", "--dry-run=server", "-f", "-"],
+            Some(namespace),
+        );
+        if !ok && out.contains("reserved namespace") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the operator could create kube-taken: {out}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let user = "apiVersion: homestead.dev/v1alpha1\nkind: User\nmetadata:\n  name: sneaky\nspec:\n  identity:\n    username: sneaky@example.com\n  role: edit\n";
+    let (ok, out) = kubectl(
+        &plane,
+        SCIM,
+        &["create", "--dry-run=server", "-f", "-"],
+        Some(user),
+    );
+    assert!(
+        !ok && out.contains("SCIM service may not set role"),
+        "{out}"
+    );
+    plane.stop();
+}
+
+#[test]
+fn alerts_pass_promtool_checks_and_their_unit_tests() {
+    let promtool = tool("tools/promtool/install.sh");
+    for args in [
+        vec!["check", "rules", "charts/homestead/files/alerts.yaml"],
+        vec!["test", "rules", "tools/monitoring/alerts_test.yaml"],
+    ] {
+        let out = Command::new(&promtool)
+            .args(&args)
+            .current_dir(root())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "promtool {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
