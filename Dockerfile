@@ -9,5 +9,5 @@ RUN cargo build --release --locked -p homestead --bin homestead
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /src/target/release/homestead /usr/local/bin/homestead
 USER 65532:65532
-EXPOSE 8080
+EXPOSE 8080 8443
 ENTRYPOINT ["/usr/local/bin/homestead"]

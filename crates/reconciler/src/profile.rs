@@ -150,12 +150,12 @@ fn merge(
 #[derive(Clone, Debug, Default)]
 pub struct ProfileIndex(Arc<Mutex<Index>>);
 
+/// Profile name to the names of its Users. A User's old Profile is found by looking in each
+/// set (there are few Profiles), so each User name is stored once, not twice: at 10,000 Users
+/// that is about 1.5 MiB less.
 #[derive(Debug, Default)]
 struct Index {
-    /// Profile name to the names of its Users.
-    users: HashMap<String, HashSet<String>>,
-    /// User name to its Profile's name.
-    profile_of: HashMap<String, String>,
+    users: HashMap<Arc<str>, HashSet<Box<str>>>,
 }
 
 impl ProfileIndex {
@@ -168,24 +168,23 @@ impl ProfileIndex {
     /// Records that the User `user` uses `profile` (`None`: no Profile, or the User is gone).
     pub fn set(&self, user: &str, profile: Option<&str>) {
         let mut index = self.index();
-        if index.profile_of.get(user).map(String::as_str) == profile {
+        if let Some(profile) = profile
+            && index.users.get(profile).is_some_and(|u| u.contains(user))
+        {
             return;
         }
-        if let Some(old) = index.profile_of.remove(user)
-            && let Some(users) = index.users.get_mut(&old)
-        {
-            users.remove(user);
-            if users.is_empty() {
-                index.users.remove(&old);
+        index.users.retain(|name, users| {
+            if Some(&**name) != profile {
+                users.remove(user);
             }
-        }
+            !users.is_empty()
+        });
         if let Some(profile) = profile {
-            index.profile_of.insert(user.to_owned(), profile.to_owned());
             index
                 .users
-                .entry(profile.to_owned())
+                .entry(Arc::from(profile))
                 .or_default()
-                .insert(user.to_owned());
+                .insert(Box::from(user));
         }
     }
 
@@ -194,7 +193,7 @@ impl ProfileIndex {
         self.index()
             .users
             .get(profile)
-            .map(|users| users.iter().cloned().collect())
+            .map(|users| users.iter().map(|u| u.to_string()).collect())
             .unwrap_or_default()
     }
 }
