@@ -4,7 +4,13 @@
 # $HOMESTEAD_CACHE, default ~/.cache/homestead.
 set -euo pipefail
 cache=${HOMESTEAD_CACHE:-$HOME/.cache/homestead}/tools
-version=$(apt-cache policy prometheus 2>/dev/null | awk '/Candidate:/ {print $2}')
+candidate() { apt-cache policy prometheus 2>/dev/null | awk '/Candidate:/ {print $2}'; }
+version=$(candidate)
+if { [ -z "$version" ] || [ "$version" = "(none)" ]; } && [ "$(id -u)" = 0 ]; then
+  # A fresh machine may have no package lists yet.
+  apt-get update -qq >&2 || true
+  version=$(candidate)
+fi
 if [ -z "$version" ] || [ "$version" = "(none)" ]; then
   echo "Debian's prometheus package is not known to apt here; run apt-get update" >&2
   exit 1

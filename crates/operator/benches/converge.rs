@@ -110,6 +110,30 @@ async fn profile_change(admin: &Client, count: usize) -> Duration {
     started.elapsed()
 }
 
+/// Waits (at most 60 s) until [`PROFILE`]'s status counts `count` Users, all up to date: the
+/// operator writes it every 2 s, so a restart right after the last User is Ready would leave
+/// that write to the next process.
+async fn profile_counts(admin: &Client, count: usize) {
+    let profiles = Api::<Profile>::all(admin.clone());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = profiles
+            .get(PROFILE)
+            .await
+            .unwrap()
+            .status
+            .unwrap_or_default();
+        if usize::try_from(status.users_up_to_date).ok() == Some(count) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the Profile status never counted {count} Users: {status:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// Runs `f(i)` for `0..count`, `IN_FLIGHT` at a time; panics on the first error.
 async fn each<F, Fut>(count: usize, f: F)
 where
@@ -489,10 +513,17 @@ fn operator_overhead(
 }
 
 /// The operator's writes between `from` and `to` (Lease renewals excluded).
-fn operator_writes(log: &[Request], (from, to): (Timestamp, Timestamp)) -> usize {
+fn operator_writes(log: &[Request], (from, to): (Timestamp, Timestamp)) -> Vec<String> {
     log.iter()
         .filter(|r| r.at >= from && r.at <= to && r.by_operator && r.write && !r.lease)
-        .count()
+        .map(|r| {
+            format!(
+                "{} ({})",
+                r.kind,
+                r.user.as_deref().unwrap_or("no one User")
+            )
+        })
+        .collect()
 }
 
 /// Prints two request tables side by side, per User.
@@ -578,7 +609,9 @@ async fn main() {
     println!("homestead: all Ready in {}", secs(ours_up));
     let peak_provisioning = memory_mib(operator.pid(), "VmHWM");
 
-    // A restart over converged Users, then steady state.
+    // A restart over converged Users (the Profile's status counting them all too), then
+    // steady state.
+    profile_counts(&admin, count).await;
     drop(operator);
     let (operator, restart_sync) = Operator::start("homestead-bench-2").await;
     let t5 = Timestamp::now();
@@ -665,9 +698,15 @@ async fn main() {
         secs(first_sync),
         secs(restart_sync)
     );
+    let steady_writes = operator_writes(&events, (t5, t6));
     println!(
-        "operator writes in {STEADY_SECONDS} s of steady state after that restart: {} (Lease renewals excluded)",
-        operator_writes(&events, (t5, t6))
+        "operator writes in {STEADY_SECONDS} s of steady state after that restart: {} (Lease renewals excluded){}",
+        steady_writes.len(),
+        if steady_writes.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", steady_writes.join(", "))
+        }
     );
     println!("operator RSS with no User:              {idle_rss:.1} MiB");
     println!("operator peak RSS while provisioning:   {peak_provisioning:.1} MiB");

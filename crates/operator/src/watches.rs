@@ -47,8 +47,7 @@ pub fn controller(
         watcher::Config::default(),
         trim_object::<CachedRoleBinding>,
     );
-    let (quotas, quota_events) =
-        cached_watch(client, managed.clone(), trim_object::<ResourceQuota>);
+    let (quotas, quota_events) = cached_watch(client, managed.clone(), trim_quota);
     let (limit_ranges, limit_range_events) =
         cached_watch(client, managed.clone(), trim_object::<LimitRange>);
     let (network_policies, network_policy_events) =
@@ -312,6 +311,14 @@ where
 /// and the resourceVersion once the watch has read it.
 fn trim_object<K: Resource>(object: &mut K) {
     trim(object.meta_mut());
+}
+
+/// [`trim_object`] for a ResourceQuota, and without its status: `status.hard` and
+/// `status.used` (two maps of quantities, over 1 KB per quota) move with every pod and are
+/// never read; drift is judged on `spec.hard` alone.
+fn trim_quota(quota: &mut ResourceQuota) {
+    trim_object(quota);
+    quota.status = None;
 }
 
 /// Waits until the User cache and every managed-object cache have seen their first list.
