@@ -14,6 +14,11 @@ mod watches;
 
 use clap::Parser;
 
+/// jemalloc returns freed memory to the system within seconds (its decay), where glibc's
+/// allocator keeps what the initial lists needed: see README "Performance".
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<std::process::ExitCode> {
     let mut cli = cli::Cli::parse();
