@@ -11,23 +11,18 @@ use std::time::Duration;
 use homestead_testenv::{ADMIN, ControlPlane, OPERATOR, Options, SCIM};
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .canonicalize()
-        .unwrap()
+mod common;
+
+fn root() -> &'static Path {
+    common::repo_root()
 }
 
-/// Runs a repository script that prints a path, and returns it.
+/// Runs a repository script that installs a tool and prints its path, one at a time (two
+/// first builds of Helm into the same cache directory would collide).
 fn tool(script: &str) -> PathBuf {
     static TOOLS: OnceLock<std::sync::Mutex<()>> = OnceLock::new();
     let _one_at_a_time = TOOLS.get_or_init(Default::default).lock().unwrap();
-    let out = Command::new(root().join(script)).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{script}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    common::repo_tool(script)
 }
 
 fn helm() -> Command {
@@ -92,22 +87,17 @@ fn key(object: &Value) -> (String, String, String) {
 
 #[test]
 fn helm_lint_passes() {
-    let out = helm()
-        .args([
+    let (ok, out) = common::run_with_stdin(
+        helm().args([
             "lint",
             "--strict",
             "charts/homestead",
             "--kube-version",
             "1.34.4",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        ]),
+        "",
     );
+    assert!(ok, "{out}");
 }
 
 #[test]
@@ -169,30 +159,9 @@ fn kubectl(
     args: &[&str],
     stdin: Option<&str>,
 ) -> (bool, String) {
-    use std::io::Write as _;
-    let mut child = plane
-        .kubectl(identity)
-        .unwrap()
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.unwrap_or_default().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
+    common::run_with_stdin(
+        plane.kubectl(identity).unwrap().args(args),
+        stdin.unwrap_or_default(),
     )
 }
 
@@ -377,16 +346,8 @@ fn alerts_pass_promtool_checks_and_their_unit_tests() {
         vec!["check", "rules", "charts/homestead/files/alerts.yaml"],
         vec!["test", "rules", "tools/monitoring/alerts_test.yaml"],
     ] {
-        let out = Command::new(&promtool)
-            .args(&args)
-            .current_dir(root())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "promtool {args:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let (ok, out) =
+            common::run_with_stdin(Command::new(&promtool).args(&args).current_dir(root()), "");
+        assert!(ok, "promtool {args:?}: {out}");
     }
 }
