@@ -23,23 +23,28 @@ const TOKEN: &str = "a-test-token-for-scim";
 /// The SCIM router as the SCIM identity, with [`TOKEN`] accepted, once its cache is synced.
 async fn service() -> axum::Router {
     let plane = env().plane;
-    let (ok, out) = kubectl(
-        &[
-            "apply",
-            "-f",
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../manifests/scim/service-account.yaml"
-            ),
-            "-f",
-            concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../manifests/scim/rbac.yaml"
-            ),
-        ],
-        "",
-    );
-    assert!(ok, "{out}");
+    // Once per test binary: two concurrent client-side applies of the same new object race
+    // (one gets AlreadyExists).
+    static INSTALLED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    INSTALLED.get_or_init(|| {
+        let (ok, out) = kubectl(
+            &[
+                "apply",
+                "-f",
+                concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/../../manifests/scim/service-account.yaml"
+                ),
+                "-f",
+                concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/../../manifests/scim/rbac.yaml"
+                ),
+            ],
+            "",
+        );
+        assert!(ok, "{out}");
+    });
     let client = plane.client(SCIM).await.unwrap();
     let (store, keep) = watch_users(client.clone());
     tokio::spawn(keep);
