@@ -110,6 +110,12 @@ pub struct Cli {
     #[arg(long, env = "HOMESTEAD_CONCURRENCY", default_value_t = 32)]
     pub concurrency: u16,
 
+    /// How often the leader counts retained namespaces for `homestead_retained_namespaces` (one
+    /// metadata-only list with a page size of 1 each time): a number with a unit, `s`, `m`,
+    /// `h` or `d`.
+    #[arg(long, env = "HOMESTEAD_RETAINED_COUNT_INTERVAL", default_value = "60s", value_parser = parse_positive_duration)]
+    pub retained_count_interval: std::time::Duration,
+
     /// Address of the HTTP server for /metrics, /healthz and /readyz.
     #[arg(
         long,
@@ -278,6 +284,17 @@ impl Cli {
     }
 }
 
+/// [`parse_duration`], refusing zero (a period of zero would make a busy loop).
+///
+/// # Errors
+/// As [`parse_duration`], and when the duration is zero.
+fn parse_positive_duration(text: &str) -> Result<std::time::Duration, String> {
+    match parse_duration(text)? {
+        std::time::Duration::ZERO => Err(format!("{text:?}: the interval must be more than 0")),
+        period => Ok(period),
+    }
+}
+
 /// Parses a duration written as a whole number and a unit: `s`, `m`, `h` or `d` (`14d`, `36h`).
 ///
 /// # Errors
@@ -297,5 +314,42 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
         _ => Err(format!(
             "{text:?} is not a duration: a whole number and a unit s, m, h or d (for example 14d)"
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use clap::Parser as _;
+
+    use super::Cli;
+
+    #[test]
+    fn durations_take_a_unit_and_intervals_are_positive() {
+        let cli = Cli::try_parse_from([
+            "homestead",
+            "--expiry-warning=36h",
+            "--retained-count-interval=2m",
+        ])
+        .unwrap();
+        assert_eq!(cli.expiry_warning, Duration::from_secs(36 * 3_600));
+        assert_eq!(cli.retained_count_interval, Duration::from_secs(120));
+        let defaults = Cli::try_parse_from(["homestead"]).unwrap();
+        assert_eq!(defaults.expiry_warning, Duration::from_secs(14 * 86_400));
+        assert_eq!(defaults.retained_count_interval, Duration::from_secs(60));
+        for bad in [
+            "--expiry-warning=14",
+            "--expiry-warning=d",
+            "--expiry-warning=2w",
+        ] {
+            let error = Cli::try_parse_from(["homestead", bad]).unwrap_err();
+            assert!(
+                error.to_string().contains("is not a duration"),
+                "{bad}: {error}"
+            );
+        }
+        let error = Cli::try_parse_from(["homestead", "--retained-count-interval=0s"]).unwrap_err();
+        assert!(error.to_string().contains("more than 0"), "{error}");
     }
 }

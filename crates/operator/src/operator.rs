@@ -62,7 +62,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 
     let fence = leadership.as_ref().map(Leadership::fence);
     let parts = (client, config, identity, metrics, fence);
-    reconcile_users(parts, cli.concurrency, &health, stop).await;
+    reconcile_users(parts, &cli, &health, stop).await;
     health.set_ready(false);
     let lost = !shutdown.is_cancelled();
     if let Some(leadership) = leadership {
@@ -97,16 +97,17 @@ async fn client(identity: &str) -> anyhow::Result<Client> {
     Client::try_from(config).context("connecting to the Kubernetes API server")
 }
 
-/// Runs the Controller over Users until `stop` is cancelled, marking the operator ready once
-/// every cache has listed. Events are reported as controller `homestead`, instance `identity`.
+/// Runs the Controller over Users (`--concurrency` at once) until `stop` is cancelled, marking
+/// the operator ready once every cache has listed. Events are reported as controller
+/// `homestead`, instance `identity`.
 async fn reconcile_users(
     (client, config, identity, metrics, fence): ContextParts,
-    concurrency: u16,
+    cli: &Cli,
     health: &Health,
     stop: CancellationToken,
 ) {
     let index = ProfileIndex::default();
-    let (controller, caches) = watches::controller(&client, concurrency, &config, &index);
+    let (controller, caches) = watches::controller(&client, cli.concurrency, &config, &index);
     let users = controller.store();
     health.set_user_store(users.clone());
     let reporter = Reporter {
@@ -124,7 +125,11 @@ async fn reconcile_users(
         users.clone(),
         ctx.clone(),
     ));
-    tokio::spawn(keep_retained_count(ctx.clone(), stop.clone()));
+    tokio::spawn(keep_retained_count(
+        ctx.clone(),
+        cli.retained_count_interval,
+        stop.clone(),
+    ));
     tokio::spawn(keep_profile_statuses(
         ctx.clone(),
         users,
@@ -187,21 +192,22 @@ async fn keep_profile_statuses(
     }
 }
 
-/// How often the leader counts retained namespaces for `homestead_retained_namespaces`.
-const RETAINED_COUNT_PERIOD: std::time::Duration = std::time::Duration::from_secs(60);
-
 /// Keeps `homestead_retained_namespaces` current until `stop`: while this replica leads, every
-/// [`RETAINED_COUNT_PERIOD`] one metadata-only list of namespaces labelled
-/// `homestead.dev/retained-from` with a page size of 1 (the count is the page plus the
-/// server's `remainingItemCount`), so the count costs one small read a minute whatever the
-/// number. A standby reports 0.
-async fn keep_retained_count(ctx: Arc<Context>, stop: CancellationToken) {
+/// `period` (`--retained-count-interval`) it counts the namespaces labelled
+/// `homestead.dev/retained-from` with metadata-only lists of [`RETAINED_PAGE`] at a time (the
+/// API server leaves `remainingItemCount` unset for a list with a label selector, so the pages
+/// must be walked). A standby reports 0.
+async fn keep_retained_count(
+    ctx: Arc<Context>,
+    period: std::time::Duration,
+    stop: CancellationToken,
+) {
     ctx.wait_synced().await;
     let namespaces: Api<Namespace> = Api::all(ctx.client.clone());
     let params = ListParams::default()
         .labels(homestead_api::LABEL_RETAINED_FROM)
-        .limit(1);
-    let mut tick = tokio::time::interval(RETAINED_COUNT_PERIOD);
+        .limit(RETAINED_PAGE);
+    let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
@@ -212,13 +218,28 @@ async fn keep_retained_count(ctx: Arc<Context>, stop: CancellationToken) {
             ctx.metrics.retained.set(0);
             continue;
         }
-        match namespaces.list_metadata(&params).await {
-            Ok(page) => {
-                let rest = page.metadata.remaining_item_count.unwrap_or(0);
-                let count = i64::try_from(page.items.len()).unwrap_or(i64::MAX);
-                ctx.metrics.retained.set(count.saturating_add(rest));
-            }
+        match count_pages(&namespaces, params.clone()).await {
+            Ok(count) => ctx.metrics.retained.set(count),
             Err(error) => tracing::warn!("counting retained namespaces failed: {error}"),
+        }
+    }
+}
+
+/// Namespaces per page when counting retained ones.
+const RETAINED_PAGE: u32 = 500;
+
+/// How many namespaces `params` selects, walking its pages (metadata only).
+///
+/// # Errors
+/// The first failed list.
+async fn count_pages(namespaces: &Api<Namespace>, mut params: ListParams) -> kube::Result<i64> {
+    let mut count = 0_i64;
+    loop {
+        let page = namespaces.list_metadata(&params).await?;
+        count = count.saturating_add(i64::try_from(page.items.len()).unwrap_or(i64::MAX));
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params.continue_token = Some(token),
+            _ => return Ok(count),
         }
     }
 }

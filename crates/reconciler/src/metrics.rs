@@ -56,7 +56,7 @@ pub struct Metrics {
     pub offboarding: Histogram,
     /// `homestead_retained_namespaces`: namespaces labelled `homestead.dev/retained-from`
     /// (kept after offboarding under `deletionPolicy: Retain`), counted by the leader every
-    /// minute; 0 on a standby.
+    /// `--retained-count-interval` (default 60 s); 0 on a standby.
     pub retained: IntGauge,
     /// `homestead_leader`: 1 while this replica holds the leader-election Lease and may write
     /// (its fence is open), else 0.

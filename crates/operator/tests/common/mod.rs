@@ -95,12 +95,19 @@ pub fn env() -> &'static Env {
 }
 
 /// Starts the operator binary as the operator's ServiceAccount identity, with Lease identity
-/// `pod` and its HTTP server on `metrics_address`; it logs to `<plane dir>/<name>.log`.
+/// `pod` and its HTTP server on `metrics_address`, 16 reconciles at once and retained namespaces
+/// counted every 2 s; it logs to `<plane dir>/<name>.log`.
 pub fn spawn_operator(name: &'static str, pod: &str, metrics_address: &str) -> Supervised {
-    spawn_operator_with(name, pod, metrics_address, &["--concurrency=16"])
+    spawn_operator_with(
+        name,
+        pod,
+        metrics_address,
+        &["--concurrency=16", "--retained-count-interval=2s"],
+    )
 }
 
-/// [`spawn_operator`] with `extra` flags in place of the tests' `--concurrency=16`.
+/// [`spawn_operator`] with `extra` flags in place of the tests' `--concurrency=16` and
+/// `--retained-count-interval=2s`.
 pub fn spawn_operator_with(
     name: &'static str,
     pod: &str,
