@@ -110,9 +110,9 @@ pub struct Cli {
     #[arg(long, env = "HOMESTEAD_CONCURRENCY", default_value_t = 32)]
     pub concurrency: u16,
 
-    /// How often the leader counts retained namespaces for `homestead_retained_namespaces` (one
-    /// metadata-only list with a page size of 1 each time): a number with a unit, `s`, `m`,
-    /// `h` or `d`.
+    /// How often the leader counts retained namespaces for `homestead_retained_namespaces`
+    /// (metadata-only lists of 500 namespaces a page each time): a number with a unit, `s`,
+    /// `m`, `h` or `d`; more than 0.
     #[arg(long, env = "HOMESTEAD_RETAINED_COUNT_INTERVAL", default_value = "60s", value_parser = parse_positive_duration)]
     pub retained_count_interval: std::time::Duration,
 
