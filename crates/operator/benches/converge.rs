@@ -16,7 +16,9 @@
 //!
 //! Waiting is done with watches. Request counts come from the audit log: every request about
 //! a benchmark User (the User, its Namespace and anything in it, Events about it), by verb and
-//! resource, per User. Memory is the operator's resident set from `/proc`. Figures, not
+//! resource, per User. Memory is the operator's resident set from `/proc`; CPU is each process's
+//! user and system time from `/proc/<pid>/stat` (etcd, kube-apiserver, kube-controller-manager,
+//! the operator, the benchmark's own client), per User while provisioning. Figures, not
 //! assertions: the output is meant to be compared between runs and with the README.
 
 #[path = "../tests/common/mod.rs"]
@@ -368,6 +370,88 @@ fn memory_mib(pid: u32, field: &str) -> f64 {
     kib / 1024.0
 }
 
+/// CPU time (user and system) of the control-plane processes of `plane`, of every running
+/// Homestead operator, and of this benchmark process, in seconds, by process name.
+fn cpu_seconds(plane: &ControlPlane) -> BTreeMap<&'static str, f64> {
+    // Linux clock ticks per second (`getconf CLK_TCK`), 100 on every common kernel.
+    const TICKS: f64 = 100.0;
+    let dir = plane.dir().display().to_string();
+    let me = std::process::id();
+    let mut cpu = BTreeMap::new();
+    for entry in std::fs::read_dir("/proc").unwrap().filter_map(Result::ok) {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        let program = cmdline.split('\0').next().unwrap_or_default();
+        let name = match program.rsplit('/').next().unwrap_or_default() {
+            _ if pid == me => "benchmark client",
+            "etcd" if cmdline.contains(&dir) => "etcd",
+            "kube-apiserver" if cmdline.contains(&dir) => "kube-apiserver",
+            "kube-controller-manager" if cmdline.contains(&dir) => "kube-controller-manager",
+            "homestead" if cmdline.contains("--metrics-address") => "operator",
+            _ => continue,
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the parenthesised command name; utime and stime are the 14th and 15th
+        // fields of the whole line.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or("", |(_, rest)| rest)
+            .split_whitespace()
+            .collect();
+        let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+        *cpu.entry(name).or_default() += ticks / TICKS;
+    }
+    cpu
+}
+
+/// Prints the CPU each process used between two [`cpu_seconds`] snapshots, in milliseconds per
+/// User (`count` Users) and, with the wall time `elapsed`, as cores busy on average.
+fn print_cpu(
+    title: &str,
+    before: &BTreeMap<&'static str, f64>,
+    after: &BTreeMap<&'static str, f64>,
+    count: usize,
+    elapsed: Duration,
+) {
+    println!("{title}:");
+    let mut total = 0.0;
+    for (name, end) in after {
+        let used = end - before.get(name).copied().unwrap_or(0.0);
+        total += used;
+        println!(
+            "  {name:<26} {:>8.2} ms per User {:>6.2} cores",
+            used * 1000.0 / count as f64,
+            used / elapsed.as_secs_f64()
+        );
+    }
+    println!(
+        "  {:<26} {:>8.2} ms per User {:>6.2} cores",
+        "all",
+        total * 1000.0 / count as f64,
+        total / elapsed.as_secs_f64()
+    );
+}
+
+/// Cores the control plane (and an idle operator, if one runs) keeps busy over 10 s with no
+/// request from the benchmark: work left over from an earlier phase.
+async fn background_cpu(plane: &ControlPlane) -> f64 {
+    let window = Duration::from_secs(10);
+    let before = cpu_seconds(plane);
+    tokio::time::sleep(window).await;
+    let after = cpu_seconds(plane);
+    let used: f64 = after
+        .iter()
+        .filter(|(name, _)| **name != "benchmark client")
+        .map(|(name, end)| end - before.get(name).copied().unwrap_or(0.0))
+        .sum();
+    used / window.as_secs_f64()
+}
+
 /// Resets the peak resident set (`VmHWM`) of `pid` to its current one (Linux `clear_refs`).
 fn reset_peak(pid: u32) {
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
@@ -590,10 +674,13 @@ async fn main() {
     create_profile(&admin).await;
     let t0 = Timestamp::now();
     let (mut floor_up, mut floor_down) = (Duration::ZERO, Duration::ZERO);
+    let background_fresh = background_cpu(plane).await;
+    let cpu_floor_start = cpu_seconds(plane);
     if !quick {
         floor_up = floor_provision(&admin, &operator_identity, count).await;
         println!("floor: provisioned in {}", secs(floor_up));
     }
+    let cpu_floor_end = cpu_seconds(plane);
     let t1 = Timestamp::now();
     if !quick {
         floor_down = floor_offboard(&admin, &operator_identity, count).await;
@@ -603,9 +690,12 @@ async fn main() {
 
     let (operator, first_sync) = Operator::start("homestead-bench").await;
     let idle_rss = memory_mib(operator.pid(), "VmRSS");
+    let background_used = background_cpu(plane).await;
+    let cpu_ours_start = cpu_seconds(plane);
     let t3 = Timestamp::now();
     let ours_up = homestead_provision(&admin, count).await;
     let t4 = Timestamp::now();
+    let cpu_ours_end = cpu_seconds(plane);
     println!("homestead: all Ready in {}", secs(ours_up));
     let peak_provisioning = memory_mib(operator.pid(), "VmHWM");
 
@@ -687,6 +777,25 @@ async fn main() {
         "  {:<36} {:>8.2}",
         "total per User",
         change.values().sum::<usize>() as f64 / count as f64
+    );
+    if !quick {
+        print_cpu(
+            "floor: CPU while provisioning",
+            &cpu_floor_start,
+            &cpu_floor_end,
+            count,
+            floor_up,
+        );
+    }
+    print_cpu(
+        "homestead: CPU while provisioning",
+        &cpu_ours_start,
+        &cpu_ours_end,
+        count,
+        ours_up,
+    );
+    println!(
+        "cores busy with nothing to do, before the floor: {background_fresh:.2}; before Homestead: {background_used:.2}"
     );
     println!("operator requests about no one User while provisioning (watches, lists, Leases):");
     for (k, n) in operator_overhead(&events, (t3, t4)) {
