@@ -370,9 +370,10 @@ fn memory_mib(pid: u32, field: &str) -> f64 {
     kib / 1024.0
 }
 
-/// CPU time (user and system) of the control-plane processes of `plane`, of every running
-/// Homestead operator, and of this benchmark process, in seconds, by process name.
-fn cpu_seconds(plane: &ControlPlane) -> BTreeMap<&'static str, f64> {
+/// CPU time (user and system) of the control-plane processes of `plane`, of the operator
+/// under benchmark (`operator`, its pid, while one runs) and of this benchmark process, in
+/// seconds, by process name. Nothing else counts, an operator of `just up` included.
+fn cpu_seconds(plane: &ControlPlane, operator: Option<u32>) -> BTreeMap<&'static str, f64> {
     // Linux clock ticks per second (`getconf CLK_TCK`), 100 on every common kernel.
     const TICKS: f64 = 100.0;
     let dir = plane.dir().display().to_string();
@@ -387,10 +388,10 @@ fn cpu_seconds(plane: &ControlPlane) -> BTreeMap<&'static str, f64> {
         let program = cmdline.split('\0').next().unwrap_or_default();
         let name = match program.rsplit('/').next().unwrap_or_default() {
             _ if pid == me => "benchmark client",
+            _ if Some(pid) == operator => "operator",
             "etcd" if cmdline.contains(&dir) => "etcd",
             "kube-apiserver" if cmdline.contains(&dir) => "kube-apiserver",
             "kube-controller-manager" if cmdline.contains(&dir) => "kube-controller-manager",
-            "homestead" if cmdline.contains("--metrics-address") => "operator",
             _ => continue,
         };
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
@@ -439,11 +440,11 @@ fn print_cpu(
 
 /// Cores the control plane (and an idle operator, if one runs) keeps busy over 10 s with no
 /// request from the benchmark: work left over from an earlier phase.
-async fn background_cpu(plane: &ControlPlane) -> f64 {
+async fn background_cpu(plane: &ControlPlane, operator: Option<u32>) -> f64 {
     let window = Duration::from_secs(10);
-    let before = cpu_seconds(plane);
+    let before = cpu_seconds(plane, operator);
     tokio::time::sleep(window).await;
-    let after = cpu_seconds(plane);
+    let after = cpu_seconds(plane, operator);
     let used: f64 = after
         .iter()
         .filter(|(name, _)| **name != "benchmark client")
@@ -672,15 +673,15 @@ async fn main() {
     println!("{count} Users, {IN_FLIGHT} in flight, one local control plane\n");
 
     create_profile(&admin).await;
+    let background_fresh = background_cpu(plane, None).await;
     let t0 = Timestamp::now();
     let (mut floor_up, mut floor_down) = (Duration::ZERO, Duration::ZERO);
-    let background_fresh = background_cpu(plane).await;
-    let cpu_floor_start = cpu_seconds(plane);
+    let cpu_floor_start = cpu_seconds(plane, None);
     if !quick {
         floor_up = floor_provision(&admin, &operator_identity, count).await;
         println!("floor: provisioned in {}", secs(floor_up));
     }
-    let cpu_floor_end = cpu_seconds(plane);
+    let cpu_floor_end = cpu_seconds(plane, None);
     let t1 = Timestamp::now();
     if !quick {
         floor_down = floor_offboard(&admin, &operator_identity, count).await;
@@ -690,12 +691,12 @@ async fn main() {
 
     let (operator, first_sync) = Operator::start("homestead-bench").await;
     let idle_rss = memory_mib(operator.pid(), "VmRSS");
-    let background_used = background_cpu(plane).await;
-    let cpu_ours_start = cpu_seconds(plane);
+    let background_used = background_cpu(plane, Some(operator.pid())).await;
+    let cpu_ours_start = cpu_seconds(plane, Some(operator.pid()));
     let t3 = Timestamp::now();
     let ours_up = homestead_provision(&admin, count).await;
     let t4 = Timestamp::now();
-    let cpu_ours_end = cpu_seconds(plane);
+    let cpu_ours_end = cpu_seconds(plane, Some(operator.pid()));
     println!("homestead: all Ready in {}", secs(ours_up));
     let peak_provisioning = memory_mib(operator.pid(), "VmHWM");
 
