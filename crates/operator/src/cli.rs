@@ -165,17 +165,23 @@ pub struct ScimArgs {
     pub address: SocketAddr,
 
     /// File of accepted bearer tokens, one per line (several allow rotation; `#` comments).
-    /// Re-read every 30 seconds, so a rotated Secret takes effect without a restart.
+    /// Re-read every `--reload-interval`, so a rotated Secret takes effect without a restart.
     #[arg(long, env = "HOMESTEAD_SCIM_TOKEN_FILE")]
     pub token_file: std::path::PathBuf,
 
-    /// PEM certificate chain served for TLS. Re-read with the key every 5 minutes.
+    /// PEM certificate chain served for TLS. Re-read with the key every `--reload-interval`.
     #[arg(long, env = "HOMESTEAD_SCIM_TLS_CERT")]
     pub tls_cert: std::path::PathBuf,
 
     /// PEM private key of `--tls-cert`.
     #[arg(long, env = "HOMESTEAD_SCIM_TLS_KEY")]
     pub tls_key: std::path::PathBuf,
+
+    /// How often the token file, certificate and key are re-read: a number with a unit, `s`,
+    /// `m`, `h` or `d`; more than 0. A change takes effect at the next read; a file that is
+    /// unreadable, holds no token or does not load keeps what is in force, with a warning.
+    #[arg(long, env = "HOMESTEAD_SCIM_RELOAD_INTERVAL", default_value = "30s", value_parser = parse_positive_duration)]
+    pub reload_interval: std::time::Duration,
 
     /// `spec.profile` of every User created over SCIM. Unset: none (the operator's
     /// `--default-profile` applies).

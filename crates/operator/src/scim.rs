@@ -1,7 +1,8 @@
 //! `homestead scim`: the SCIM 2.0 service of `homestead-directory`, served over HTTPS with
-//! the certificate and bearer tokens from mounted files (re-read periodically, so rotating
-//! the Secrets needs no restart), until SIGTERM or Ctrl-C.
+//! the certificate and bearer tokens from mounted files (re-read every `--reload-interval`, so
+//! rotating the Secrets needs no restart), until SIGTERM or Ctrl-C.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,10 +12,6 @@ use homestead_directory::scim::{self, Scim, Settings, Tokens};
 
 use crate::cli::ScimArgs;
 
-/// How often the token file is re-read.
-const TOKEN_RELOAD: Duration = Duration::from_secs(30);
-/// How often the certificate and key are re-read.
-const TLS_RELOAD: Duration = Duration::from_secs(300);
 /// How long in-flight requests may take to finish after SIGTERM.
 const GRACE: Duration = Duration::from_secs(10);
 
@@ -28,9 +25,11 @@ pub async fn run(args: ScimArgs) -> anyhow::Result<()> {
     // kube and axum-server share rustls; it needs one process-wide crypto provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let tokens = Arc::new(Tokens::default());
-    let count = tokens.set_from(&read(&args.token_file)?);
+    let token_text = read(&args.token_file)?;
+    let count = tokens.set_from(&token_text);
     anyhow::ensure!(count > 0, "{} holds no token", args.token_file.display());
-    let tls = RustlsConfig::from_pem_file(&args.tls_cert, &args.tls_key)
+    let pem = (read_bytes(&args.tls_cert)?, read_bytes(&args.tls_key)?);
+    let tls = RustlsConfig::from_pem(pem.0.clone(), pem.1.clone())
         .await
         .with_context(|| {
             format!(
@@ -55,11 +54,20 @@ pub async fn run(args: ScimArgs) -> anyhow::Result<()> {
         },
     );
     tokio::spawn(keep_cache);
-    tokio::spawn(reload_tokens(tokens, args.token_file.clone()));
-    tokio::spawn(reload_tls(
+    let files = Files {
+        tokens: args.token_file.clone(),
+        cert: args.tls_cert.clone(),
+        key: args.tls_key.clone(),
+    };
+    tokio::spawn(reload(
+        files,
+        Loaded {
+            tokens: token_text,
+            pem,
+        },
+        tokens,
         tls.clone(),
-        args.tls_cert.clone(),
-        args.tls_key.clone(),
+        args.reload_interval,
     ));
     let ready = service.clone();
     tokio::spawn(async move { ready.wait_until_ready().await });
@@ -79,39 +87,77 @@ pub async fn run(args: ScimArgs) -> anyhow::Result<()> {
         .with_context(|| format!("serving on {}", args.address))
 }
 
-fn read(path: &std::path::Path) -> anyhow::Result<String> {
+fn read(path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
 }
 
-async fn reload_tokens(tokens: Arc<Tokens>, path: std::path::PathBuf) {
-    let mut tick = tokio::time::interval(TOKEN_RELOAD);
-    tick.tick().await;
-    loop {
-        tick.tick().await;
-        match read(&path) {
-            // An empty file (a Secret being rewritten) keeps the tokens accepted so far.
-            Ok(text)
-                if text
-                    .lines()
-                    .any(|l| !l.trim().is_empty() && !l.trim().starts_with('#')) =>
-            {
-                tokens.set_from(&text);
-            }
-            Ok(_) => {
-                tracing::warn!(file = %path.display(), "the token file holds no token; keeping the previous tokens")
-            }
-            Err(error) => tracing::warn!(%error, "keeping the previous tokens"),
-        }
-    }
+fn read_bytes(path: &Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
 }
 
-async fn reload_tls(tls: RustlsConfig, cert: std::path::PathBuf, key: std::path::PathBuf) {
-    let mut tick = tokio::time::interval(TLS_RELOAD);
+/// The mounted files the service re-reads.
+struct Files {
+    tokens: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+/// What the service last loaded from [`Files`], to tell a change from a re-read.
+struct Loaded {
+    tokens: String,
+    pem: (Vec<u8>, Vec<u8>),
+}
+
+/// Every `every`, re-reads the token file and the certificate and key, and puts in force those
+/// that changed. A token file without a token (a Secret being rewritten), an unreadable file
+/// or a certificate that does not load keeps what is in force, with a warning; the next read
+/// tries again.
+async fn reload(
+    files: Files,
+    mut loaded: Loaded,
+    tokens: Arc<Tokens>,
+    tls: RustlsConfig,
+    every: Duration,
+) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
     loop {
         tick.tick().await;
-        if let Err(error) = tls.reload_from_pem_file(&cert, &key).await {
-            tracing::warn!(%error, "keeping the previous TLS certificate");
+        match read(&files.tokens) {
+            Ok(text) if text == loaded.tokens => {}
+            Ok(text) => match tokens.set_from_nonempty(&text) {
+                Some(count) => {
+                    tracing::info!(file = %files.tokens.display(), tokens = count, "the token file changed; its tokens are now the accepted ones");
+                    loaded.tokens = text;
+                }
+                None => {
+                    tracing::warn!(file = %files.tokens.display(), "the token file holds no token; keeping the previous tokens")
+                }
+            },
+            Err(error) => {
+                tracing::warn!(error = format!("{error:#}"), "keeping the previous tokens")
+            }
+        }
+        let pem = match read_bytes(&files.cert).and_then(|c| Ok((c, read_bytes(&files.key)?))) {
+            Ok(pem) if pem == loaded.pem => continue,
+            Ok(pem) => pem,
+            Err(error) => {
+                tracing::warn!(
+                    error = format!("{error:#}"),
+                    "keeping the previous TLS certificate"
+                );
+                continue;
+            }
+        };
+        match tls.reload_from_pem(pem.0.clone(), pem.1.clone()).await {
+            Ok(()) => {
+                tracing::info!(cert = %files.cert.display(), "the TLS certificate or key changed; serving the new one");
+                loaded.pem = pem;
+            }
+            Err(error) => {
+                tracing::warn!(%error, cert = %files.cert.display(), "the new TLS certificate or key does not load; keeping the previous one")
+            }
         }
     }
 }

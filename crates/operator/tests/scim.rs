@@ -1,10 +1,14 @@
 //! The SCIM service on the real control plane, as its own identity (`manifests/scim/`): a
 //! person created over SCIM gets a namespace and access, `active: false` revokes it, DELETE
 //! offboards; requests without a valid token get 401 and change nothing; the admission policy
-//! keeps the SCIM identity to the fields SCIM maps.
+//! keeps the SCIM identity to the fields SCIM maps; `homestead scim` puts a rotated token file
+//! and certificate in force without a restart.
 
 mod common;
 
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::path::Path;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -20,11 +24,9 @@ use tower::ServiceExt as _;
 
 const TOKEN: &str = "a-test-token-for-scim";
 
-/// The SCIM router as the SCIM identity, with [`TOKEN`] accepted, once its cache is synced.
-async fn service() -> axum::Router {
-    let plane = env().plane;
-    // Once per test binary: two concurrent client-side applies of the same new object race
-    // (one gets AlreadyExists).
+/// Applies `manifests/scim/` (the SCIM identity and its RBAC), once per test binary: two
+/// concurrent client-side applies of the same new object race (one gets AlreadyExists).
+fn install_scim_identity() {
     static INSTALLED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     INSTALLED.get_or_init(|| {
         let (ok, out) = kubectl(
@@ -45,6 +47,12 @@ async fn service() -> axum::Router {
         );
         assert!(ok, "{out}");
     });
+}
+
+/// The SCIM router as the SCIM identity, with [`TOKEN`] accepted, once its cache is synced.
+async fn service() -> axum::Router {
+    let plane = env().plane;
+    install_scim_identity();
     let client = plane.client(SCIM).await.unwrap();
     let (store, keep) = watch_users(client.clone());
     tokio::spawn(keep);
@@ -293,4 +301,140 @@ async fn bad_requests_get_scim_errors_and_write_nothing() {
         (status, error["status"].clone()),
         (StatusCode::NOT_FOUND, json!("404"))
     );
+}
+
+/// `GET path` over HTTPS to `address`, trusting only the CA in `ca` (PEM), with bearer `token`:
+/// the status code, or the error if the connection or TLS handshake fails.
+fn https_get(address: &str, ca: &Path, path: &str, token: &str) -> Result<u16, String> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).map_err(|e| e.to_string())? {
+        roots
+            .add(cert.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
+    let connection =
+        rustls::ClientConnection::new(Arc::new(config), name).map_err(|e| e.to_string())?;
+    let socket = TcpStream::connect(address).map_err(|e| e.to_string())?;
+    socket
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .map_err(|e| e.to_string())?;
+    let mut tls = rustls::StreamOwned::new(connection, socket);
+    write!(
+        tls,
+        "GET {path} HTTP/1.0\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut response = String::new();
+    // The server may close without close_notify; what was read is enough for the status line.
+    let _ = tls.read_to_string(&mut response);
+    response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| format!("no HTTP status in {response:?}"))
+}
+
+/// Waits until `process` has logged `what`.
+async fn logged(process: &homestead_testenv::Supervised, what: &str) {
+    eventually(&format!("{what:?} in the log"), 30, || async {
+        process.log_tail(200).contains(what).then_some(())
+    })
+    .await;
+}
+
+/// Writes `contents` beside `path` and renames it into place, as the kubelet swaps a mounted
+/// Secret's files, so the service never reads half a file.
+fn replace_file(path: &Path, contents: &[u8]) {
+    let partial = path.with_extension("partial");
+    std::fs::write(&partial, contents).unwrap();
+    std::fs::rename(&partial, path).unwrap();
+}
+
+#[tokio::test]
+async fn a_rotated_token_and_certificate_take_effect_without_a_restart() {
+    install_scim_identity();
+    let plane = env().plane;
+    let dir = plane.dir().join("scim-rotation");
+    let (old, new) = (dir.join("old"), dir.join("new"));
+    std::fs::create_dir_all(&old).unwrap();
+    std::fs::create_dir_all(&new).unwrap();
+    let old = homestead_testenv::scim_credentials(&old).unwrap();
+    let new = homestead_testenv::scim_credentials(&new).unwrap();
+    let read = |path: &Path| std::fs::read_to_string(path).unwrap().trim().to_owned();
+    let (old_token, new_token) = (read(&old.token), read(&new.token));
+    // The files the service is given; the test rewrites them as a Secret rotation would.
+    let (token_file, cert_file, key_file) =
+        (dir.join("token"), dir.join("tls.crt"), dir.join("tls.key"));
+    std::fs::copy(&old.token, &token_file).unwrap();
+    std::fs::copy(&old.cert, &cert_file).unwrap();
+    std::fs::copy(&old.key, &key_file).unwrap();
+    let address = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().to_string()
+    };
+    let kubeconfig = plane
+        .write_kubeconfig(SCIM, &dir.join("scim.kubeconfig"))
+        .unwrap();
+    let service = plane
+        .spawn(
+            "scim-rotation",
+            Path::new(env!("CARGO_BIN_EXE_homestead")),
+            &[
+                "--log-format=text".to_owned(),
+                "scim".to_owned(),
+                format!("--address={address}"),
+                format!("--token-file={}", token_file.display()),
+                format!("--tls-cert={}", cert_file.display()),
+                format!("--tls-key={}", key_file.display()),
+                "--reload-interval=1s".to_owned(),
+            ],
+            &[
+                ("KUBECONFIG", kubeconfig.display().to_string()),
+                ("RUST_LOG", "info".to_owned()),
+            ],
+        )
+        .unwrap();
+    let get = |ca: &Path, token: &str| https_get(&address, ca, "/scim/v2/Users", token);
+
+    eventually("the SCIM service to serve the first token", 60, || async {
+        (get(&old.ca, &old_token) == Ok(200)).then_some(())
+    })
+    .await;
+    assert_eq!(get(&old.ca, &new_token), Ok(401));
+
+    // The Secret's token is rotated: the new one is accepted, the old one no longer is.
+    replace_file(&token_file, format!("{new_token}\n").as_bytes());
+    eventually("the rotated token to be accepted", 30, || async {
+        (get(&old.ca, &new_token) == Ok(200)).then_some(())
+    })
+    .await;
+    assert_eq!(get(&old.ca, &old_token), Ok(401));
+
+    // A token file caught mid-rewrite (empty) keeps the tokens in force.
+    replace_file(&token_file, b"\n");
+    logged(&service, "holds no token; keeping the previous tokens").await;
+    assert_eq!(get(&old.ca, &new_token), Ok(200));
+
+    // The certificate is rotated to one from another CA: clients that trust only the old CA
+    // now fail the handshake, clients that trust the new one get through.
+    replace_file(&key_file, &std::fs::read(&new.key).unwrap());
+    replace_file(&cert_file, &std::fs::read(&new.cert).unwrap());
+    eventually("the rotated certificate to be served", 30, || async {
+        (get(&new.ca, &new_token) == Ok(200)).then_some(())
+    })
+    .await;
+    let refused = get(&old.ca, &new_token);
+    assert!(refused.is_err(), "the old CA still verifies: {refused:?}");
+
+    // A certificate that does not load keeps the one in force.
+    replace_file(&cert_file, b"not a certificate");
+    logged(&service, "does not load; keeping the previous one").await;
+    assert_eq!(get(&new.ca, &new_token), Ok(200));
 }
