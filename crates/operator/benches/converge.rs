@@ -15,7 +15,7 @@
 //!    change (a quota for every User), then taken back, so that Homestead's namespaces hold
 //!    what the floor's hold; and offboarding of all of them (`deletionPolicy: Delete`).
 //! 3. **Floor again**, with the operator stopped: the same provisioning (not the offboarding,
-//!    which at 10,000 Users would add about 20 minutes). Every phase can leave the control
+//!    which at 10,000 Users would add 16 to 19 minutes). Every phase can leave the control
 //!    plane slower (etcd and the API server grow with what they have seen), so a floor
 //!    measured only before Homestead would charge Homestead for coming second. Homestead's
 //!    provisioning is compared with the mean of the floor before and after it (an A-B-A
