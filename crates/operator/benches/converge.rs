@@ -97,49 +97,52 @@ async fn create_profile(admin: &Client) {
         .unwrap();
 }
 
-/// Whether `user` reflects generation 2 of [`PROFILE`] (after [`profile_change`]).
-fn reflects_profile_change(user: &User) -> bool {
-    user.status.as_ref().and_then(|s| s.profile.clone()) == bench_profile(2)
-}
-
-/// Gives [`PROFILE`] a quota (its generation 2) and returns the time until every one of the
-/// `count` Homestead Users reflects it.
-async fn profile_change(admin: &Client, count: usize) -> Duration {
-    let reached = watch_users(admin, "homestead", count, reflects_profile_change).await;
+/// Merges `spec` into [`PROFILE`]'s spec, which makes it generation `generation`, and returns
+/// the time until every one of the `count` Homestead Users reflects it (`reflects`).
+async fn change_profile(
+    admin: &Client,
+    count: usize,
+    spec: Value,
+    generation: i64,
+    reflects: fn(&User) -> bool,
+) -> Duration {
+    let reached = watch_users(admin, "homestead", count, reflects).await;
     let started = Instant::now();
     let changed = Api::<Profile>::all(admin.clone())
         .patch(
             PROFILE,
             &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "quota": { "hard": { "pods": "10" } } } })),
+            &Patch::Merge(json!({ "spec": spec })),
         )
         .await
         .unwrap();
-    assert_eq!(changed.metadata.generation, Some(2));
+    assert_eq!(changed.metadata.generation, Some(generation));
     reached.await.unwrap();
     started.elapsed()
+}
+
+/// The generation of [`PROFILE`] `user`'s status says it was provisioned with.
+fn applied_generation(user: &User) -> Option<i64> {
+    let applied = user.status.as_ref()?.profile.as_ref()?;
+    (applied.name == PROFILE).then_some(applied.observed_generation?)
+}
+
+/// Gives [`PROFILE`] a quota (its generation 2) and returns the time until every one of the
+/// `count` Homestead Users reflects it.
+async fn profile_change(admin: &Client, count: usize) -> Duration {
+    let quota = json!({ "quota": { "hard": { "pods": "10" } } });
+    change_profile(admin, count, quota, 2, |u| applied_generation(u) == Some(2)).await
 }
 
 /// Takes the quota away from [`PROFILE`] again (its generation 3), so Homestead's namespaces
 /// hold what the floor's hold (a RoleBinding) when offboarding starts, and returns the time
 /// until every one of the `count` Homestead Users reflects it.
 async fn profile_revert(admin: &Client, count: usize) -> Duration {
-    let reached = watch_users(admin, "homestead", count, |user| {
-        user.status.as_ref().and_then(|s| s.profile.clone()) == bench_profile(3)
+    let no_quota = json!({ "quota": null });
+    change_profile(admin, count, no_quota, 3, |u| {
+        applied_generation(u) == Some(3)
     })
-    .await;
-    let started = Instant::now();
-    let changed = Api::<Profile>::all(admin.clone())
-        .patch(
-            PROFILE,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "quota": null } })),
-        )
-        .await
-        .unwrap();
-    assert_eq!(changed.metadata.generation, Some(3));
-    reached.await.unwrap();
-    started.elapsed()
+    .await
 }
 
 /// Waits (at most 60 s) until [`PROFILE`]'s status counts `count` Users, all up to date: the
