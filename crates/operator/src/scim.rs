@@ -26,8 +26,9 @@ pub async fn run(args: ScimArgs) -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let tokens = Arc::new(Tokens::default());
     let token_text = read(&args.token_file)?;
-    let count = tokens.set_from(&token_text);
-    anyhow::ensure!(count > 0, "{} holds no token", args.token_file.display());
+    let count = tokens
+        .set_from(&token_text)
+        .with_context(|| format!("{} holds no token", args.token_file.display()))?;
     let pem = (read_bytes(&args.tls_cert)?, read_bytes(&args.tls_key)?);
     let tls = RustlsConfig::from_pem(pem.0.clone(), pem.1.clone())
         .await
@@ -126,7 +127,7 @@ async fn reload(
         tick.tick().await;
         match read(&files.tokens) {
             Ok(text) if text == loaded.tokens => {}
-            Ok(text) => match tokens.set_from_nonempty(&text) {
+            Ok(text) => match tokens.set_from(&text) {
                 Some(count) => {
                     tracing::info!(file = %files.tokens.display(), tokens = count, "the token file changed; its tokens are now the accepted ones");
                     loaded.tokens = text;

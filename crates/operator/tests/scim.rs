@@ -59,7 +59,7 @@ async fn service() -> axum::Router {
     let tokens = Arc::new(Tokens::default());
     assert_eq!(
         tokens.set_from("# rotated out soon\nold-token\n\n  a-test-token-for-scim \n"),
-        2
+        Some(2)
     );
     let scim = Scim::new(
         client,

@@ -83,18 +83,15 @@ pub struct Tokens {
 impl Tokens {
     /// Replaces the accepted tokens with those in `text`: one per line, surrounding whitespace
     /// ignored, blank lines and lines starting with `#` skipped (several lines let a token be
-    /// rotated without downtime). Returns how many tokens are now accepted.
-    pub fn set_from(&self, text: &str) -> usize {
-        let digests = digests(text);
-        let count = digests.len();
-        *self.digests.write().unwrap_or_else(|e| e.into_inner()) = digests;
-        count
-    }
-
-    /// [`Tokens::set_from`] if `text` holds at least one token, returning how many; `None`
-    /// (and the accepted tokens unchanged) if it holds none, as a Secret being rewritten may.
-    pub fn set_from_nonempty(&self, text: &str) -> Option<usize> {
-        let digests = digests(text);
+    /// rotated without downtime). Returns how many tokens are now accepted, or `None`, with the
+    /// accepted tokens unchanged, if `text` holds none (as a Secret being rewritten may).
+    pub fn set_from(&self, text: &str) -> Option<usize> {
+        let digests: Vec<[u8; 32]> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(digest)
+            .collect();
         let count = digests.len();
         if count == 0 {
             return None;
@@ -115,15 +112,6 @@ impl Tokens {
             })
             .into()
     }
-}
-
-/// The digests of the tokens in `text`, one per line (see [`Tokens::set_from`]).
-fn digests(text: &str) -> Vec<[u8; 32]> {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(digest)
-        .collect()
 }
 
 fn digest(token: &str) -> [u8; 32] {
