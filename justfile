@@ -40,7 +40,7 @@ test: control-plane
     cargo test --workspace --lib --bins --tests -- --test-threads=4
     just _no-leftovers
 
-# Homestead against a floor client on one local control plane (release build): time to all Ready and to offboard, requests per User, memory steady and during a re-list, writes in steady state. HOMESTEAD_BENCH_QUICK=1: no floor, no offboarding.
+# Homestead against a floor client on one local control plane (release build): time to all Ready and to offboard, requests per User, memory steady and during a re-list, writes in steady state. Options HOMESTEAD_BENCH_QUICK, HOMESTEAD_BENCH_FLOOR_EVENT and HOMESTEAD_BENCH_PPROF: see the README, Performance.
 bench users="1000": control-plane
     HOMESTEAD_BENCH_USERS={{users}} cargo bench -p homestead --bench converge
 

@@ -28,6 +28,11 @@
 //! user and system time from `/proc/<pid>/stat` (etcd, kube-apiserver, kube-controller-manager,
 //! the operator, the benchmark's own client), per User while provisioning. Figures, not
 //! assertions: the output is meant to be compared between runs and with the README.
+//!
+//! Options, as environment variables (the README's Performance section has them too):
+//! `HOMESTEAD_BENCH_QUICK` (`1`, `floor`, `homestead` or `used`: parts of the run only),
+//! `HOMESTEAD_BENCH_FLOOR_EVENT=1` (the floor publishes Homestead's one Event per User too) and
+//! `HOMESTEAD_BENCH_PPROF=DIR` (kube-apiserver CPU profiles of the provisioning phases).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -39,7 +44,7 @@ use std::time::{Duration, Instant};
 use common::{install, operator_pid, spawn_operator_with};
 use futures::{StreamExt, TryStreamExt};
 use homestead_api::{AppliedProfile, FIELD_MANAGER, FINALIZER, Profile, User};
-use homestead_reconciler::context::PodSecurity;
+use homestead_reconciler::context::{PodSecurity, Recorders};
 use homestead_reconciler::desired::{desired_namespace, desired_role_binding};
 use homestead_reconciler::status::{Outcome, Reason, desired_status};
 use homestead_testenv::{ADMIN, ControlPlane, OPERATOR, Supervised, free_port};
@@ -48,8 +53,9 @@ use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType, Reporter};
 use kube::runtime::watcher;
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
 /// Users created, deleted or provisioned at once, by the floor client and by the benchmark.
@@ -250,10 +256,22 @@ async fn watch_users(
 async fn floor_provision(admin: &Client, operator: &Client, count: usize) -> Duration {
     let hr: Api<User> = Api::all(admin.clone());
     let users: Api<User> = Api::all(operator.clone());
+    // `HOMESTEAD_BENCH_FLOOR_EVENT=1`: the floor also publishes the one Event per User that
+    // Homestead does, as Homestead does, to measure what that Event costs.
+    let recorders = std::env::var("HOMESTEAD_BENCH_FLOOR_EVENT")
+        .is_ok_and(|v| v == "1")
+        .then(|| {
+            let reporter = Reporter {
+                controller: "homestead".into(),
+                instance: Some("floor".into()),
+            };
+            Recorders::new(operator, &reporter)
+        });
     let ready = watch_users(admin, "floor", count, is_ready).await;
     let started = Instant::now();
     each(count, |i| {
         let (hr, users, client) = (hr.clone(), users.clone(), operator.clone());
+        let recorders = recorders.clone();
         async move {
             let user = hr
                 .create(&PostParams::default(), &bench_user("floor", i))
@@ -289,8 +307,25 @@ async fn floor_provision(admin: &Client, operator: &Client, count: usize) -> Dur
                     &PatchParams::apply(FIELD_MANAGER).force(),
                     &Patch::Apply(&status),
                 )
-                .await
-                .map(drop)
+                .await?;
+            if let Some(recorders) = recorders {
+                let who = &user.spec.identity.username;
+                let note = format!(
+                    "namespace {ns:?} provisioned (Profile {PROFILE:?}); {who:?} has ClusterRole \"edit\" there (done: created namespace {ns:?}; bound ClusterRole \"edit\" to {who:?} in namespace {ns:?})"
+                );
+                let event = Event {
+                    type_: EventType::Normal,
+                    reason: "Provisioned".into(),
+                    note: Some(note),
+                    action: "Reconcile".into(),
+                    secondary: None,
+                };
+                recorders
+                    .for_user(&name)
+                    .publish(&event, &user.object_ref(&()))
+                    .await?;
+            }
+            Ok(())
         }
     })
     .await;
@@ -691,6 +726,41 @@ fn secs(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
 }
 
+/// How long after a provisioning phase starts its kube-apiserver CPU profile starts, and how
+/// long it samples: sized for 10,000 Users, whose phases take 110 to 160 s.
+const PPROF_DELAY: Duration = Duration::from_secs(15);
+const PPROF_SECONDS: u64 = 60;
+
+/// With `HOMESTEAD_BENCH_PPROF=DIR`, starts a CPU profile of kube-apiserver
+/// (`/debug/pprof/profile`, Go's pprof format) over [`PPROF_SECONDS`] seconds from
+/// [`PPROF_DELAY`] after now, written to `DIR/<phase>.pprof`; await the handle before the
+/// next phase starts. Without it, `None`.
+fn profile_apiserver(admin: &Client, phase: &'static str) -> Option<tokio::task::JoinHandle<()>> {
+    let dir = std::path::PathBuf::from(std::env::var_os("HOMESTEAD_BENCH_PPROF")?);
+    let client = admin.clone();
+    Some(tokio::spawn(async move {
+        tokio::time::sleep(PPROF_DELAY).await;
+        let uri = format!("/debug/pprof/profile?seconds={PPROF_SECONDS}");
+        let request = http::Request::get(uri).body(Vec::new()).unwrap();
+        let mut body = client.request_stream(request).await.unwrap();
+        let mut bytes = Vec::new();
+        futures::AsyncReadExt::read_to_end(&mut body, &mut bytes)
+            .await
+            .unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{phase}.pprof"));
+        std::fs::write(&path, bytes).unwrap();
+        println!("kube-apiserver CPU profile of {phase}: {}", path.display());
+    }))
+}
+
+/// Waits for a profile [`profile_apiserver`] started, if it did.
+async fn profiled(profile: Option<tokio::task::JoinHandle<()>>) {
+    if let Some(task) = profile {
+        task.await.unwrap();
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let count: usize = std::env::var("HOMESTEAD_BENCH_USERS")
@@ -699,7 +769,14 @@ async fn main() {
         .unwrap_or(1000);
     // `HOMESTEAD_BENCH_QUICK=1`: Homestead's provisioning, restart, steady state and re-list
     // only (no floor, no offboarding), to look at memory at scale in minutes.
-    let quick = std::env::var("HOMESTEAD_BENCH_QUICK").is_ok_and(|v| v == "1");
+    // `HOMESTEAD_BENCH_QUICK=floor` or `homestead`: that side's provisioning only, on a fresh
+    // control plane, with its CPU per User (to compare the two in minutes); `used`: the floor's
+    // provisioning and offboarding, then Homestead's provisioning (the full run's first half).
+    let quick_mode = std::env::var("HOMESTEAD_BENCH_QUICK").unwrap_or_default();
+    let floor_only = quick_mode == "floor";
+    let homestead_only = quick_mode == "homestead";
+    let first_half = quick_mode == "used";
+    let quick = quick_mode == "1" || homestead_only;
     let plane = install();
     let admin = plane.client(ADMIN).await.unwrap();
     let operator_identity = plane.client(OPERATOR).await.unwrap();
@@ -710,11 +787,19 @@ async fn main() {
     let t0 = Timestamp::now();
     let (mut floor_up, mut floor_down) = (Duration::ZERO, Duration::ZERO);
     let cpu_floor_start = cpu_seconds(plane, None);
+    let mut profile = None;
     if !quick {
+        profile = profile_apiserver(&admin, "floor");
         floor_up = floor_provision(&admin, &operator_identity, count).await;
         println!("floor: provisioned in {}", secs(floor_up));
     }
     let cpu_floor_end = cpu_seconds(plane, None);
+    profiled(profile).await;
+    if floor_only {
+        let title = "floor: CPU while provisioning";
+        print_cpu(title, &cpu_floor_start, &cpu_floor_end, count, floor_up);
+        return;
+    }
     let t1 = Timestamp::now();
     if !quick {
         floor_down = floor_offboard(&admin, &operator_identity, count).await;
@@ -727,10 +812,23 @@ async fn main() {
     let background_used = background_cpu(plane, Some(operator.pid())).await;
     let cpu_ours_start = cpu_seconds(plane, Some(operator.pid()));
     let t3 = Timestamp::now();
+    let profile = profile_apiserver(&admin, "homestead");
     let ours_up = homestead_provision(&admin, count).await;
     let t4 = Timestamp::now();
     let cpu_ours_end = cpu_seconds(plane, Some(operator.pid()));
     println!("homestead: all Ready in {}", secs(ours_up));
+    profiled(profile).await;
+    if homestead_only || first_half {
+        if first_half {
+            let title = "floor: CPU while provisioning";
+            print_cpu(title, &cpu_floor_start, &cpu_floor_end, count, floor_up);
+            let ratio = ours_up.as_secs_f64() / floor_up.as_secs_f64();
+            println!("provisioning {ratio:.2}x the floor before");
+        }
+        let title = "homestead: CPU while provisioning";
+        print_cpu(title, &cpu_ours_start, &cpu_ours_end, count, ours_up);
+        return;
+    }
     let peak_provisioning = memory_mib(operator.pid(), "VmHWM");
 
     // A restart over converged Users (the Profile's status counting them all too), then
@@ -783,9 +881,11 @@ async fn main() {
     if !quick {
         background_after = background_cpu(plane, None).await;
         let start = cpu_seconds(plane, None);
+        let profile = profile_apiserver(&admin, "floor-again");
         floor_up_after = floor_provision(&admin, &operator_identity, count).await;
         cpu_floor_after = (start, cpu_seconds(plane, None));
         println!("floor again: provisioned in {}\n", secs(floor_up_after));
+        profiled(profile).await;
     }
 
     let events = audit_log(plane);
