@@ -726,9 +726,10 @@ fn secs(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
 }
 
-/// How long after a provisioning phase starts its kube-apiserver CPU profile starts, and how
-/// long it samples: sized for 10,000 Users, whose phases take 110 to 160 s.
+/// How long after a provisioning phase starts its kube-apiserver CPU profile starts: past the
+/// first seconds, sized for 10,000 Users, whose phases take 90 to 160 s.
 const PPROF_DELAY: Duration = Duration::from_secs(15);
+/// How long a kube-apiserver CPU profile samples, in seconds (within a 10,000-User phase).
 const PPROF_SECONDS: u64 = 60;
 
 /// With `HOMESTEAD_BENCH_PPROF=DIR`, starts a CPU profile of kube-apiserver
