@@ -46,14 +46,14 @@ use futures::{StreamExt, TryStreamExt};
 use homestead_api::{AppliedProfile, FIELD_MANAGER, FINALIZER, Profile, User};
 use homestead_reconciler::context::{PodSecurity, Recorders};
 use homestead_reconciler::desired::{desired_namespace, desired_role_binding};
-use homestead_reconciler::status::{Outcome, Reason, desired_status};
+use homestead_reconciler::status::{Change, Outcome, Reason, desired_status, events_for};
 use homestead_testenv::{ADMIN, ControlPlane, OPERATOR, Supervised, free_port};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType, Reporter};
+use kube::runtime::events::{Event, Reporter};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
@@ -309,21 +309,30 @@ async fn floor_provision(admin: &Client, operator: &Client, count: usize) -> Dur
                 )
                 .await?;
             if let Some(recorders) = recorders {
+                // The Event Homestead's provisioning publishes: its message, and the changes
+                // summed up by the same `events_for`.
                 let who = &user.spec.identity.username;
-                let note = format!(
-                    "namespace {ns:?} provisioned (Profile {PROFILE:?}); {who:?} has ClusterRole \"edit\" there (done: created namespace {ns:?}; bound ClusterRole \"edit\" to {who:?} in namespace {ns:?})"
+                let message = format!(
+                    "namespace {ns:?} provisioned (Profile {PROFILE:?}); {who:?} has ClusterRole \"edit\" there"
                 );
-                let event = Event {
-                    type_: EventType::Normal,
-                    reason: "Provisioned".into(),
-                    note: Some(note),
-                    action: "Reconcile".into(),
-                    secondary: None,
-                };
-                recorders
-                    .for_user(&name)
-                    .publish(&event, &user.object_ref(&()))
-                    .await?;
+                let granted = format!("bound ClusterRole \"edit\" to {who:?} in namespace {ns:?}");
+                let outcome = Outcome::new(&ns, Reason::Provisioned, message).with_changes(vec![
+                    (Change::NamespaceCreated, format!("created namespace {ns:?}")),
+                    (Change::AccessGranted, granted),
+                ]);
+                for (type_, reason, note) in events_for(true, &outcome) {
+                    let event = Event {
+                        type_,
+                        reason: reason.into(),
+                        note: Some(note),
+                        action: "Reconcile".into(),
+                        secondary: None,
+                    };
+                    recorders
+                        .for_user(&name)
+                        .publish(&event, &user.object_ref(&()))
+                        .await?;
+                }
             }
             Ok(())
         }
