@@ -41,7 +41,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use common::{install, operator_pid, spawn_operator_with};
+use common::{install, operator_pid, reconciles, spawn_operator_with};
 use futures::{StreamExt, TryStreamExt};
 use homestead_api::{AppliedProfile, FIELD_MANAGER, FINALIZER, Profile, User};
 use homestead_reconciler::context::{PodSecurity, Recorders};
@@ -822,11 +822,19 @@ async fn main() {
     let background_used = background_cpu(plane, Some(operator.pid())).await;
     let cpu_ours_start = cpu_seconds(plane, Some(operator.pid()));
     let t3 = Timestamp::now();
+    let reconciles_before = reconciles(&operator.address);
     let profile = profile_apiserver(&admin, "homestead");
     let ours_up = homestead_provision(&admin, count).await;
     let t4 = Timestamp::now();
     let cpu_ours_end = cpu_seconds(plane, Some(operator.pid()));
     println!("homestead: all Ready in {}", secs(ours_up));
+    // The reconciles the last writes trigger come after the last User turned Ready.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let reconciled = reconciles(&operator.address) - reconciles_before;
+    println!(
+        "homestead: {:.2} reconciles per User while provisioning",
+        reconciled as f64 / count as f64
+    );
     profiled(profile).await;
     if homestead_only || first_half {
         if first_half {
