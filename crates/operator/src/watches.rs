@@ -1,21 +1,27 @@
 //! What the operator watches: Users (the Controller's own watch); Profiles; the Namespaces,
-//! ResourceQuotas, LimitRanges and NetworkPolicies labelled as Homestead's; and every RoleBinding, since revoking access means
-//! removing the ones a person made too. Each watch feeds both a reflector cache (read by
-//! reconciles instead of the API server) and the Controller's triggers. A RoleBinding reaches
-//! its User through its Namespace (whose labels tenants cannot write), never through a label
-//! on the RoleBinding itself.
+//! ResourceQuotas, LimitRanges and NetworkPolicies labelled as Homestead's; and every
+//! RoleBinding, since revoking access means removing the ones a person made too. Each watch
+//! feeds both a reflector cache (read by reconciles instead of the API server) and the
+//! Controller's triggers, except for changes no reconcile needs to see: a change to a User's
+//! status alone (Homestead's own) or to what the cache drops of it, a Profile's status, a
+//! quota's usage, and the first delivery of a Namespace or RoleBinding exactly as Homestead
+//! created it (the reconcile that created it went on from there). A RoleBinding reaches its
+//! User through its Namespace (whose labels tenants cannot write), never through a label on the
+//! RoleBinding itself.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 
 use homestead_api::{LABEL_MANAGED_BY, MANAGED_BY, Profile, User};
 use homestead_reconciler::cache::{CachedNamespace, CachedRoleBinding};
 use homestead_reconciler::ownership::user_of;
 use homestead_reconciler::profile::ProfileIndex;
 use homestead_reconciler::provision::RESYNC;
+use homestead_reconciler::recent::OwnCreates;
 use homestead_reconciler::trim::{trim, trim_user};
 use homestead_reconciler::{Caches, Config};
 use k8s_openapi::api::core::v1::{LimitRange, ResourceQuota};
@@ -54,8 +60,11 @@ pub fn controller(
         cached_watch(client, managed, trim_object::<NetworkPolicy>);
     let (profiles, profile_events) =
         cached_watch(client, watcher::Config::default(), trim_object::<Profile>);
-    let namespace_events = namespace_events.touched_objects();
-    let role_binding_events = role_binding_events.touched_objects();
+    let created_namespaces = Arc::<OwnCreates<CachedNamespace>>::default();
+    let created_role_bindings = Arc::<OwnCreates<CachedRoleBinding>>::default();
+    let namespace_events = touched_except_echoes(namespace_events, created_namespaces.clone());
+    let role_binding_events =
+        touched_except_echoes(role_binding_events, created_role_bindings.clone());
     let limit_range_events = limit_range_events.touched_objects();
     let network_policy_events = network_policy_events.touched_objects();
     // Quota status moves with every pod that comes or goes; only what Homestead sets matters.
@@ -68,7 +77,7 @@ pub fn controller(
         fingerprint(&p.metadata.generation)
     });
     let by_namespace = namespaces.clone();
-    let (users, writer) = reflector::store();
+    let (users, mut writer) = reflector::store();
     let user_events = watcher(
         Api::<User>::all(client.clone()),
         watcher::Config::default().any_semantic(),
@@ -76,11 +85,25 @@ pub fn controller(
     .modify(trim_user);
     let indexed = index.clone();
     let default_profile = config.default_profile.clone();
+    let cached = users.clone();
+    // Reflected by hand rather than with `reflect`, to compare each User with its cached
+    // version before the cache moves on.
     let user_events = relist_in_place(user_events, users.clone())
         .inspect(move |event| index_profiles(&indexed, default_profile.as_deref(), event))
-        .reflect(writer)
+        .map_ok(move |event| {
+            let trigger = triggers_reconcile(&cached, &event);
+            writer.apply_watcher_event(&event);
+            (event, trigger)
+        })
         .backoff(watch_backoff())
-        .applied_objects();
+        .try_filter_map(|(event, trigger)| {
+            std::future::ready(Ok(match event {
+                watcher::Event::Apply(user) | watcher::Event::InitApply(user) if trigger => {
+                    Some(user)
+                }
+                _ => None,
+            }))
+        });
     let members = index.clone();
     let controller = Controller::for_stream(user_events, users)
         .with_config(controller::Config::default().concurrency(concurrency))
@@ -107,8 +130,55 @@ pub fn controller(
         limit_ranges,
         network_policies,
         profiles,
+        created_namespaces,
+        created_role_bindings,
     };
     (controller, caches)
+}
+
+/// Whether a User watch event should trigger the User's reconcile, judged against the User's
+/// cached version from before the event: a new User, or a change to its spec or to the metadata
+/// reconciles read (finalizers, deletion timestamp, generation, uid; [`trim_user`] drops the
+/// rest), or a status without its `Ready` condition (someone cleared it). Any other change to
+/// the status alone does not: the status is Homestead's own (nearly always the echo of its last
+/// write), and reconciles only compare it with the status they compute; one written by
+/// someone else is put right at the next resync ([`RESYNC`]) or change.
+fn triggers_reconcile(cached: &Store<User>, event: &watcher::Event<User>) -> bool {
+    match event {
+        watcher::Event::Apply(user) | watcher::Event::InitApply(user) => {
+            cached
+                .get(&ObjectRef::from_obj(user))
+                .is_none_or(|old| old.metadata != user.metadata || old.spec != user.spec)
+                || user.ready_condition().is_none()
+        }
+        _ => false,
+    }
+}
+
+/// The objects of `events` whose change triggers their User's reconcile (as kube-runtime's
+/// `touched_objects`): every new, changed or deleted one, except the watch's first delivery of
+/// an object exactly as this replica created it ([`OwnCreates::is_echo`]).
+fn touched_except_echoes<K, S>(
+    events: S,
+    created: Arc<OwnCreates<K>>,
+) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Resource + PartialEq + Send + 'static,
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
+    events.filter_map(move |event| {
+        std::future::ready(match event {
+            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                (!created.is_echo(&o)).then_some(Ok(o))
+            }
+            Ok(watcher::Event::Delete(o)) => {
+                created.forget(&o);
+                Some(Ok(o))
+            }
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
+            Err(e) => Some(Err(e)),
+        })
+    })
 }
 
 /// Keeps `index` in step with a User watch event: the Profile a User uses is its

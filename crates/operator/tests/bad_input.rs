@@ -500,16 +500,21 @@ async fn inputs_the_server_normalizes_cost_no_write() {
         .unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let mark = audit().len();
-    // Touch the User: a watch event, hence a reconcile.
-    Api::<User>::all(c.clone())
+    // Touch the Namespace: a watch event, hence a reconcile.
+    let before = reconciles(&env().metrics_address);
+    namespaces
         .patch(
-            "bad-normal",
+            "user-bad-normal",
             &PatchParams::default(),
             &Patch::Merge(json!({ "metadata": { "annotations": { "touch": "1" } } })),
         )
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        reconciles(&env().metrics_address) > before,
+        "the annotation triggers a reconcile"
+    );
     let writes: Vec<_> = audit()[mark..]
         .iter()
         .filter(|e| is_operator_write(e) && concerns(e, "bad-normal", "user-bad-normal"))

@@ -193,17 +193,22 @@ async fn converged_user_costs_no_write_even_when_reconciled_again() {
     s.create(&c, &user("e2e-steady", json!({ "quota": { "hard": { "requests.memory": "1024Mi", "requests.cpu": "1000m" } } }))).await;
     let before = wait_reason(&c, "e2e-steady", "Provisioned").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let mark = audit().len();
-    // Touch the User without changing its spec: a watch event, hence a reconcile.
-    users(&c)
+    let (mark, reconciled) = (audit().len(), reconciles(&env().metrics_address));
+    // Touch the Namespace without changing what Homestead set: a watch event, hence a
+    // reconcile.
+    Api::<Namespace>::all(c.clone())
         .patch(
-            "e2e-steady",
+            "user-e2e-steady",
             &PatchParams::default(),
             &Patch::Merge(json!({ "metadata": { "annotations": { "e2e/touch": "1" } } })),
         )
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        reconciles(&env().metrics_address) > reconciled,
+        "the annotation triggers a reconcile"
+    );
     let writes: Vec<_> = audit()[mark..]
         .iter()
         .filter(|e| is_operator_write(e) && concerns(e, "e2e-steady", "user-e2e-steady"))
@@ -213,6 +218,26 @@ async fn converged_user_costs_no_write_even_when_reconciled_again() {
     // Semantic 9: status unchanged, lastTransitionTime included.
     let after = users(&c).get("e2e-steady").await.unwrap();
     assert_eq!(before.status, after.status);
+}
+
+#[tokio::test]
+async fn a_status_someone_else_cleared_is_written_again() {
+    let s = Scenario::new();
+    let c = admin().await;
+    s.create(&c, &user("e2e-cleared", json!({}))).await;
+    wait_reason(&c, "e2e-cleared", "Provisioned").await;
+    // Changes to the status alone are Homestead's own and trigger no reconcile, except one
+    // that leaves the User without its Ready condition.
+    let cleared = users(&c)
+        .patch_status(
+            "e2e-cleared",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": null })),
+        )
+        .await
+        .unwrap();
+    assert!(cleared.ready_condition().is_none(), "{:?}", cleared.status);
+    wait_reason(&c, "e2e-cleared", "Provisioned").await;
 }
 
 #[tokio::test]

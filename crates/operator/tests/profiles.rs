@@ -151,12 +151,13 @@ async fn a_profile_gives_its_users_role_quota_limits_pod_security_and_isolation(
         json!([{ "protocol": "UDP", "port": 53 }, { "protocol": "TCP", "port": 53 }])
     );
 
-    // Steady state: a reconcile (triggered by a label on the User) finds everything as the API
-    // server stores it (defaulted LimitRange, NetworkPolicy, quota) and writes nothing.
+    // Steady state: a reconcile (triggered by a label someone adds to the Namespace) finds
+    // everything as the API server stores it (defaulted LimitRange, NetworkPolicy, quota) and
+    // writes nothing.
     let (mark, before) = (audit().len(), reconciles(&env().metrics_address));
-    Api::<User>::all(c.clone())
+    Api::<Namespace>::all(c.clone())
         .patch(
-            "pf-alice",
+            ns,
             &PatchParams::default(),
             &Patch::Merge(json!({ "metadata": { "labels": { "poke": "1" } } })),
         )

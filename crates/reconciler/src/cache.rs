@@ -133,7 +133,7 @@ fn identity(meta: ObjectMeta) -> ObjectMeta {
 /// A Namespace as the cache keeps it: its identity, [`Facts`], the User it is labelled for,
 /// and its status only while it terminates (the conditions that say what still blocks its
 /// deletion).
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(from = "Namespace")]
 pub struct CachedNamespace {
     /// Name, uid, deletion timestamp.
@@ -176,7 +176,7 @@ impl CachedNamespace {
 
 /// A RoleBinding as the cache keeps it: its identity, [`Facts`], the name of the role it
 /// binds, and fingerprints of its roleRef and subjects.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(from = "RoleBinding")]
 pub struct CachedRoleBinding {
     /// Name and namespace.
@@ -199,15 +199,6 @@ impl From<RoleBinding> for CachedRoleBinding {
             role: binding.role_ref.name,
         }
     }
-}
-
-/// A fingerprint of what `binding` grants (its roleRef and subjects), for
-/// [`crate::recent::RecentWrites`].
-pub fn grant_print(binding: &RoleBinding) -> u64 {
-    print(&(
-        print_role_ref(&binding.role_ref),
-        print_subjects(binding.subjects.as_deref()),
-    ))
 }
 
 fn print_role_ref(role_ref: &RoleRef) -> u64 {

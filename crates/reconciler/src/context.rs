@@ -3,6 +3,7 @@
 //! passed to each reconcile as `Arc<Context>`.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use homestead_api::Profile;
 use k8s_openapi::api::core::v1::{LimitRange, ResourceQuota};
@@ -14,6 +15,7 @@ use kube::runtime::reflector::Store;
 use crate::cache::{CachedNamespace, CachedRoleBinding};
 use crate::error::Backoffs;
 use crate::metrics::Metrics;
+use crate::recent::OwnCreates;
 
 pub use homestead_api::PodSecurityLevel;
 
@@ -163,7 +165,7 @@ impl Fence {
 /// 10,000 Users in a few minutes costs a scan of thousands of Events per Event. Sharded, each
 /// scan is a sixteenth of that, and a User's repeats still meet in one Recorder.
 #[derive(Clone)]
-pub struct Recorders(std::sync::Arc<[Recorder]>);
+pub struct Recorders(Arc<[Recorder]>);
 
 impl Recorders {
     /// How many Recorders the Users are spread over.
@@ -204,6 +206,10 @@ pub struct Caches {
     pub network_policies: Store<NetworkPolicy>,
     /// Every Profile.
     pub profiles: Store<Profile>,
+    /// Namespaces this replica created that the Namespace watch has not delivered yet.
+    pub created_namespaces: Arc<OwnCreates<CachedNamespace>>,
+    /// RoleBindings this replica created that the RoleBinding watch has not delivered yet.
+    pub created_role_bindings: Arc<OwnCreates<CachedRoleBinding>>,
 }
 
 /// Everything a reconcile needs, shared by all reconciles as `Arc<Context>`.
@@ -222,15 +228,12 @@ pub struct Context {
     pub backoffs: Backoffs,
     /// Statuses written moments ago that the User cache may not show yet, by User name.
     pub recent_statuses: crate::recent::RecentWrites,
-    /// Homestead's RoleBindings created moments ago that the RoleBinding cache may not show
-    /// yet, by namespace.
-    pub recent_bindings: crate::recent::RecentWrites,
     /// Whether every cache has seen its first list; reconciles wait for it, so nothing is
     /// written from a half-filled cache after a restart. Set by the operator.
     pub synced: tokio::sync::watch::Sender<bool>,
     /// Whether this replica may write (it holds the leader-election Lease); checked before
     /// every write.
-    pub fence: std::sync::Arc<Fence>,
+    pub fence: Arc<Fence>,
 }
 
 impl Context {
@@ -251,9 +254,8 @@ impl Context {
             caches,
             backoffs: Backoffs::default(),
             recent_statuses: crate::recent::RecentWrites::default(),
-            recent_bindings: crate::recent::RecentWrites::default(),
             synced: tokio::sync::watch::Sender::new(false),
-            fence: std::sync::Arc::new(Fence::always()),
+            fence: Arc::new(Fence::always()),
         }
     }
 
@@ -353,6 +355,8 @@ pub(crate) mod test {
                     limit_ranges,
                     network_policies,
                     profiles,
+                    created_namespaces: Arc::default(),
+                    created_role_bindings: Arc::default(),
                 },
             );
             context.mark_synced();

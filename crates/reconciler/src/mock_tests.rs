@@ -454,8 +454,7 @@ async fn a_binding_created_moments_ago_is_not_created_again_but_looked_at_again_
     );
     // This replica created the binding; the RoleBinding watch has not delivered it yet.
     let binding = desired_role_binding(&alice, "user-alice");
-    ctx.recent_bindings
-        .remember("user-alice".into(), crate::cache::grant_print(&binding));
+    ctx.caches.created_role_bindings.remember(binding);
     let script = vec![expect(
         Method::PATCH,
         "/users/alice/status",

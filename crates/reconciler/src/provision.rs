@@ -17,7 +17,7 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use tracing::{info, warn};
 
-use crate::cache::{CachedRoleBinding, grant_print};
+use crate::cache::CachedRoleBinding;
 use crate::client::{Object, cached};
 use crate::context::Context;
 use crate::desired::{
@@ -80,16 +80,22 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
                 .with_changes(changes)
                 .with_profile(resolved.applied.clone())
                 .with_expiring(expiry.condition(user));
-            ctx.write_status(user, outcome).await?;
+            let unconfirmed = ctx.write_status(user, outcome).await?;
             // Look again at the earliest of: a write the cache does not show yet, the
             // expiry warning, `validUntil` itself.
-            let next = [recheck, expiry.recheck()].into_iter().flatten().min();
+            let next = [recheck, unconfirmed, expiry.recheck()]
+                .into_iter()
+                .flatten()
+                .min();
             Ok(next.map_or_else(Action::await_change, Action::requeue))
         }
         Ok(Step::Wait(outcome)) => {
-            ctx.write_status(user, outcome.with_changes(changes))
+            let unconfirmed = ctx
+                .write_status(user, outcome.with_changes(changes))
                 .await?;
-            Ok(Action::requeue(TERMINATING_RECHECK))
+            Ok(Action::requeue(
+                unconfirmed.map_or(TERMINATING_RECHECK, |left| left.min(TERMINATING_RECHECK)),
+            ))
         }
         Ok(Step::Refuse(refusal)) => refuse(user, ctx, name, &refusal, changes).await,
         Err(error) => {
@@ -199,7 +205,8 @@ async fn ensure_namespace(
     let existing = match ctx.cached_namespace(name) {
         Some(ns) => ns,
         None => match ctx.create(&desired).await? {
-            Some(_) => {
+            Some(created) => {
+                ctx.caches.created_namespaces.remember(created);
                 changes.push((
                     Change::NamespaceCreated,
                     format!("created namespace {name:?}"),
@@ -352,8 +359,8 @@ pub(crate) async fn refuse(
     }
     let outcome =
         Outcome::new(namespace, reason, refusal.message(&ctx.config)).with_changes(changes);
-    ctx.write_status(user, outcome).await?;
-    Ok(Action::await_change())
+    let unconfirmed = ctx.write_status(user, outcome).await?;
+    Ok(unconfirmed.map_or_else(Action::await_change, Action::requeue))
 }
 
 /// Homestead's RoleBinding in the User's `namespace`, from the cache. It is known by its name in
@@ -425,15 +432,12 @@ enum Grant {
 
 /// Grants `spec.role` in `namespace`: creates, repairs or (on a role change, since roleRef is
 /// immutable) replaces Homestead's RoleBinding; writes nothing when the cache already matches,
-/// nor when this replica created the same binding moments ago ([`Context::recent_bindings`]).
+/// nor when this replica created the same binding moments ago and the RoleBinding watch has
+/// not delivered it yet ([`crate::Caches::created_role_bindings`]).
 async fn grant_access(user: &User, ctx: &Context, namespace: &str) -> Result<Grant> {
     let desired = desired_role_binding(user, namespace);
-    let print = grant_print(&desired);
     let (change, note) = match cached_binding(ctx, namespace) {
-        Some(cached) if cached.matches(&desired) => {
-            ctx.recent_bindings.forget(namespace);
-            return Ok(Grant::Unchanged);
-        }
+        Some(cached) if cached.matches(&desired) => return Ok(Grant::Unchanged),
         Some(cached) if !cached.binds_role_of(&desired) => {
             // roleRef is immutable, so the binding is replaced; first make sure the API server
             // accepts the new one (RBAC, admission), so a refusal keeps the old access.
@@ -455,14 +459,16 @@ async fn grant_access(user: &User, ctx: &Context, namespace: &str) -> Result<Gra
                 user.spec.identity.username
             );
             if cached.is_none() {
-                if let Some(left) = ctx.recent_bindings.unconfirmed(namespace, print) {
+                let created = &ctx.caches.created_role_bindings;
+                let same = |binding: &CachedRoleBinding| binding.matches(&desired);
+                if let Some(left) = created.unconfirmed(Some(namespace), ROLE_BINDING_NAME, same) {
                     return Ok(Grant::Unconfirmed(left));
                 }
                 // A binding the cache does not know is created with a request that fails if
                 // it exists (cheaper for the API server than an apply); one that exists is
                 // applied.
-                if ctx.create(&desired).await?.is_some() {
-                    ctx.recent_bindings.remember(namespace.to_owned(), print);
+                if let Some(created) = ctx.create(&desired).await? {
+                    ctx.caches.created_role_bindings.remember(created);
                     return Ok(Grant::Changed(Change::AccessGranted, note));
                 }
             }

@@ -1,20 +1,26 @@
 //! Writes this replica made moments ago that its caches may not show yet.
 //!
-//! A reconcile can run before a watch delivers the operator's own write: another watch (the new
-//! Namespace's, the User's status) triggered it, and the cache it reads still has the state
-//! from before. Without a memory of its own writes it would write again: the same status
-//! twice, or a create that fails with 409 Conflict and is then applied. [`RecentWrites`]
-//! remembers each write for [`RECENT`] as a fingerprint of what was written.
+//! A reconcile can run before a watch delivers the operator's own write: another watch (a
+//! Namespace's, a RoleBinding's) triggered it, and the cache it reads still has the state from
+//! before. Without a memory of its own writes it would write again: the same status twice
+//! ([`RecentWrites`], a fingerprint of each status written, for [`RECENT`]), or a create that
+//! fails with 409 Conflict and is then applied ([`OwnCreates`]).
+//!
+//! The other way round, a watch delivering the operator's own create would trigger a reconcile
+//! only to confirm what the reconcile that created the object already did; [`OwnCreates`]
+//! lets the Controller's trigger recognise that echo and drop it.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use kube::Resource;
+
 /// How long a write counts as made while the cache does not show it yet: far longer than a
 /// watch event takes to arrive, far shorter than a resync.
 pub const RECENT: Duration = Duration::from_secs(10);
 
-/// Writes made in the last [`RECENT`] seconds, by key (a User's name, a Namespace's name), as
+/// Writes made in the last [`RECENT`] seconds, by key (a User's name), as
 /// fingerprints of what was written. An entry is dropped as soon as the cache shows the write
 /// ([`RecentWrites::forget`]) and no longer counts after [`RECENT`], so a change someone else
 /// makes afterwards is still repaired.
@@ -59,6 +65,92 @@ impl RecentWrites {
     }
 }
 
+/// Objects this replica created moments ago that their watch has not delivered yet, each
+/// kept as the cache will hold it (a compact form of [`crate::cache`], trimmed by
+/// [`crate::trim::trim`]), by namespace and name.
+///
+/// When the watch delivers an object exactly as it was created, the reconcile that created it
+/// has already gone on from there; triggering another one would only read the caches and
+/// write nothing. [`OwnCreates::is_echo`] tells the Controller's trigger to drop that event.
+/// Anything else about the object (someone changed it before the watch caught up, a delete)
+/// triggers as usual, and so does a create the watch delivers before it was remembered here.
+/// Until the watch delivers it, [`OwnCreates::unconfirmed`] tells a reconcile that finds the
+/// object missing from the cache not to create it again. Entries the watch never delivers (the
+/// object deleted during a re-list) are forgotten after [`RECENT`] once there are many
+/// (1,024).
+#[derive(Debug)]
+pub struct OwnCreates<K>(Mutex<Created<K>>);
+
+/// Created objects by namespace and name, with when each was remembered.
+type Created<K> = HashMap<(Option<String>, String), (K, Instant)>;
+
+impl<K> Default for OwnCreates<K> {
+    fn default() -> Self {
+        Self(Mutex::default())
+    }
+}
+
+impl<K: Resource + PartialEq> OwnCreates<K> {
+    fn entries(&self) -> std::sync::MutexGuard<'_, Created<K>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn key(object: &K) -> (Option<String>, String) {
+        let meta = object.meta();
+        (
+            meta.namespace.clone(),
+            meta.name.clone().unwrap_or_default(),
+        )
+    }
+
+    /// Remembers `created`, the API server's response to a create, in its cached form
+    /// (trimmed here as the watch trims it).
+    pub fn remember(&self, created: impl Into<K>) {
+        let mut object: K = created.into();
+        crate::trim::trim(object.meta_mut());
+        let mut entries = self.entries();
+        if entries.len() >= 1024 {
+            entries.retain(|_, (_, at)| at.elapsed() < RECENT);
+        }
+        entries.insert(Self::key(&object), (object, Instant::now()));
+    }
+
+    /// How much longer the object `name` in `namespace` counts as created by this replica and
+    /// not delivered by its watch yet: `Some` (less than [`RECENT`]) when it was created less
+    /// than [`RECENT`] ago, is still undelivered, and `same` says it is the object wanted now;
+    /// else `None`.
+    pub fn unconfirmed(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        same: impl FnOnce(&K) -> bool,
+    ) -> Option<Duration> {
+        let key = (namespace.map(str::to_owned), name.to_owned());
+        self.entries()
+            .get(&key)
+            .filter(|(created, _)| same(created))
+            .and_then(|(_, at)| RECENT.checked_sub(at.elapsed()))
+            .filter(|left| !left.is_zero())
+    }
+
+    /// Forgets the created object with `deleted`'s namespace and name: its watch has delivered
+    /// its deletion.
+    pub fn forget(&self, deleted: &K) {
+        self.entries().remove(&Self::key(deleted));
+    }
+
+    /// Whether `delivered`, an object the watch has just delivered as created or changed
+    /// (trimmed for the cache), is exactly what this replica created: its echo. Forgets the
+    /// created object either way, so only the first delivery can be an echo.
+    pub fn is_echo(&self, delivered: &K) -> bool {
+        self.entries()
+            .remove(&Self::key(delivered))
+            .is_some_and(|(created, _)| created == *delivered)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,5 +166,77 @@ mod tests {
         assert!(!recent.was_written("bob", 1));
         recent.forget("alice");
         assert!(!recent.was_written("alice", 1), "the cache shows it");
+    }
+
+    fn namespace(name: &str, label: &str) -> k8s_openapi::api::core::v1::Namespace {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": name, "uid": "u1", "resourceVersion": "7",
+                "labels": { "homestead.dev/user": label },
+            },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_the_first_delivery_of_exactly_what_was_created_is_an_echo() {
+        use crate::cache::CachedNamespace;
+        let created = OwnCreates::<CachedNamespace>::default();
+        let delivered = |name, label| {
+            let mut object = CachedNamespace::from(namespace(name, label));
+            crate::trim::trim(&mut object.metadata);
+            object
+        };
+        assert!(
+            !created.is_echo(&delivered("user-a", "a")),
+            "nothing created"
+        );
+        created.remember(namespace("user-a", "a"));
+        assert!(created.is_echo(&delivered("user-a", "a")));
+        assert!(
+            !created.is_echo(&delivered("user-a", "a")),
+            "delivered twice"
+        );
+        created.remember(namespace("user-a", "a"));
+        assert!(
+            !created.is_echo(&delivered("user-a", "mallory")),
+            "changed before the watch caught up"
+        );
+        assert!(
+            !created.is_echo(&delivered("user-a", "a")),
+            "forgotten by the changed delivery"
+        );
+        created.remember(namespace("user-b", "b"));
+        assert!(
+            !created.is_echo(&delivered("user-a", "a")),
+            "another object"
+        );
+        assert!(created.is_echo(&delivered("user-b", "b")));
+    }
+
+    #[test]
+    fn a_create_is_unconfirmed_until_delivered_or_deleted() {
+        use crate::cache::CachedNamespace;
+        let created = OwnCreates::<CachedNamespace>::default();
+        let any = |_: &CachedNamespace| true;
+        assert_eq!(created.unconfirmed(None, "user-a", any), None);
+        created.remember(namespace("user-a", "a"));
+        let left = created
+            .unconfirmed(None, "user-a", any)
+            .expect("just created");
+        assert!(left <= RECENT);
+        assert_eq!(
+            created.unconfirmed(None, "user-a", |ns| ns.user().is_none()),
+            None,
+            "not the object wanted now"
+        );
+        assert_eq!(created.unconfirmed(Some("other"), "user-a", any), None);
+        let mut delivered = CachedNamespace::from(namespace("user-a", "a"));
+        crate::trim::trim(&mut delivered.metadata);
+        assert!(created.is_echo(&delivered));
+        assert_eq!(created.unconfirmed(None, "user-a", any), None, "delivered");
+        created.remember(namespace("user-a", "a"));
+        created.forget(&delivered);
+        assert_eq!(created.unconfirmed(None, "user-a", any), None, "deleted");
     }
 }

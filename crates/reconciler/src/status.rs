@@ -5,6 +5,7 @@
 
 use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::time::Duration;
 
 use homestead_api::{
     AppliedProfile, CONDITION_EXPIRING, CONDITION_READY, FIELD_MANAGER, User, UserStatus,
@@ -411,10 +412,23 @@ impl Context {
     /// the Events [`events_for`] says: one on a transition of `Ready` (Normal when ready, else
     /// Warning) summing up the changes made, else one per change.
     ///
+    /// Returns when to look again, if the write was left out because this replica wrote the
+    /// same status moments ago and the User watch has not delivered it yet (less than
+    /// [`crate::recent::RECENT`]): if the cache still does not show it then, someone else
+    /// changed the status since, and it is written again.
+    ///
     /// # Errors
     /// [`Error::Kube`] with [`Verb::PatchStatus`] when the patch fails; no Event is published then.
-    pub(crate) async fn write_status(&self, user: &User, outcome: Outcome) -> Result<()> {
-        let written = self.patch_status(user, &outcome).await?;
+    pub(crate) async fn write_status(
+        &self,
+        user: &User,
+        outcome: Outcome,
+    ) -> Result<Option<Duration>> {
+        let written = match self.patch_status(user, &outcome).await? {
+            Write::Made => true,
+            Write::Unneeded => false,
+            Write::Unconfirmed(left) => return Ok(Some(left)),
+        };
         let transition = written && is_transition(user, &outcome);
         if transition {
             self.metrics.observe_ready(user, outcome.reason);
@@ -429,13 +443,13 @@ impl Context {
             self.publish(user, EventType::Normal, "Expiring", message.clone())
                 .await;
         }
-        Ok(())
+        Ok(None)
     }
 
-    /// The status write of [`Context::write_status`]. Returns whether it wrote: not when the
-    /// cached status already matches, nor when this replica wrote the same status moments ago
-    /// and the User watch has not delivered it yet ([`crate::recent::RecentWrites`]).
-    async fn patch_status(&self, user: &User, outcome: &Outcome) -> Result<bool> {
+    /// The status write of [`Context::write_status`]: none when the cached status already
+    /// matches, nor when this replica wrote the same status moments ago and the User watch has
+    /// not delivered it yet ([`crate::recent::RecentWrites`]).
+    async fn patch_status(&self, user: &User, outcome: &Outcome) -> Result<Write> {
         let desired = desired_status(user, outcome, Time(k8s_openapi::jiff::Timestamp::now()));
         let name = user.name_any();
         if user
@@ -444,11 +458,11 @@ impl Context {
             .is_some_and(|s| status_matches(s, &desired))
         {
             self.recent_statuses.forget(&name);
-            return Ok(false);
+            return Ok(Write::Unneeded);
         }
         let print = fingerprint(&desired);
-        if self.recent_statuses.was_written(&name, print) {
-            return Ok(false);
+        if let Some(left) = self.recent_statuses.unconfirmed(&name, print) {
+            return Ok(Write::Unconfirmed(left));
         }
         self.fenced()?;
         let patch = serde_json::json!({
@@ -465,8 +479,18 @@ impl Context {
             .await
             .map_err(|source| Error::kube(Verb::PatchStatus, User::kind(&()), &name, source))?;
         self.recent_statuses.remember(name, print);
-        Ok(true)
+        Ok(Write::Made)
     }
+}
+
+/// What [`Context::patch_status`] did.
+enum Write {
+    /// Wrote the status.
+    Made,
+    /// Nothing: the cached status already matches.
+    Unneeded,
+    /// Nothing: this replica wrote the same status moments ago; look again after this long.
+    Unconfirmed(Duration),
 }
 
 #[cfg(test)]
