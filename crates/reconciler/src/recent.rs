@@ -11,6 +11,7 @@
 //! lets the Controller's trigger recognise that echo and drop it.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -40,23 +41,13 @@ impl RecentWrites {
         self.entries()
             .get(key)
             .filter(|(p, _)| *p == print)
-            .and_then(|(_, at)| RECENT.checked_sub(at.elapsed()))
-            .filter(|left| !left.is_zero())
-    }
-
-    /// Whether a write with fingerprint `print` was made under `key` less than [`RECENT`] ago.
-    pub fn was_written(&self, key: &str, print: u64) -> bool {
-        self.unconfirmed(key, print).is_some()
+            .and_then(|(_, at)| left_since(*at))
     }
 
     /// Remembers that a write with fingerprint `print` was just made under `key`; forgets
     /// entries older than [`RECENT`] once there are many (1,024), so the map stays small.
     pub fn remember(&self, key: String, print: u64) {
-        let mut entries = self.entries();
-        if entries.len() >= 1024 {
-            entries.retain(|_, (_, at)| at.elapsed() < RECENT);
-        }
-        entries.insert(key, (print, Instant::now()));
+        insert_recent(&mut self.entries(), key, print);
     }
 
     /// Forgets `key`'s entry (the cache shows the write now).
@@ -110,11 +101,7 @@ impl<K: Resource + PartialEq> OwnCreates<K> {
     pub fn remember(&self, created: impl Into<K>) {
         let mut object: K = created.into();
         crate::trim::trim(object.meta_mut());
-        let mut entries = self.entries();
-        if entries.len() >= 1024 {
-            entries.retain(|_, (_, at)| at.elapsed() < RECENT);
-        }
-        entries.insert(Self::key(&object), (object, Instant::now()));
+        insert_recent(&mut self.entries(), Self::key(&object), object);
     }
 
     /// How much longer the object `name` in `namespace` counts as created by this replica and
@@ -131,8 +118,7 @@ impl<K: Resource + PartialEq> OwnCreates<K> {
         self.entries()
             .get(&key)
             .filter(|(created, _)| same(created))
-            .and_then(|(_, at)| RECENT.checked_sub(at.elapsed()))
-            .filter(|left| !left.is_zero())
+            .and_then(|(_, at)| left_since(*at))
     }
 
     /// Forgets the created object with `deleted`'s namespace and name: its watch has delivered
@@ -151,6 +137,22 @@ impl<K: Resource + PartialEq> OwnCreates<K> {
     }
 }
 
+/// What is left of [`RECENT`] since `at`: `None` once it has passed.
+fn left_since(at: Instant) -> Option<Duration> {
+    RECENT
+        .checked_sub(at.elapsed())
+        .filter(|left| !left.is_zero())
+}
+
+/// Inserts `value` under `key`, stamped now; first forgets entries older than [`RECENT`] once
+/// there are many (1,024), so the map stays small.
+fn insert_recent<Q: Eq + Hash, V>(entries: &mut HashMap<Q, (V, Instant)>, key: Q, value: V) {
+    if entries.len() >= 1024 {
+        entries.retain(|_, (_, at)| at.elapsed() < RECENT);
+    }
+    entries.insert(key, (value, Instant::now()));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,14 +160,20 @@ mod tests {
     #[test]
     fn a_write_counts_until_forgotten_and_only_with_its_fingerprint() {
         let recent = RecentWrites::default();
-        assert!(!recent.was_written("alice", 1));
+        assert!(recent.unconfirmed("alice", 1).is_none());
         recent.remember("alice".into(), 1);
         let left = recent.unconfirmed("alice", 1).expect("just written");
         assert!(left <= RECENT);
-        assert!(!recent.was_written("alice", 2), "another write is made");
-        assert!(!recent.was_written("bob", 1));
+        assert!(
+            recent.unconfirmed("alice", 2).is_none(),
+            "another write is made"
+        );
+        assert!(recent.unconfirmed("bob", 1).is_none());
         recent.forget("alice");
-        assert!(!recent.was_written("alice", 1), "the cache shows it");
+        assert!(
+            recent.unconfirmed("alice", 1).is_none(),
+            "the cache shows it"
+        );
     }
 
     fn namespace(name: &str, label: &str) -> k8s_openapi::api::core::v1::Namespace {

@@ -528,17 +528,17 @@ mod tests {
         let suspended = fingerprint(&desired_status(&u, &outcome(Reason::Suspended), at(1)));
         assert_ne!(provisioned, suspended);
 
-        assert!(!recent.was_written("alice", provisioned));
+        assert!(recent.unconfirmed("alice", provisioned).is_none());
         recent.remember("alice".into(), provisioned);
-        assert!(recent.was_written("alice", provisioned));
+        assert!(recent.unconfirmed("alice", provisioned).is_some());
         assert!(
-            !recent.was_written("alice", suspended),
+            recent.unconfirmed("alice", suspended).is_none(),
             "a different status is written"
         );
-        assert!(!recent.was_written("bob", provisioned));
+        assert!(recent.unconfirmed("bob", provisioned).is_none());
         recent.forget("alice");
         assert!(
-            !recent.was_written("alice", provisioned),
+            recent.unconfirmed("alice", provisioned).is_none(),
             "the cache shows it: compare again"
         );
     }
