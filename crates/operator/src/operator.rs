@@ -114,10 +114,8 @@ async fn reconcile_users(
         controller: "homestead".into(),
         instance: Some(identity),
     };
-    let mut ctx = Context::new(client, config, reporter, metrics, caches);
-    if let Some(fence) = fence {
-        ctx.fence = fence;
-    }
+    let fence = fence.unwrap_or_else(|| Arc::new(Fence::always()));
+    let ctx = Context::new(client, config, reporter, metrics, caches, fence);
     health.set_fence(ctx.fence.clone());
     let ctx = Arc::new(ctx);
     tokio::spawn(mark_ready_when_synced(
@@ -136,12 +134,24 @@ async fn reconcile_users(
         index,
         stop.clone(),
     ));
+    let events = ctx.events.clone();
     controller
         .graceful_shutdown_on(stop.cancelled_owned())
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move { log_controller_error(result) })
         .await;
+    // Still the leader (unless the Lease was lost, when the fence drops what is left).
+    if !events.drained(EVENT_DRAIN).await {
+        tracing::warn!(
+            pending = events.pending(),
+            "stopping with Events not yet published"
+        );
+    }
 }
+
+/// How long a stopping operator waits for its queued Events to be published (seconds); well
+/// within the 30 s a kubelet grants before SIGKILL.
+const EVENT_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Logs what the Controller reports besides reconcile results: a failed reconcile was already
 /// logged once by `error_policy`; watch and queue errors (the API server unreachable, a

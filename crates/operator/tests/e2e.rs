@@ -812,6 +812,8 @@ async fn metrics_and_probes_are_served() {
         "homestead_reconcile_errors_total{reason=\"apply_failed\"} 0",
         "homestead_build_info{version=\"0.1.0\"} 1",
         "homestead_retained_namespaces",
+        "homestead_events_pending",
+        "homestead_events_failed_total 0",
         "process_resident_memory_bytes",
     ] {
         assert!(

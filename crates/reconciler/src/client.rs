@@ -1,6 +1,6 @@
 //! The reconciler's door to the API server: typed get / create / apply / delete of the objects
-//! Homestead manages, with the `Api` derived from the object's kind and namespace, and Event
-//! publishing. Every failure becomes an [`Error::Kube`] naming the verb, kind and object. No
+//! Homestead manages, with the `Api` derived from the object's kind and namespace, and the
+//! queueing of Events. Every failure becomes an [`Error::Kube`] naming the verb, kind and object. No
 //! write leaves a replica that may have lost the leader-election Lease ([`Error::NotLeader`]).
 
 use std::fmt::Debug;
@@ -17,7 +17,6 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tracing::warn;
 
 use crate::context::Context;
 use crate::drift::created_fields_entry;
@@ -281,16 +280,16 @@ impl Context {
         self.caches.namespaces.get(&ObjectRef::new(name))
     }
 
-    /// Publishes a Normal Event about `user` reporting `change`, with `note` saying what
-    /// exactly was done.
-    pub(crate) async fn record(&self, user: &User, change: Change, note: String) {
-        self.publish(user, EventType::Normal, change.as_str(), note)
-            .await;
+    /// Queues a Normal Event about `user` reporting `change`, with `note` saying what exactly
+    /// was done.
+    pub(crate) fn record(&self, user: &User, change: Change, note: String) {
+        self.publish(user, EventType::Normal, change.as_str(), note);
     }
 
-    /// Publishes an Event about `user` with `reason` and `note`. Failures are logged, never
-    /// returned: Events are best effort and must not hold up a reconcile.
-    pub(crate) async fn publish(&self, user: &User, type_: EventType, reason: &str, note: String) {
+    /// Queues an Event about `user` with `reason` and `note` on the [`crate::events::EventQueue`],
+    /// which publishes it in the background: Events are best effort and never hold up a
+    /// reconcile. Nothing is queued while this replica may not write.
+    pub(crate) fn publish(&self, user: &User, type_: EventType, reason: &str, note: String) {
         if !self.fence.is_held() {
             return;
         }
@@ -301,10 +300,7 @@ impl Context {
             action: "Reconcile".to_owned(),
             secondary: None,
         };
-        let recorder = self.recorders.for_user(&user.name_any());
-        if let Err(e) = recorder.publish(&event, &user.object_ref(&())).await {
-            warn!(user = %user.name_any(), %reason, "publishing Event failed: {e}");
-        }
+        self.events.publish(user, event);
     }
 }
 

@@ -1,5 +1,5 @@
 //! What every reconcile shares: the operator's [`Config`] (from its flags) and the [`Context`]
-//! (client, Event recorder, metrics, reflector caches of managed objects, per-User backoff),
+//! (client, Event queue, metrics, reflector caches of managed objects, per-User backoff),
 //! passed to each reconcile as `Arc<Context>`.
 
 use std::collections::BTreeSet;
@@ -9,11 +9,12 @@ use homestead_api::Profile;
 use k8s_openapi::api::core::v1::{LimitRange, ResourceQuota};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Client;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::Store;
 
 use crate::cache::{CachedNamespace, CachedRoleBinding};
 use crate::error::Backoffs;
+use crate::events::EventQueue;
 use crate::metrics::Metrics;
 use crate::recent::OwnCreates;
 
@@ -159,37 +160,6 @@ impl Fence {
     }
 }
 
-/// kube-runtime Event [`Recorder`]s, one per shard of User names. A Recorder keeps every
-/// Event it published in the last 6 minutes (to turn a repeat into a series, per
-/// `events.k8s.io/v1`) and scans all of them on each publish, so with one Recorder, provisioning
-/// 10,000 Users in a few minutes costs a scan of thousands of Events per Event. Sharded, each
-/// scan is a sixteenth of that, and a User's repeats still meet in one Recorder.
-#[derive(Clone)]
-pub struct Recorders(Arc<[Recorder]>);
-
-impl Recorders {
-    /// How many Recorders the Users are spread over.
-    const SHARDS: usize = 16;
-
-    /// [`Recorders::SHARDS`] Recorders reporting as `reporter` through `client`.
-    pub fn new(client: &Client, reporter: &Reporter) -> Self {
-        Self(
-            (0..Self::SHARDS)
-                .map(|_| Recorder::new(client.clone(), reporter.clone()))
-                .collect(),
-        )
-    }
-
-    /// The Recorder for Events about the User `name` (always the same one for a name).
-    pub fn for_user(&self, name: &str) -> &Recorder {
-        use std::hash::BuildHasher;
-        // A fixed hasher: only the spread matters, not resistance to crafted names.
-        let hash =
-            std::hash::BuildHasherDefault::<std::hash::DefaultHasher>::default().hash_one(name);
-        &self.0[hash as usize % self.0.len()]
-    }
-}
-
 /// The reflector caches reconciles read instead of the API server wherever possible, in the
 /// compact forms of [`crate::cache`].
 #[derive(Clone)]
@@ -218,8 +188,9 @@ pub struct Context {
     pub client: Client,
     /// The operator's configuration.
     pub config: Config,
-    /// Publishes Events on Users (in namespace `default`, as for every cluster-scoped object).
-    pub recorders: Recorders,
+    /// Publishes Events on Users (in namespace `default`, as for every cluster-scoped object),
+    /// off the reconcile path.
+    pub events: EventQueue,
     /// The operator's Prometheus metrics.
     pub metrics: Metrics,
     /// Caches of managed objects.
@@ -238,16 +209,21 @@ pub struct Context {
 
 impl Context {
     /// A Context whose Events are reported by `reporter` (controller `homestead` and this
-    /// replica's identity), with fresh backoff state.
+    /// replica's identity), with fresh backoff state, writing only while `fence` is held
+    /// ([`Fence::always`] without leader election). Starts the [`EventQueue`]'s publisher.
+    ///
+    /// # Panics
+    /// Outside a Tokio runtime.
     pub fn new(
         client: Client,
         config: Config,
         reporter: Reporter,
         metrics: Metrics,
         caches: Caches,
+        fence: Arc<Fence>,
     ) -> Self {
         Self {
-            recorders: Recorders::new(&client, &reporter),
+            events: EventQueue::start(&client, &reporter, fence.clone(), metrics.clone()),
             client,
             config,
             metrics,
@@ -255,7 +231,7 @@ impl Context {
             backoffs: Backoffs::default(),
             recent_statuses: crate::recent::RecentWrites::default(),
             synced: tokio::sync::watch::Sender::new(false),
-            fence: Arc::new(Fence::always()),
+            fence,
         }
     }
 
@@ -331,6 +307,11 @@ pub(crate) mod test {
         /// A Context with the default [`Config`], empty caches and a client whose requests
         /// go to the returned [`ApiServer`].
         pub fn test() -> (Self, ApiServer, Writers) {
+            Self::test_fenced(Fence::always())
+        }
+
+        /// [`Context::test`] writing only while `fence` is held.
+        pub fn test_fenced(fence: Fence) -> (Self, ApiServer, Writers) {
             let (service, server) = mock::pair();
             let client = Client::new(service, "default");
             let (namespaces, ns_writer) = reflector::store();
@@ -358,6 +339,7 @@ pub(crate) mod test {
                     created_namespaces: Arc::default(),
                     created_role_bindings: Arc::default(),
                 },
+                Arc::new(fence),
             );
             context.mark_synced();
             let writers = Writers {

@@ -4,7 +4,8 @@
 //! - [`context`]: the operator [`Config`] and the shared [`Context`] (client, recorder, metrics,
 //!   caches, backoff).
 //! - [`error`]: the [`Error`] type with typed verbs, metric labels and per-User backoff.
-//! - [`client`]: typed get / create / apply / delete and Event publishing.
+//! - [`client`]: typed get / create / apply / delete and queueing Events.
+//! - [`events`]: the queue that publishes Events off the reconcile path.
 //! - [`validate`]: refusals and the Namespace name.
 //! - [`ownership`]: what belongs to whom, and the watch-event-to-User mapping.
 //! - [`desired`]: pure builders of the desired Namespace, RoleBinding and ResourceQuota.
@@ -26,6 +27,7 @@ pub mod context;
 pub mod desired;
 pub mod drift;
 pub mod error;
+pub mod events;
 pub mod expiry;
 pub mod metrics;
 pub mod offboard;

@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 use homestead_api::User;
 
 use crate::status::Reason;
-use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::{
+    Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
 
 /// The windows of `homestead_users_expiring`: label and length in seconds.
 const EXPIRY_WINDOWS: [(&str, i64); 3] = [("1d", 86_400), ("7d", 7 * 86_400), ("30d", 30 * 86_400)];
@@ -61,6 +63,12 @@ pub struct Metrics {
     /// `homestead_leader`: 1 while this replica holds the leader-election Lease and may write
     /// (its fence is open), else 0.
     pub leader: IntGauge,
+    /// `homestead_events_pending`: Events queued by reconciles and not yet published (see
+    /// [`crate::events::EventQueue`]); grows during a bulk import and drains after it.
+    pub events_pending: IntGauge,
+    /// `homestead_events_failed_total`: Events the API server refused or did not answer (each
+    /// is logged with its User and reason; Events are not retried).
+    pub events_failed: IntCounter,
     /// The `(ready, reason)` pairs of `homestead_users` set so far, so a pair no User has any
     /// more is set to 0 rather than left at its last count.
     seen: Arc<Mutex<HashSet<(String, String)>>>,
@@ -136,6 +144,14 @@ impl Metrics {
             "homestead_leader",
             "Whether this replica holds the leader-election Lease and may write (1) or not (0)",
         )?;
+        let events_pending = IntGauge::new(
+            "homestead_events_pending",
+            "Events queued by reconciles and not yet published",
+        )?;
+        let events_failed = IntCounter::new(
+            "homestead_events_failed_total",
+            "Events whose publication failed (not retried)",
+        )?;
         let build_info = IntGaugeVec::new(
             Opts::new(
                 "homestead_build_info",
@@ -164,6 +180,8 @@ impl Metrics {
             Box::new(offboarding.clone()),
             Box::new(retained.clone()),
             Box::new(leader.clone()),
+            Box::new(events_pending.clone()),
+            Box::new(events_failed.clone()),
             Box::new(build_info),
         ] {
             registry.register(collector)?;
@@ -179,6 +197,8 @@ impl Metrics {
             offboarding,
             retained,
             leader,
+            events_pending,
+            events_failed,
             seen: Arc::default(),
         })
     }

@@ -1,7 +1,8 @@
 //! Reconciles against a mock API server (`tower-test`), for the failures a real server cannot
 //! be made to produce on cue: a status patch that fails, an Event that cannot be published, a
 //! 404 on delete, a 409 on create, a 403 on apply. Each test scripts the exact requests it
-//! expects, in order, and fails on any other (or on a request too many).
+//! expects, in order (Events in their own order), and fails on any other (or on a request too
+//! many).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,16 +53,30 @@ fn failure(code: StatusCode) -> Value {
     })
 }
 
-/// Answers the scripted requests in order and returns the bodies the operator sent; panics on
-/// an unexpected request.
+/// Answers the scripted requests and returns the bodies the operator sent, by their place in
+/// the script; panics on an unexpected request. Event creates are matched in their own order:
+/// the [`crate::events::EventQueue`] publishes them beside the reconcile's own requests, so only
+/// the order within each of the two is fixed.
 async fn serve(mut server: ApiServer, script: Vec<Expect>) -> Vec<Value> {
-    let mut sent = Vec::new();
-    for step in script {
+    let is_event = |step: &Expect| step.path == EVENTS;
+    let mut events = (0..script.len()).filter(|&i| is_event(&script[i]));
+    let mut others = (0..script.len()).filter(|&i| !is_event(&script[i]));
+    let mut sent = vec![Value::Null; script.len()];
+    for _ in 0..script.len() {
         let (request, respond): (Request<Body>, _) = server
             .next_request()
             .await
             .expect("the client hung up before the script ended");
         let (method, path) = (request.method().clone(), request.uri().to_string());
+        let next = if path.contains(EVENTS) {
+            events.next()
+        } else {
+            others.next()
+        };
+        let Some(i) = next else {
+            panic!("unexpected {method} {path}: the script has no more such requests");
+        };
+        let step = &script[i];
         assert_eq!(
             (&method, path.contains(step.path)),
             (&step.method, true),
@@ -70,7 +85,7 @@ async fn serve(mut server: ApiServer, script: Vec<Expect>) -> Vec<Value> {
             step.path
         );
         let bytes = request.into_body().collect_bytes().await.unwrap();
-        sent.push(serde_json::from_slice(&bytes).unwrap_or(Value::Null));
+        sent[i] = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         let response = Response::builder()
             .status(step.status)
             .body(Body::from(serde_json::to_vec(&step.body).unwrap()))
@@ -171,12 +186,19 @@ async fn failed_event_publish_does_not_fail_the_reconcile() {
             failure(StatusCode::FORBIDDEN),
         ),
     ];
-    let (result, sent) = run(ctx, server, alice, script).await;
+    let ctx = Arc::new(ctx);
+    let (result, sent) = run(ctx.clone(), server, alice, script).await;
     assert_eq!(
         result.expect("Events are best effort"),
         Action::await_change()
     );
     assert_eq!(sent[1]["reason"], "Provisioned");
+    assert!(ctx.events.drained(Duration::from_secs(5)).await);
+    assert_eq!(
+        ctx.metrics.events_failed.get(),
+        1,
+        "the refusal was counted"
+    );
 }
 
 #[tokio::test]
@@ -414,8 +436,7 @@ async fn offboarding_retains_a_namespace_that_has_become_reserved() {
 
 #[tokio::test]
 async fn a_replica_that_cannot_confirm_the_lease_writes_nothing() {
-    let (mut ctx, server, _writers) = Context::test();
-    ctx.fence = Arc::new(crate::context::Fence::closed());
+    let (ctx, server, _writers) = Context::test_fenced(crate::context::Fence::closed());
     // A new User: provisioning would write a finalizer, a Namespace, a RoleBinding, a status.
     let fresh = user("alice", json!({}));
     let (result, sent) = run(ctx, server, fresh, vec![]).await;
@@ -425,8 +446,7 @@ async fn a_replica_that_cannot_confirm_the_lease_writes_nothing() {
 
 #[tokio::test]
 async fn a_fence_that_closes_stops_the_next_write() {
-    let (mut ctx, _server, _writers) = Context::test();
-    ctx.fence = Arc::new(crate::context::Fence::closed());
+    let (ctx, _server, _writers) = Context::test_fenced(crate::context::Fence::closed());
     ctx.fence
         .hold_until(std::time::Instant::now() + Duration::from_secs(60));
     // Held: a reconcile may start. Then the Lease can no longer be confirmed:

@@ -42,7 +42,7 @@ pub async fn offboard(user: &User, ctx: &Context) -> Result<Action> {
         let note = format!(
             "offboarding complete: no namespace of this User remains (looked for {name:?})"
         );
-        ctx.record(user, Change::Offboarded, note).await;
+        ctx.record(user, Change::Offboarded, note);
         return Ok(Action::await_change());
     };
     if namespace.metadata.deletion_timestamp.is_some() {
@@ -71,8 +71,7 @@ pub async fn offboard(user: &User, ctx: &Context) -> Result<Action> {
             EventType::Warning,
             Reason::ReservedNamespace.as_str(),
             note,
-        )
-        .await;
+        );
     }
     let mut changes: Vec<(Change, String)> = revoked.into_iter().collect();
     match policy {
@@ -84,7 +83,7 @@ pub async fn offboard(user: &User, ctx: &Context) -> Result<Action> {
         }
         _ => {
             for (change, note) in changes {
-                ctx.record(user, change, note).await;
+                ctx.record(user, change, note);
             }
             retain_namespace(user, ctx, &namespace, uninstalling).await
         }
@@ -155,6 +154,6 @@ async fn retain_namespace(
         "deletionPolicy Retain"
     };
     let note = format!("offboarding ({why}): access revoked, namespace {name:?} and its data kept");
-    ctx.record(user, Change::NamespaceRetained, note).await;
+    ctx.record(user, Change::NamespaceRetained, note);
     Ok(Action::await_change())
 }

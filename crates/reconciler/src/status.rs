@@ -408,7 +408,7 @@ pub fn terminating_message(ns: &CachedNamespace) -> String {
 
 impl Context {
     /// Writes `outcome` into `user`'s status by server-side apply on the status subresource
-    /// (field manager `homestead`), only if it differs from the current status, then publishes
+    /// (field manager `homestead`), only if it differs from the current status, then queues
     /// the Events [`events_for`] says: one on a transition of `Ready` (Normal when ready, else
     /// Warning) summing up the changes made, else one per change.
     ///
@@ -418,7 +418,7 @@ impl Context {
     /// changed the status since, and it is written again.
     ///
     /// # Errors
-    /// [`Error::Kube`] with [`Verb::PatchStatus`] when the patch fails; no Event is published then.
+    /// [`Error::Kube`] with [`Verb::PatchStatus`] when the patch fails; no Event is queued then.
     pub(crate) async fn write_status(
         &self,
         user: &User,
@@ -434,14 +434,13 @@ impl Context {
             self.metrics.observe_ready(user, outcome.reason);
         }
         for (type_, reason, note) in events_for(transition, &outcome) {
-            self.publish(user, type_, reason, note).await;
+            self.publish(user, type_, reason, note);
         }
         if let Some((true, _, message)) = &outcome.expiring
             && written
             && condition(user, CONDITION_EXPIRING).is_none_or(|c| c.status != "True")
         {
-            self.publish(user, EventType::Normal, "Expiring", message.clone())
-                .await;
+            self.publish(user, EventType::Normal, "Expiring", message.clone());
         }
         Ok(None)
     }
