@@ -199,6 +199,11 @@ pub struct Context {
     pub backoffs: Backoffs,
     /// Statuses written moments ago that the User cache may not show yet, by User name.
     pub recent_statuses: crate::recent::RecentWrites,
+    /// Generations this replica converged moments ago (a `Ready=True` status written that the
+    /// User cache may not show yet), by User name, as
+    /// [`crate::status::convergence_print`]s: a reconcile triggered by the echo of one of its
+    /// own writes must not take the User for respecified and apply its Namespace again.
+    pub recent_convergence: crate::recent::RecentWrites,
     /// Whether every cache has seen its first list; reconciles wait for it, so nothing is
     /// written from a half-filled cache after a restart. Set by the operator.
     pub synced: tokio::sync::watch::Sender<bool>,
@@ -230,6 +235,7 @@ impl Context {
             caches,
             backoffs: Backoffs::default(),
             recent_statuses: crate::recent::RecentWrites::default(),
+            recent_convergence: crate::recent::RecentWrites::default(),
             synced: tokio::sync::watch::Sender::new(false),
             fence,
         }

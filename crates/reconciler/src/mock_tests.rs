@@ -490,3 +490,27 @@ async fn a_binding_created_moments_ago_is_not_created_again_but_looked_at_again_
     );
     assert_eq!(sent.len(), 1, "no second create of the binding");
 }
+
+#[tokio::test]
+async fn a_generation_converged_moments_ago_is_not_applied_again_from_a_stale_cache() {
+    let (ctx, server, mut writers) = Context::test();
+    let mut alice = finalized("alice", json!({}));
+    provisioned(&mut writers, &mut alice);
+    // A spec change (generation 2) this replica has just converged: the status it wrote (for
+    // generation 2) is not in the User cache yet, which still shows generation 1's. The echo
+    // of one of its writes triggers this reconcile.
+    alice.metadata.generation = Some(2);
+    let print = crate::status::convergence_print(Some(2), None);
+    ctx.recent_convergence.remember("alice".into(), print);
+    // Respecified, the Namespace would be read and applied again; converged, only the status
+    // (which the cache shows for generation 1) is written.
+    let script = vec![expect(
+        Method::PATCH,
+        "/users/alice/status",
+        StatusCode::OK,
+        json!(alice),
+    )];
+    let (result, sent) = run(ctx, server, alice, script).await;
+    result.expect("nothing failed");
+    assert_eq!(sent[0]["status"]["observedGeneration"], 2);
+}

@@ -29,7 +29,7 @@ use crate::error::{Error, Result, Verb};
 use crate::expiry::Expiry;
 use crate::ownership::{is_owned_by, labelled_for};
 use crate::profile::{Resolved, resolve};
-use crate::status::{Change, Outcome, Reason, terminating_message};
+use crate::status::{Change, Outcome, Reason, convergence_print, terminating_message};
 use crate::validate::{Refusal, namespace_name, validate};
 
 /// How often every User is reconciled again, changed or not (the operator triggers all of them
@@ -113,14 +113,21 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
 /// earlier reconcile wrote a status for another generation of the User or of its Profile
 /// (`applied`), or did not converge (it may have failed half-way through a new generation). A
 /// User never reconciled has nothing applied before but what its create request set from the
-/// same spec, and a stale cache (a reconcile triggered by Homestead's own create, before the
-/// User watch delivered the status) must not turn every provisioning into two writes.
-fn respecified(user: &User, applied: Option<&AppliedProfile>) -> bool {
-    user.status.as_ref().is_some_and(|s| {
+/// same spec, and a stale cache (a reconcile triggered by the echo of Homestead's own write,
+/// before the User watch delivered the status) must not turn every provisioning or Profile
+/// change into two writes: so not when this replica converged this generation with `applied`
+/// moments ago ([`Context::recent_convergence`]).
+fn respecified(user: &User, applied: Option<&AppliedProfile>, ctx: &Context) -> bool {
+    let stale = user.status.as_ref().is_some_and(|s| {
         s.observed_generation != user.metadata.generation
             || s.profile.as_ref() != applied
             || user.ready_condition().is_none_or(|c| c.status != "True")
-    })
+    });
+    stale && {
+        let print = convergence_print(user.metadata.generation, applied);
+        let name = user.name_any();
+        ctx.recent_convergence.unconfirmed(&name, print).is_none()
+    }
 }
 
 /// What a reconcile changed so far, each with a note for the Event that reports it.
@@ -237,7 +244,9 @@ async fn ensure_namespace(
     // A key Homestead applied and no longer wants (one dropped from `spec.namespace.labels`)
     // is not in the cache (no managedFields there): so after a spec change, until the new
     // generation has converged, the Namespace is applied whether it looks right or not.
-    if respecified(user, resolved.applied.as_ref()) || !existing.facts.include(&desired.metadata) {
+    if respecified(user, resolved.applied.as_ref(), ctx)
+        || !existing.facts.include(&desired.metadata)
+    {
         // After a spec change it is applied in case a key was dropped; an Event only when the
         // Namespace really changed.
         if ctx

@@ -240,6 +240,15 @@ impl Outcome {
     }
 }
 
+/// A fingerprint of "generation `generation` of a User converged (`Ready=True`) with the
+/// Profile `applied`" (`None`: no Profile), what [`Context::write_status`] remembers in
+/// [`Context::recent_convergence`].
+pub fn convergence_print(generation: Option<i64>, applied: Option<&AppliedProfile>) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    (generation, applied).hash(&mut hasher);
+    hasher.finish()
+}
+
 /// A fingerprint of what a status write sets, `lastTransitionTime` left out (a reconcile
 /// working from a stale cache computes a different one for the same transition).
 pub fn fingerprint(status: &UserStatus) -> u64 {
@@ -429,6 +438,10 @@ impl Context {
             Write::Unneeded => false,
             Write::Unconfirmed(left) => return Ok(Some(left)),
         };
+        if written && outcome.reason.is_ready() {
+            let print = convergence_print(user.metadata.generation, outcome.profile.as_ref());
+            self.recent_convergence.remember(user.name_any(), print);
+        }
         let transition = written && is_transition(user, &outcome);
         if transition {
             self.metrics.observe_ready(user, outcome.reason);
@@ -457,6 +470,7 @@ impl Context {
             .is_some_and(|s| status_matches(s, &desired))
         {
             self.recent_statuses.forget(&name);
+            self.recent_convergence.forget(&name);
             return Ok(Write::Unneeded);
         }
         let print = fingerprint(&desired);
