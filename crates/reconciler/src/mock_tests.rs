@@ -112,6 +112,16 @@ async fn run(
     (result, sent)
 }
 
+/// The script of a reconcile of `alice` whose one request is a status write that succeeds.
+fn status_write_only(alice: &User) -> Vec<Expect> {
+    vec![expect(
+        Method::PATCH,
+        "/users/alice/status",
+        StatusCode::OK,
+        json!(alice),
+    )]
+}
+
 /// A live User with the finalizer already in place (so the finalizer helper goes straight to
 /// provisioning).
 fn finalized(name: &str, spec: Value) -> User {
@@ -475,12 +485,7 @@ async fn a_binding_created_moments_ago_is_not_created_again_but_looked_at_again_
     // This replica created the binding; the RoleBinding watch has not delivered it yet.
     let binding = desired_role_binding(&alice, "user-alice");
     ctx.caches.created_role_bindings.remember(binding);
-    let script = vec![expect(
-        Method::PATCH,
-        "/users/alice/status",
-        StatusCode::OK,
-        json!(alice),
-    )];
+    let script = status_write_only(&alice);
     let (result, sent) = run(ctx, server, alice, script).await;
     let action = result.expect("nothing failed");
     assert_ne!(
@@ -504,12 +509,7 @@ async fn a_generation_converged_moments_ago_is_not_applied_again_from_a_stale_ca
     ctx.recent_convergence.remember("alice".into(), print);
     // Respecified, the Namespace would be read and applied again; converged, only the status
     // (which the cache shows for generation 1) is written.
-    let script = vec![expect(
-        Method::PATCH,
-        "/users/alice/status",
-        StatusCode::OK,
-        json!(alice),
-    )];
+    let script = status_write_only(&alice);
     let (result, sent) = run(ctx, server, alice, script).await;
     result.expect("nothing failed");
     assert_eq!(sent[0]["status"]["observedGeneration"], 2);
