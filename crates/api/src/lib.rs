@@ -45,7 +45,20 @@ pub const LABEL_USER: &str = "homestead.dev/user";
 /// what makes a Namespace the User's (a name match alone never is).
 pub const ANNOTATION_USER_UID: &str = "homestead.dev/user-uid";
 /// Label put on a Namespace kept under `deletionPolicy: Retain`, naming the User it came from.
+/// It stays for as long as the Namespace exists, so the standing revocation rule still finds
+/// it: every RoleBinding that appears there is removed.
 pub const LABEL_RETAINED_FROM: &str = "homestead.dev/retained-from";
+/// Label on a person's Namespace whose Profile asks for `networkIsolation: Isolated`; the
+/// admission policy `homestead-tenant-isolation` keys on it to keep tenants' own NetworkPolicies
+/// from opening the Namespace to other people. Set by Homestead alone (tenants cannot write
+/// Namespace labels).
+pub const LABEL_ISOLATION: &str = "homestead.dev/isolation";
+/// Label on a User naming the writer that owns it, when that writer is not HR: `scim` for the
+/// Users the SCIM service created or was handed. The admission policy `homestead-scim-bounds`
+/// lets the SCIM identity see and change only Users labelled so, and never change the label.
+pub const LABEL_WRITER: &str = "homestead.dev/writer";
+/// Value of [`LABEL_WRITER`] on the Users the SCIM service owns.
+pub const WRITER_SCIM: &str = "scim";
 
 /// The condition type always present in [`UserStatus::conditions`].
 pub const CONDITION_READY: &str = "Ready";
@@ -284,10 +297,17 @@ pub struct UserSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota: Option<QuotaSpec>,
 
-    /// True revokes the person's access (the RoleBinding is removed) while keeping the
-    /// Namespace and everything in it. False (the default) grants access again.
+    /// True revokes the person's access (every RoleBinding in the Namespace is removed) while
+    /// keeping the Namespace and everything in it. False (the default) grants access again,
+    /// unless the identity provider deactivated the person (`directory.active: false`). Set by
+    /// HR or the platform: the SCIM service never changes it.
     #[serde(default)]
     pub suspended: bool,
+
+    /// What the identity provider says of this person over SCIM; written by the SCIM service
+    /// alone (an admission policy keeps it so). Optional: Users HR manages have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory: Option<DirectorySpec>,
 
     /// What offboarding (deleting this User) does with the Namespace: `Delete` (the default)
     /// deletes it and everything in it; `Retain` keeps it with access revoked and labels it
@@ -307,6 +327,37 @@ pub struct UserSpec {
     /// person per `deletionPolicy`.
     #[serde(default)]
     pub on_expiry: OnExpiry,
+}
+
+/// What the identity provider says of a person (SCIM, RFC 7643 §4.1.1), kept apart from what HR
+/// sets so that each writer can only undo its own decisions.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DirectorySpec {
+    /// SCIM `active`. False: the identity provider deactivated the person, and their access is
+    /// revoked as with `suspended: true`; true (the default) lifts only this deactivation, never
+    /// a suspension HR set.
+    #[serde(default = "active")]
+    pub active: bool,
+}
+
+fn active() -> bool {
+    true
+}
+
+impl Default for DirectorySpec {
+    fn default() -> Self {
+        Self { active: true }
+    }
+}
+
+/// Who suspended a person's access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Suspension {
+    /// `spec.suspended: true` (HR, the platform, or a roster import).
+    Spec,
+    /// `spec.directory.active: false` (the identity provider, over SCIM).
+    Directory,
 }
 
 /// What happens when a User's `validUntil` passes.
@@ -429,6 +480,18 @@ impl UserSpec {
     /// Profile, the reconciler resolves the role first.)
     pub fn role(&self) -> &str {
         self.role.as_deref().unwrap_or(DEFAULT_ROLE)
+    }
+
+    /// Whether, and by whom, the person's access is suspended: `spec.suspended` first, then the
+    /// identity provider's `directory.active: false`; `None` while neither holds.
+    pub fn suspension(&self) -> Option<Suspension> {
+        if self.suspended {
+            Some(Suspension::Spec)
+        } else if self.directory.as_ref().is_some_and(|d| !d.active) {
+            Some(Suspension::Directory)
+        } else {
+            None
+        }
     }
 }
 
@@ -610,5 +673,31 @@ mod tests {
         assert_eq!(spec.role(), "admin");
         assert_eq!(spec.deletion_policy, DeletionPolicy::Delete);
         assert!(!spec.suspended);
+        assert_eq!(spec.suspension(), None);
+    }
+
+    #[test]
+    fn each_writer_has_its_own_suspension_switch() {
+        let spec = |json: serde_json::Value| -> UserSpec {
+            let mut json = json;
+            json["identity"] = serde_json::json!({ "username": "a@example.com" });
+            serde_json::from_value(json).unwrap()
+        };
+        let by_directory = spec(serde_json::json!({ "directory": { "active": false } }));
+        assert_eq!(by_directory.suspension(), Some(Suspension::Directory));
+        let by_hr = spec(serde_json::json!({ "suspended": true, "directory": { "active": true } }));
+        assert_eq!(by_hr.suspension(), Some(Suspension::Spec));
+        let both = spec(serde_json::json!({ "suspended": true, "directory": { "active": false } }));
+        assert_eq!(
+            both.suspension(),
+            Some(Suspension::Spec),
+            "HR's is named first"
+        );
+        let directory_default = spec(serde_json::json!({ "directory": {} }));
+        assert_eq!(
+            directory_default.suspension(),
+            None,
+            "active defaults to true"
+        );
     }
 }

@@ -289,7 +289,7 @@ async fn floor_provision(admin: &Client, operator: &Client, count: usize) -> Dur
             Api::<Namespace>::all(client.clone())
                 .create(
                     &post,
-                    &desired_namespace(&user, &ns, PodSecurity::default()),
+                    &desired_namespace(&user, &ns, PodSecurity::default(), false),
                 )
                 .await?;
             Api::<RoleBinding>::namespaced(client, &ns)

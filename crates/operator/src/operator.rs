@@ -7,6 +7,7 @@ use anyhow::Context as _;
 use futures::StreamExt;
 use homestead_api::User;
 use homestead_reconciler::context::Fence;
+use homestead_reconciler::offboard::keep_retained_revoked;
 use homestead_reconciler::profile::ProfileIndex;
 use homestead_reconciler::{Config, Context, Metrics, error_policy, reconcile};
 use k8s_openapi::api::core::v1::Namespace;
@@ -107,7 +108,11 @@ async fn reconcile_users(
     stop: CancellationToken,
 ) {
     let index = ProfileIndex::default();
-    let (controller, caches) = watches::controller(&client, cli.concurrency, &config, &index);
+    let watches::Controllers {
+        users: controller,
+        retained,
+        caches,
+    } = watches::controllers(&client, cli.concurrency, &config, &index);
     let users = controller.store();
     health.set_user_store(users.clone());
     let reporter = Reporter {
@@ -135,11 +140,22 @@ async fn reconcile_users(
         stop.clone(),
     ));
     let events = ctx.events.clone();
-    controller
+    let retained = retained
+        .graceful_shutdown_on(stop.clone().cancelled_owned())
+        .run(
+            |namespace, ctx| async move { keep_retained_revoked(&namespace, &ctx).await },
+            |_, error, _| {
+                tracing::warn!("revoking access in a retained namespace failed: {error}");
+                controller::Action::requeue(RETAINED_RETRY)
+            },
+            ctx.clone(),
+        )
+        .for_each(|result| async move { log_controller_error(result) });
+    let users = controller
         .graceful_shutdown_on(stop.cancelled_owned())
         .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move { log_controller_error(result) })
-        .await;
+        .for_each(|result| async move { log_controller_error(result) });
+    futures::join!(users, retained);
     // Still the leader (unless the Lease was lost, when the fence drops what is left).
     if !events.drained(EVENT_DRAIN).await {
         tracing::warn!(
@@ -148,6 +164,9 @@ async fn reconcile_users(
         );
     }
 }
+
+/// When a failed revocation in a retained Namespace is tried again.
+const RETAINED_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How long a stopping operator waits for its queued Events to be published (seconds); well
 /// within the 30 s a kubelet grants before SIGKILL.
@@ -162,7 +181,7 @@ fn log_controller_error<T>(
     match result {
         Ok(_) | Err(controller::Error::ReconcilerFailed(..)) => {}
         Err(controller::Error::ObjectNotFound(object)) => {
-            tracing::debug!(%object, "User gone before its reconcile");
+            tracing::debug!(%object, "object gone before its reconcile");
         }
         Err(error) => tracing::warn!("watch or queue failed: {error}"),
     }

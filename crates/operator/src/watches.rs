@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 
-use homestead_api::{LABEL_MANAGED_BY, MANAGED_BY, Profile, User};
+use homestead_api::{LABEL_MANAGED_BY, LABEL_RETAINED_FROM, MANAGED_BY, Profile, User};
 use homestead_reconciler::cache::{CachedNamespace, CachedRoleBinding};
 use homestead_reconciler::ownership::user_of;
 use homestead_reconciler::profile::ProfileIndex;
@@ -24,7 +24,7 @@ use homestead_reconciler::provision::RESYNC;
 use homestead_reconciler::recent::OwnCreates;
 use homestead_reconciler::trim::{trim, trim_user};
 use homestead_reconciler::{Caches, Config};
-use k8s_openapi::api::core::v1::{LimitRange, ResourceQuota};
+use k8s_openapi::api::core::v1::{LimitRange, Namespace, ResourceQuota};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -34,17 +34,31 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
+/// The Controllers and caches the operator runs.
+pub struct Controllers {
+    /// The Controller over Users.
+    pub users: Controller<User>,
+    /// The Controller over retained Namespaces (labelled `homestead.dev/retained-from`), which
+    /// keeps every RoleBinding out of them ([`keep_retained_revoked`]
+    /// (homestead_reconciler::offboard::keep_retained_revoked)).
+    pub retained: Controller<Namespace>,
+    /// The caches reconciles read.
+    pub caches: Caches,
+}
+
 /// The Controller over Users, triggered also by every change to a managed object, by every
 /// change to a Profile's spec (for exactly that Profile's Users, from `index`) and, for all
-/// Users at once, every [`RESYNC`], with `concurrency` reconciles at once (0: unbounded); and
-/// the caches of managed objects and Profiles. `config` says which Profile a User without
+/// Users at once, every [`RESYNC`], with `concurrency` reconciles at once (0: unbounded); the
+/// Controller over retained Namespaces, triggered by their own watch (few objects) and by every
+/// RoleBinding that appears in one, through the one RoleBinding watch both share; and the
+/// caches of managed objects and Profiles. `config` says which Profile a User without
 /// `spec.profile` uses.
-pub fn controller(
+pub fn controllers(
     client: &Client,
     concurrency: u16,
     config: &Config,
     index: &ProfileIndex,
-) -> (Controller<User>, Caches) {
+) -> Controllers {
     let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
     let (namespaces, namespace_events) =
         cached_watch(client, managed.clone(), trim_object::<CachedNamespace>);
@@ -77,6 +91,13 @@ pub fn controller(
         fingerprint(&p.metadata.generation)
     });
     let by_namespace = namespaces.clone();
+    let (wake_retained, retained_triggers) = futures::channel::mpsc::unbounded();
+    let retained = Controller::new(
+        Api::<Namespace>::all(client.clone()),
+        watcher::Config::default().labels(LABEL_RETAINED_FROM),
+    )
+    .reconcile_on(retained_triggers);
+    let retained_namespaces = retained.store();
     let (users, mut writer) = reflector::store();
     let user_events = watcher(
         Api::<User>::all(client.clone()),
@@ -110,8 +131,14 @@ pub fn controller(
         .trigger_backoff(EachWatchOnItsOwn)
         .watches_stream(namespace_events, |ns| ns.user())
         .watches_stream(role_binding_events, move |rb| {
-            let namespace = by_namespace.get(&ObjectRef::new(rb.metadata.namespace.as_deref()?))?;
-            namespace.user()
+            let namespace = rb.metadata.namespace.as_deref()?;
+            let retained = ObjectRef::<Namespace>::new(namespace);
+            if retained_namespaces.get(&retained).is_some() {
+                // Nobody's User any more: the retained Namespaces' Controller removes it.
+                let _ = wake_retained.unbounded_send(retained);
+                return None;
+            }
+            by_namespace.get(&ObjectRef::new(namespace))?.user()
         })
         .watches_stream(quota_events, |o| user_of(&o))
         .watches_stream(limit_range_events, |o| user_of(&o))
@@ -133,7 +160,11 @@ pub fn controller(
         created_namespaces,
         created_role_bindings,
     };
-    (controller, caches)
+    Controllers {
+        users: controller,
+        retained,
+        caches,
+    }
 }
 
 /// Whether a User watch event should trigger the User's reconcile, judged against the User's

@@ -221,11 +221,17 @@ impl CachedRoleBinding {
         self.role_ref == print_role_ref(&desired.role_ref)
     }
 
+    /// Whether this binding has exactly `desired`'s subjects (a different set means the User's
+    /// identity changed, or someone rewrote Homestead's binding).
+    pub fn binds_subjects_of(&self, desired: &RoleBinding) -> bool {
+        self.subjects == print_subjects(desired.subjects.as_deref())
+    }
+
     /// Whether this binding grants exactly what `desired` does (roleRef and subjects) and
     /// carries its labels, annotations and owner references.
     pub fn matches(&self, desired: &RoleBinding) -> bool {
         self.binds_role_of(desired)
-            && self.subjects == print_subjects(desired.subjects.as_deref())
+            && self.binds_subjects_of(desired)
             && self.facts.include(&desired.metadata)
     }
 }
@@ -285,7 +291,7 @@ mod tests {
             "alice",
             json!({ "namespace": { "labels": { "team": "a" } } }),
         );
-        let desired = desired_namespace(&u, "user-alice", Default::default());
+        let desired = desired_namespace(&u, "user-alice", Default::default(), false);
         let facts = |edit: &dyn Fn(&mut ObjectMeta)| {
             let mut meta = desired.metadata.clone();
             edit(&mut meta);
@@ -336,7 +342,7 @@ mod tests {
         }));
         // A label and an annotation with the same key and value are different facts.
         let u = user("alice", json!({}));
-        let ns = desired_namespace(&u, "user-alice", Default::default());
+        let ns = desired_namespace(&u, "user-alice", Default::default(), false);
         let mut swapped = ns.metadata.clone();
         swapped.labels = ns.metadata.annotations.clone();
         swapped.annotations = ns.metadata.labels.clone();

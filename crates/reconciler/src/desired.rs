@@ -3,7 +3,8 @@
 //! decisions about whether to write (see [`crate::drift`]).
 
 use homestead_api::{
-    ANNOTATION_USER_UID, DeletionPolicy, LABEL_MANAGED_BY, LABEL_RETAINED_FROM, LABEL_USER, User,
+    ANNOTATION_USER_UID, DeletionPolicy, LABEL_ISOLATION, LABEL_MANAGED_BY, LABEL_RETAINED_FROM,
+    LABEL_USER, User,
 };
 use k8s_openapi::api::core::v1::{
     LimitRange, LimitRangeSpec, Namespace, ResourceQuota, ResourceQuotaSpec,
@@ -29,18 +30,31 @@ pub const LIMIT_RANGE_NAME: &str = "homestead-limits";
 /// Name of the NetworkPolicy Homestead manages in a Namespace whose Profile isolates it.
 pub const NETWORK_POLICY_NAME: &str = "homestead-isolation";
 
+/// Value of [`LABEL_ISOLATION`] on a Namespace whose Profile isolates it.
+pub const ISOLATED: &str = "Isolated";
+
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 /// The desired Namespace `name` for `user`: the managed labels, the Pod Security labels of
 /// `pod_security` and `spec.namespace.labels`; the `homestead.dev/user-uid` annotation and
-/// `spec.namespace.annotations`; and an owner reference
+/// `spec.namespace.annotations`; the label `homestead.dev/isolation=Isolated` when `isolated`
+/// (the Profile's `networkIsolation`), which the admission policy `homestead-tenant-isolation`
+/// keys on; and an owner reference
 /// to the User only under `deletionPolicy: Delete` (then garbage collection is the safety net;
 /// under `Retain` there is none, so foreground deletion cannot race the finalizer; DESIGN.md
 /// semantic 8).
-pub fn desired_namespace(user: &User, name: &str, pod_security: PodSecurity) -> Namespace {
+pub fn desired_namespace(
+    user: &User,
+    name: &str,
+    pod_security: PodSecurity,
+    isolated: bool,
+) -> Namespace {
     let extra = user.spec.namespace.clone().unwrap_or_default();
     let mut labels = extra.labels;
     labels.extend(managed_labels(user));
+    if isolated {
+        labels.insert(LABEL_ISOLATION.to_owned(), ISOLATED.to_owned());
+    }
     for (mode, level) in [
         ("enforce", pod_security.enforce),
         ("warn", pod_security.warn),
@@ -74,8 +88,13 @@ pub fn desired_namespace(user: &User, name: &str, pod_security: PodSecurity) -> 
 /// Homestead watch selects it again), no owner reference, label
 /// `homestead.dev/retained-from=<user>`; the Pod Security labels, the user-uid annotation (as a
 /// record) and the User's extra labels and annotations kept.
-pub fn retained_namespace(user: &User, name: &str, pod_security: PodSecurity) -> Namespace {
-    let mut ns = desired_namespace(user, name, pod_security);
+pub fn retained_namespace(
+    user: &User,
+    name: &str,
+    pod_security: PodSecurity,
+    isolated: bool,
+) -> Namespace {
+    let mut ns = desired_namespace(user, name, pod_security, isolated);
     let labels = ns.metadata.labels.get_or_insert_default();
     labels.remove(LABEL_MANAGED_BY);
     labels.remove(LABEL_USER);
@@ -225,17 +244,24 @@ mod tests {
     #[test]
     fn owner_reference_only_under_delete() {
         let ps = PodSecurity::default();
-        let delete = desired_namespace(&user("alice", json!({})), "user-alice", ps);
-        let owners = delete.metadata.owner_references.unwrap();
+        let delete = desired_namespace(&user("alice", json!({})), "user-alice", ps, false);
+        let owners = delete.metadata.owner_references.clone().unwrap();
         assert_eq!(owners[0].uid, "uid-alice");
         assert_eq!(owners[0].block_owner_deletion, Some(true));
         let retain = desired_namespace(
             &user("alice", json!({ "deletionPolicy": "Retain" })),
             "user-alice",
             ps,
+            true,
         );
+        assert_eq!(
+            retain.labels().get(LABEL_ISOLATION).map(String::as_str),
+            Some(ISOLATED),
+            "an isolated namespace says so, for the tenant-isolation admission policy"
+        );
+        assert!(!delete.labels().contains_key(LABEL_ISOLATION));
         assert!(retain.metadata.owner_references.is_none());
-        let retained = retained_namespace(&user("alice", json!({})), "user-alice", ps);
+        let retained = retained_namespace(&user("alice", json!({})), "user-alice", ps, false);
         let labels = retained.metadata.labels.unwrap();
         assert_eq!(
             labels.get(LABEL_RETAINED_FROM).map(String::as_str),
@@ -258,7 +284,7 @@ mod tests {
             enforce: crate::context::PodSecurityLevel::Restricted,
             ..PodSecurity::default()
         };
-        let ns = desired_namespace(&user("alice", json!({})), "user-alice", ps);
+        let ns = desired_namespace(&user("alice", json!({})), "user-alice", ps, false);
         let label = |k: &str| ns.labels().get(k).cloned();
         assert_eq!(
             label("pod-security.kubernetes.io/enforce").as_deref(),
@@ -280,7 +306,7 @@ mod tests {
             "alice",
             json!({ "namespace": { "labels": { "team": "a" }, "annotations": { "cc": "42" } } }),
         );
-        let ns = desired_namespace(&u, "user-alice", PodSecurity::default());
+        let ns = desired_namespace(&u, "user-alice", PodSecurity::default(), false);
         assert_eq!(ns.labels().get("team").map(String::as_str), Some("a"));
         assert_eq!(
             ns.labels().get(LABEL_USER).map(String::as_str),

@@ -137,7 +137,7 @@ fn provisioned(writers: &mut Writers, user: &mut User) {
     converged_earlier(user, Reason::Provisioned);
     Writers::insert(
         &mut writers.namespaces,
-        desired_namespace(user, "user-alice", Default::default()),
+        desired_namespace(user, "user-alice", Default::default(), false),
     );
     Writers::insert(
         &mut writers.role_bindings,
@@ -297,14 +297,12 @@ async fn forbidden_apply_is_an_apply_error_and_writes_no_status() {
     converged_earlier(&mut alice, Reason::Provisioned);
     Writers::insert(
         &mut writers.namespaces,
-        desired_namespace(&alice, "user-alice", Default::default()),
+        desired_namespace(&alice, "user-alice", Default::default(), false),
     );
-    // A binding that drifted (someone added a subject): repairing it is an apply.
+    // A binding that drifted (someone removed its labels): repairing it is an apply. (Other
+    // subjects would be an identity change: every binding removed, then a create.)
     let mut drifted = desired_role_binding(&alice, "user-alice");
-    drifted
-        .subjects
-        .get_or_insert_default()
-        .push(Default::default());
+    drifted.metadata.labels = None;
     Writers::insert(&mut writers.role_bindings, drifted);
     let script = vec![expect(
         Method::PATCH,
@@ -416,7 +414,12 @@ async fn offboarding_retains_a_namespace_that_has_become_reserved() {
             Method::GET,
             "/api/v1/namespaces/user-alice",
             StatusCode::OK,
-            json!(desired_namespace(&alice, "user-alice", Default::default())),
+            json!(desired_namespace(
+                &alice,
+                "user-alice",
+                Default::default(),
+                false
+            )),
         ),
         expect(
             Method::PATCH,
@@ -466,6 +469,7 @@ async fn a_fence_that_closes_stops_the_next_write() {
             &user("alice", json!({})),
             "user-alice",
             Default::default(),
+            false,
         ))
         .await
         .expect_err("a closed fence refuses the write");
@@ -480,7 +484,7 @@ async fn a_binding_created_moments_ago_is_not_created_again_but_looked_at_again_
     converged_earlier(&mut alice, Reason::Provisioned);
     Writers::insert(
         &mut writers.namespaces,
-        desired_namespace(&alice, "user-alice", Default::default()),
+        desired_namespace(&alice, "user-alice", Default::default(), false),
     );
     // This replica created the binding; the RoleBinding watch has not delivered it yet.
     let binding = desired_role_binding(&alice, "user-alice");
@@ -513,4 +517,75 @@ async fn a_generation_converged_moments_ago_is_not_applied_again_from_a_stale_ca
     let (result, sent) = run(ctx, server, alice, script).await;
     result.expect("nothing failed");
     assert_eq!(sent[0]["status"]["observedGeneration"], 2);
+}
+
+#[tokio::test]
+async fn a_role_change_removes_every_binding_after_a_dry_run_no_name_can_block() {
+    let (ctx, server, mut writers) = Context::test();
+    let mut alice = finalized("alice", json!({ "role": "admin" }));
+    provisioned(&mut writers, &mut alice);
+    alice.spec.role = Some("view".into());
+    let binding = |name: &str| {
+        let mut b = desired_role_binding(&alice, "user-alice");
+        b.metadata.name = Some(name.into());
+        b.role_ref.name = "admin".into();
+        b
+    };
+    // The live list: Homestead's binding, and two the person made under `admin`, one of them
+    // with the name a fixed dry-run name would have collided with.
+    let live = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBindingList", "metadata": {},
+        "items": [binding("homestead-user"), binding("homestead-user-next"), binding("mine")],
+    });
+    let rolebindings = "/namespaces/user-alice/rolebindings";
+    let script = vec![
+        expect(
+            Method::POST,
+            "dryRun=All",
+            StatusCode::CREATED,
+            json!(binding("homestead-user-x7k2p")),
+        ),
+        expect(Method::GET, rolebindings, StatusCode::OK, live),
+        expect(
+            Method::DELETE,
+            "/rolebindings/homestead-user",
+            StatusCode::OK,
+            json!({}),
+        ),
+        expect(
+            Method::DELETE,
+            "/rolebindings/homestead-user-next",
+            StatusCode::OK,
+            json!({}),
+        ),
+        expect(
+            Method::DELETE,
+            "/rolebindings/mine",
+            StatusCode::OK,
+            json!({}),
+        ),
+        expect(
+            Method::POST,
+            rolebindings,
+            StatusCode::CREATED,
+            json!(desired_role_binding(&alice, "user-alice")),
+        ),
+        expect(
+            Method::PATCH,
+            "/users/alice/status",
+            StatusCode::OK,
+            json!(alice),
+        ),
+        expect(Method::POST, EVENTS, StatusCode::CREATED, json!({})),
+    ];
+    let ctx = Arc::new(ctx);
+    let (result, sent) = run(ctx.clone(), server, alice, script).await;
+    result.expect("the role change converges");
+    assert_eq!(sent[0]["metadata"]["generateName"], "homestead-user-");
+    assert!(sent[0]["metadata"].get("name").is_none(), "{}", sent[0]);
+    assert_eq!(sent[5]["roleRef"]["name"], "view");
+    assert!(ctx.events.drained(Duration::from_secs(5)).await);
+    assert_eq!(sent[7]["reason"], "RoleChanged");
+    let note = sent[7]["note"].as_str().unwrap();
+    assert!(note.contains("homestead-user-next, mine"), "{note}");
 }

@@ -4,7 +4,7 @@
 //! CRD itself is being deleted (uninstall), every User is treated as `Retain`, so uninstalling
 //! Homestead never deletes anyone's namespace (DESIGN.md semantic 7).
 
-use homestead_api::{CRD_NAME, DeletionPolicy, User};
+use homestead_api::{CRD_NAME, DeletionPolicy, LABEL_RETAINED_FROM, User};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -143,8 +143,13 @@ async fn retain_namespace(
     // what the User and the operator's flags say.
     let profiles = &ctx.caches.profiles;
     let retained = match resolve(user, &ctx.config, |p| profiles.get(&ObjectRef::new(p))) {
-        Ok(resolved) => retained_namespace(&resolved.user, &name, resolved.pod_security),
-        Err(_) => retained_namespace(user, &name, ctx.config.pod_security),
+        Ok(resolved) => retained_namespace(
+            &resolved.user,
+            &name,
+            resolved.pod_security,
+            resolved.isolation.is_some(),
+        ),
+        Err(_) => retained_namespace(user, &name, ctx.config.pod_security, false),
     };
     ctx.apply_over(&retained, namespace.metadata.uid.as_deref())
         .await?;
@@ -155,5 +160,34 @@ async fn retain_namespace(
     };
     let note = format!("offboarding ({why}): access revoked, namespace {name:?} and its data kept");
     ctx.record(user, Change::NamespaceRetained, note);
+    Ok(Action::await_change())
+}
+
+/// The standing revocation rule for retained Namespaces (docs: "Revocation is a standing
+/// rule"): removes every RoleBinding the cache knows of in `namespace`, a Namespace labelled
+/// `homestead.dev/retained-from` (its User is gone, so no User reconcile looks at it any more).
+/// The operator runs it whenever such a Namespace appears and whenever a RoleBinding in one does,
+/// for as long as the Namespace exists; Homestead never grants anything there.
+///
+/// Returns `Action::await_change()`: the next RoleBinding brings the next run.
+///
+/// # Errors
+/// [`Error::NotLeader`] on a replica that does not hold the Lease; [`Error::Kube`] when a
+/// delete fails (the caller retries).
+pub async fn keep_retained_revoked(namespace: &Namespace, ctx: &Context) -> Result<Action> {
+    ctx.wait_synced().await;
+    if !ctx.fence.is_held() {
+        return Ok(Action::await_change());
+    }
+    let name = namespace.name_any();
+    let from = namespace
+        .labels()
+        .get(LABEL_RETAINED_FROM)
+        .cloned()
+        .unwrap_or_default();
+    let bindings = cached_bindings_in(ctx, &name);
+    if let Some((_, note)) = revoke(ctx, &name, bindings, "retained").await? {
+        tracing::warn!(namespace = %name, retained_from = %from, "{note}");
+    }
     Ok(Action::await_change())
 }

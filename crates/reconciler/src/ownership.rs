@@ -74,7 +74,7 @@ mod tests {
     #[test]
     fn ownership_needs_both_labels_and_the_uid() {
         let u = user("alice", json!({}));
-        let ns = desired_namespace(&u, "user-alice", Default::default());
+        let ns = desired_namespace(&u, "user-alice", Default::default(), false);
         let owned = |meta: &ObjectMeta, user: &User| is_owned_by(&Facts::of(meta), user);
         assert!(owned(&ns.metadata, &u));
         let mut by_name_only = ns.metadata.clone();
@@ -92,7 +92,12 @@ mod tests {
 
     #[test]
     fn watch_events_map_to_the_labelled_user() {
-        let ns = desired_namespace(&user("alice", json!({})), "user-alice", Default::default());
+        let ns = desired_namespace(
+            &user("alice", json!({})),
+            "user-alice",
+            Default::default(),
+            false,
+        );
         assert_eq!(user_of(&ns), Some(ObjectRef::new("alice")));
         assert_eq!(user_of(&Namespace::default()), None);
     }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use homestead_api::{AppliedProfile, OnExpiry, User};
+use homestead_api::{AppliedProfile, OnExpiry, Suspension, User};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::jiff::Timestamp;
@@ -59,21 +59,21 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
         ctx.cached_namespace(n)
             .is_some_and(|ns| is_owned_by(&ns.facts, user))
     };
+    let expired = expiry == Expiry::Passed;
     let profiles = &ctx.caches.profiles;
     let resolved = match resolve(user, &ctx.config, |p| profiles.get(&ObjectRef::new(p))) {
         Ok(resolved) => resolved,
         Err(refusal) => {
             let name = namespace_name(user, &ctx.config, owned);
-            return refuse(user, ctx, name, &refusal, Vec::new()).await;
+            return refuse(user, ctx, name, &refusal, expiry).await;
         }
     };
     let user = &resolved.user;
     let name = namespace_name(user, &ctx.config, owned);
     if let Err(refusal) = validate(user, &name, &ctx.config) {
-        return refuse(user, ctx, name, &refusal, Vec::new()).await;
+        return refuse(user, ctx, name, &refusal, expiry).await;
     }
     let mut changes = Vec::new();
-    let expired = expiry == Expiry::Passed;
     match converge(&resolved, ctx, &name, &mut changes, expired).await {
         Ok(Step::Done(outcome, recheck)) => {
             let outcome = outcome
@@ -97,7 +97,7 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
                 unconfirmed.map_or(TERMINATING_RECHECK, |left| left.min(TERMINATING_RECHECK)),
             ))
         }
-        Ok(Step::Refuse(refusal)) => refuse(user, ctx, name, &refusal, changes).await,
+        Ok(Step::Refuse(refusal)) => refuse_after(user, ctx, name, &refusal, expiry, changes).await,
         Err(error) => {
             let outcome = Outcome::new(name, failure_reason(&error), failure_message(&error))
                 .with_changes(changes);
@@ -157,20 +157,15 @@ async fn converge(
     if let Some(step) = ensure_namespace(resolved, ctx, name, changes).await? {
         return Ok(step);
     }
+    // Guards before access (docs: "Guards before access"): Pod Security came with the
+    // Namespace; quota, LimitRange and isolation exist before any RoleBinding is written.
+    changes.extend(ensure_quota(user, ctx, name).await?);
+    changes.extend(ensure_limit_range(resolved, ctx, name).await?);
+    changes.extend(ensure_isolation(resolved, ctx, name).await?);
     let mut recheck = None;
-    let (reason, message) = if user.spec.suspended {
-        changes.extend(revoke_access(ctx, name).await?);
-        let message =
-            format!("suspended: access revoked; namespace {name:?} and its contents are kept");
-        (Reason::Suspended, message)
-    } else if expired {
-        changes.extend(revoke_access(ctx, name).await?);
-        let until = user.spec.valid_until.as_ref().map(|t| t.0.to_string());
-        let message = format!(
-            "expired at {}: access revoked; namespace {name:?} and its contents are kept",
-            until.unwrap_or_default()
-        );
-        (Reason::Expired, message)
+    let (reason, message) = if let Some(revocation) = revocation(user, expired) {
+        changes.extend(revoke_access(ctx, name, revocation.why()).await?);
+        (revocation.reason(), revocation.message(user, name))
     } else {
         match grant_access(user, ctx, name).await? {
             Grant::Unchanged => {}
@@ -189,9 +184,6 @@ async fn converge(
         );
         (Reason::Provisioned, message)
     };
-    changes.extend(ensure_quota(user, ctx, name).await?);
-    changes.extend(ensure_limit_range(resolved, ctx, name).await?);
-    changes.extend(ensure_isolation(resolved, ctx, name).await?);
     Ok(Step::Done(Outcome::new(name, reason, message), recheck))
 }
 
@@ -208,7 +200,8 @@ async fn ensure_namespace(
     changes: &mut Changes,
 ) -> Result<Option<Step>> {
     let user = &resolved.user;
-    let desired = desired_namespace(user, name, resolved.pod_security);
+    let isolated = resolved.isolation.is_some();
+    let desired = desired_namespace(user, name, resolved.pod_security, isolated);
     let existing = match ctx.cached_namespace(name) {
         Some(ns) => ns,
         None => match ctx.create(&desired).await? {
@@ -346,30 +339,95 @@ fn failure_message(error: &Error) -> String {
     format!("{error}; retrying with backoff")
 }
 
-/// Refuses to provision: `Ready=False` with the refusal's reason, a Warning Event on the
-/// transition (naming the `changes` made before the refusal was found), and no write to
-/// anything but the User's status.
+/// Refuses to provision: `Ready=False` with the refusal's reason and a Warning Event on the
+/// transition, and no write but the User's status and, in a Namespace proven to be the User's,
+/// the revocation a suspension or a passed `validUntil` demands: a refusal never keeps access
+/// that expiry or suspension ends ("Expiry wins"). Looks again at `validUntil` if it is still
+/// ahead.
 pub(crate) async fn refuse(
     user: &User,
     ctx: &Context,
     namespace: String,
     refusal: &Refusal,
+    expiry: Expiry,
+) -> Result<Action> {
+    refuse_after(user, ctx, namespace, refusal, expiry, Vec::new()).await
+}
+
+/// [`refuse`], naming in its Event the `changes` made before the refusal was found.
+async fn refuse_after(
+    user: &User,
+    ctx: &Context,
+    namespace: String,
+    refusal: &Refusal,
+    expiry: Expiry,
     mut changes: Changes,
 ) -> Result<Action> {
     let reason = refusal.reason();
     info!(user = %user.name_any(), %reason, "refusing to provision");
-    // A refusal never keeps a suspended person's access in a namespace that is theirs.
-    if user.spec.suspended
+    if let Some(revocation) = revocation(user, expiry == Expiry::Passed)
         && ctx
             .cached_namespace(&namespace)
             .is_some_and(|ns| is_owned_by(&ns.facts, user))
     {
-        changes.extend(revoke_access(ctx, &namespace).await?);
+        changes.extend(revoke_access(ctx, &namespace, revocation.why()).await?);
     }
-    let outcome =
-        Outcome::new(namespace, reason, refusal.message(&ctx.config)).with_changes(changes);
+    let outcome = Outcome::new(namespace, reason, refusal.message(&ctx.config))
+        .with_changes(changes)
+        .with_expiring(expiry.condition(user));
     let unconfirmed = ctx.write_status(user, outcome).await?;
-    Ok(unconfirmed.map_or_else(Action::await_change, Action::requeue))
+    let next = [unconfirmed, expiry.recheck()].into_iter().flatten().min();
+    Ok(next.map_or_else(Action::await_change, Action::requeue))
+}
+
+/// Why a live User has no access: expiry first (it wins over everything), then a suspension by
+/// HR, then a deactivation by the identity provider.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Revocation {
+    Expired,
+    Suspended(Suspension),
+}
+
+/// The [`Revocation`] in force for `user`, if any (`expired`: `validUntil` has passed).
+fn revocation(user: &User, expired: bool) -> Option<Revocation> {
+    if expired {
+        Some(Revocation::Expired)
+    } else {
+        user.spec.suspension().map(Revocation::Suspended)
+    }
+}
+
+impl Revocation {
+    fn reason(self) -> Reason {
+        match self {
+            Self::Expired => Reason::Expired,
+            Self::Suspended(_) => Reason::Suspended,
+        }
+    }
+
+    /// Why access was revoked, for the Event that names the removed RoleBindings.
+    fn why(self) -> &'static str {
+        match self {
+            Self::Expired => "expired",
+            Self::Suspended(Suspension::Spec) => "suspended",
+            Self::Suspended(Suspension::Directory) => "deactivated by the identity provider",
+        }
+    }
+
+    /// The `Ready` message for `user` with Namespace `namespace`.
+    fn message(self, user: &User, namespace: &str) -> String {
+        let kept = format!("access revoked; namespace {namespace:?} and its contents are kept");
+        match self {
+            Self::Expired => {
+                let until = user.spec.valid_until.as_ref().map(|t| t.0.to_string());
+                format!("expired at {}: {kept}", until.unwrap_or_default())
+            }
+            Self::Suspended(Suspension::Spec) => format!("suspended: {kept}"),
+            Self::Suspended(Suspension::Directory) => {
+                format!("deactivated by the identity provider (SCIM active=false): {kept}")
+            }
+        }
+    }
 }
 
 /// Homestead's RoleBinding in the User's `namespace`, from the cache. It is known by its name in
@@ -378,18 +436,17 @@ fn cached_binding(ctx: &Context, namespace: &str) -> Option<Arc<CachedRoleBindin
     cached(&ctx.caches.role_bindings, namespace, ROLE_BINDING_NAME)
 }
 
-/// Suspension: removes every RoleBinding in the User's `namespace` that the cache knows of,
-/// Homestead's and any the person (or anyone) made, so the person, their groups and their
-/// ServiceAccounts lose all access there. The RoleBinding watch covers every namespace, so one
-/// created later triggers this again. Returns the change made, if any.
-async fn revoke_access(ctx: &Context, namespace: &str) -> Result<Option<(Change, String)>> {
-    revoke(
-        ctx,
-        namespace,
-        cached_bindings_in(ctx, namespace),
-        "suspended",
-    )
-    .await
+/// Suspension or expiry: removes every RoleBinding in the User's `namespace` that the cache
+/// knows of, Homestead's and any the person (or anyone) made, so the person, their groups and
+/// their ServiceAccounts lose all access there. The RoleBinding watch covers every namespace,
+/// so one created later triggers this again (the standing revocation rule). `why` says why, for
+/// the Event. Returns the change made, if any.
+async fn revoke_access(
+    ctx: &Context,
+    namespace: &str,
+    why: &str,
+) -> Result<Option<(Change, String)>> {
+    revoke(ctx, namespace, cached_bindings_in(ctx, namespace), why).await
 }
 
 /// The names of every RoleBinding in `namespace` the cache knows of (a scan of the whole
@@ -439,27 +496,21 @@ enum Grant {
     Unconfirmed(Duration),
 }
 
-/// Grants `spec.role` in `namespace`: creates, repairs or (on a role change, since roleRef is
-/// immutable) replaces Homestead's RoleBinding; writes nothing when the cache already matches,
-/// nor when this replica created the same binding moments ago and the RoleBinding watch has
-/// not delivered it yet ([`crate::Caches::created_role_bindings`]).
+/// Grants `spec.role` in `namespace`: creates, repairs or replaces Homestead's RoleBinding;
+/// writes nothing when the cache already matches, nor when this replica created the same
+/// binding moments ago and the RoleBinding watch has not delivered it yet
+/// ([`crate::Caches::created_role_bindings`]).
+///
+/// A binding with another roleRef (a role change; roleRef is immutable) or other subjects (an
+/// identity change, or someone rewrote Homestead's binding) is replaced by [`replace_access`]:
+/// every RoleBinding in the Namespace goes first, so neither the old identity nor what the person
+/// granted themselves under the old role outlives the change.
 async fn grant_access(user: &User, ctx: &Context, namespace: &str) -> Result<Grant> {
     let desired = desired_role_binding(user, namespace);
     let (change, note) = match cached_binding(ctx, namespace) {
         Some(cached) if cached.matches(&desired) => return Ok(Grant::Unchanged),
-        Some(cached) if !cached.binds_role_of(&desired) => {
-            // roleRef is immutable, so the binding is replaced; first make sure the API server
-            // accepts the new one (RBAC, admission), so a refusal keeps the old access.
-            let mut trial = desired.clone();
-            trial.metadata.name = Some(format!("{ROLE_BINDING_NAME}-next"));
-            ctx.dry_run_create(&trial).await?;
-            let binding = ObjectRef::<RoleBinding>::new(ROLE_BINDING_NAME).within(namespace);
-            ctx.delete(&binding, &DeleteParams::default()).await?;
-            let note = format!(
-                "role changed from {:?} to {:?}: recreated RoleBinding {namespace}/{ROLE_BINDING_NAME}",
-                cached.role, desired.role_ref.name
-            );
-            (Change::RoleChanged, note)
+        Some(cached) if !cached.binds_role_of(&desired) || !cached.binds_subjects_of(&desired) => {
+            return replace_access(user, ctx, &cached, desired).await;
         }
         cached => {
             let note = format!(
@@ -486,6 +537,54 @@ async fn grant_access(user: &User, ctx: &Context, namespace: &str) -> Result<Gra
     };
     ctx.apply(&desired).await?;
     Ok(Grant::Changed(change, note))
+}
+
+/// Replaces Homestead's binding `cached` with `desired` after a role or identity change: first
+/// a dry-run create under a generated name (so a binding someone named `homestead-user-next`
+/// cannot block it) proves the API server accepts the new one, and a refusal keeps the old
+/// access; then every RoleBinding in the Namespace, listed live rather than from the cache, is
+/// removed ("a role downgrade removes what grants more than the new role"; the old identity's
+/// own grants go with it), and the new binding is created.
+async fn replace_access(
+    user: &User,
+    ctx: &Context,
+    cached: &CachedRoleBinding,
+    desired: RoleBinding,
+) -> Result<Grant> {
+    let namespace = desired.metadata.namespace.clone().unwrap_or_default();
+    let mut trial = desired.clone();
+    trial.metadata.name = None;
+    trial.metadata.generate_name = Some(format!("{ROLE_BINDING_NAME}-"));
+    ctx.dry_run_create(&trial).await?;
+    let (change, why, what) = if cached.binds_role_of(&desired) {
+        let note = format!(
+            "identity changed to {:?}: recreated RoleBinding {namespace}/{ROLE_BINDING_NAME}",
+            user.spec.identity.username
+        );
+        (Change::IdentityChanged, "identity changed", note)
+    } else {
+        let note = format!(
+            "role changed from {:?} to {:?}: recreated RoleBinding {namespace}/{ROLE_BINDING_NAME}",
+            cached.role, desired.role_ref.name
+        );
+        (Change::RoleChanged, "role changed", note)
+    };
+    let names: Vec<String> = ctx
+        .list::<RoleBinding>(&namespace)
+        .await?
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    let revoked = revoke(ctx, &namespace, names, why).await?;
+    match ctx.create(&desired).await? {
+        Some(created) => ctx.caches.created_role_bindings.remember(created),
+        // Someone created one under Homestead's name between the removal and the create.
+        None => ctx.apply(&desired).await?,
+    }
+    let removed = revoked
+        .map(|(_, note)| format!("; {note}"))
+        .unwrap_or_default();
+    Ok(Grant::Changed(change, format!("{what}{removed}")))
 }
 
 /// Applies, or removes, Homestead's ResourceQuota in `namespace` per `spec.quota`. Returns the

@@ -139,6 +139,9 @@ pub enum Change {
     AccessGranted,
     /// The role changed: the RoleBinding was replaced (its roleRef is immutable).
     RoleChanged,
+    /// The identity (username or groups) changed, or someone rewrote Homestead's RoleBinding's
+    /// subjects: every RoleBinding in the Namespace was removed, then Homestead's recreated.
+    IdentityChanged,
     /// The RoleBinding had drifted and was restored.
     RoleBindingRepaired,
     /// The RoleBinding was removed (suspension).
@@ -171,6 +174,7 @@ impl Change {
             Self::NamespaceUpdated => "NamespaceUpdated",
             Self::AccessGranted => "AccessGranted",
             Self::RoleChanged => "RoleChanged",
+            Self::IdentityChanged => "IdentityChanged",
             Self::RoleBindingRepaired => "RoleBindingRepaired",
             Self::AccessRevoked => "AccessRevoked",
             Self::QuotaApplied => "QuotaApplied",
