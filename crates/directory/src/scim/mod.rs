@@ -9,8 +9,14 @@
 //! Namespace, not directory groups with members, so mapping SCIM Groups onto them would
 //! pretend a meaning they do not have.
 //!
-//! Reads come from a watch-fed cache of Users (one list, then a watch); writes go to the API
-//! server with field manager [`resource::FIELD_MANAGER`], and a write's response waits (at
+//! Writers own what they wrote: the service sees and changes only the Users labelled
+//! `homestead.dev/writer=scim` (those it created, or that the platform handed to it by adding
+//! the label), and the admission policy `homestead-scim-bounds` holds the SCIM identity to the
+//! same rule, so a stolen token cannot reach a User HR made. PATCH requests carry at most
+//! [`MAX_PATCH_OPERATIONS`] operations.
+//!
+//! Reads come from a watch-fed cache of those Users (one list, then a watch); writes go to the
+//! API server with field manager [`resource::FIELD_MANAGER`], and a write's response waits (at
 //! most 5 seconds) until the cache has seen it, so a client that reads its own write gets it.
 //! The mapping is in [`resource`]. This service knows no controller: the operator provisions,
 //! suspends and offboards the Users it writes.
@@ -35,7 +41,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::StreamExt as _;
-use homestead_api::User;
+use homestead_api::{LABEL_WRITER, User, WRITER_SCIM};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -56,6 +62,8 @@ use resource::{FIELD_MANAGER, Person, object_name};
 const CACHE_WAIT: Duration = Duration::from_secs(5);
 /// How often a PATCH re-reads and retries when the User changed between its read and write.
 const PATCH_ATTEMPTS: usize = 5;
+/// The most operations one PATCH request may carry; identity providers send a handful.
+pub const MAX_PATCH_OPERATIONS: usize = 100;
 /// The annotation `kubectl apply` stores; never needed here, so not cached.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
@@ -157,27 +165,35 @@ impl Scim {
     }
 }
 
-/// A cache of all Users fed by a watch, and the future that keeps it (run it until shutdown).
-/// Cached Users carry no `managedFields` beyond the latest change time (for
-/// `meta.lastModified`) and no last-applied annotation.
+/// The label selector of the Users the service owns: `homestead.dev/writer=scim`.
+fn owned() -> String {
+    format!("{LABEL_WRITER}={WRITER_SCIM}")
+}
+
+/// A cache of the Users the service owns (labelled `homestead.dev/writer=scim`) fed by a watch,
+/// and the future that keeps it (run it until shutdown). Cached Users carry no `managedFields`
+/// beyond the latest change time (for `meta.lastModified`) and no last-applied annotation.
 pub fn watch_users(client: Client) -> (Store<User>, impl Future<Output = ()> + Send + 'static) {
     let (store, writer) = reflector::store();
-    let stream = watcher(Api::<User>::all(client), watcher::Config::default())
-        .default_backoff()
-        .modify(|user: &mut User| {
-            let latest = user
-                .managed_fields()
-                .iter()
-                .filter_map(|f| f.time.clone())
-                .max_by_key(|t| t.0);
-            user.metadata.managed_fields = latest.map(|time| {
-                vec![ManagedFieldsEntry {
-                    time: Some(time),
-                    ..ManagedFieldsEntry::default()
-                }]
-            });
-            user.annotations_mut().remove(LAST_APPLIED);
+    let stream = watcher(
+        Api::<User>::all(client),
+        watcher::Config::default().labels(&owned()),
+    )
+    .default_backoff()
+    .modify(|user: &mut User| {
+        let latest = user
+            .managed_fields()
+            .iter()
+            .filter_map(|f| f.time.clone())
+            .max_by_key(|t| t.0);
+        user.metadata.managed_fields = latest.map(|time| {
+            vec![ManagedFieldsEntry {
+                time: Some(time),
+                ..ManagedFieldsEntry::default()
+            }]
         });
+        user.annotations_mut().remove(LAST_APPLIED);
+    });
     let keep = reflector::reflector(writer, stream).for_each(|event| async move {
         if let Err(error) = event {
             tracing::warn!(%error, "watching Users failed; retrying");
@@ -360,8 +376,8 @@ impl Scim {
             .ok_or_else(|| ScimError::not_found(format!("no User with id {id}")))
     }
 
-    /// Refuses (409 `uniqueness`) a `userName` another live User (other than `except`, a uid)
-    /// already has; `userName` compares case-insensitively (RFC 7643 §4.1.1).
+    /// Refuses (409 `uniqueness`) a `userName` another live User of the service's (other than
+    /// `except`, a uid) already has; `userName` compares case-insensitively (RFC 7643 §4.1.1).
     fn check_unique(&self, user_name: &str, except: Option<&str>) -> Result<(), ScimError> {
         let taken = self.store.find(|u| {
             u.metadata.deletion_timestamp.is_none()
@@ -571,6 +587,7 @@ async fn create_user(
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ScimError> {
     let person = Person::from_scim(parse_user::<CreateRequest>(&body(bytes)?)?)?;
+    person.attributes()?;
     scim.check_unique(&person.user_name, None)?;
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
@@ -649,6 +666,7 @@ async fn replace_user(
 ) -> Result<Response, ScimError> {
     let current = scim.find(&id)?;
     let person = Person::from_scim(parse_user::<ReplaceRequest>(&body(bytes)?)?)?;
+    person.attributes()?;
     scim.check_unique(&person.user_name, Some(&id))?;
     let updated = write(&scim, &current, &person, None)
         .await
@@ -668,12 +686,19 @@ async fn patch_user(
     patch
         .validate()
         .map_err(|e| ScimError::invalid_value(e.to_string()))?;
+    if patch.operations.len() > MAX_PATCH_OPERATIONS {
+        return Err(ScimError::invalid_value(format!(
+            "{} operations in one PATCH; at most {MAX_PATCH_OPERATIONS} are accepted",
+            patch.operations.len()
+        )));
+    }
     for _ in 0..PATCH_ATTEMPTS {
         // Read fresh, apply, write guarded by the version read: a concurrent change makes the
         // write fail with 409, and the PATCH is applied again to the newer User.
         let current = scim.api.get(&name).await.map_err(ScimError::from_kube)?;
         if current.uid().as_deref() != Some(id.as_str())
             || current.metadata.deletion_timestamp.is_some()
+            || current.labels().get(LABEL_WRITER).map(String::as_str) != Some(WRITER_SCIM)
         {
             return Err(ScimError::not_found(format!("no User with id {id}")));
         }
@@ -685,6 +710,7 @@ async fn patch_user(
         user.validate()
             .map_err(|e| ScimError::invalid_value(e.to_string()))?;
         let person = Person::from_scim(user)?;
+        person.attributes()?;
         scim.check_unique(&person.user_name, Some(&id))?;
         match write(
             &scim,

@@ -6,15 +6,23 @@
 //! | `userName` | `spec.identity.username` (the RBAC subject) |
 //! | `displayName` | `spec.displayName` |
 //! | `emails` (the primary one, else the first) | `spec.email` |
-//! | `active: false` | `spec.suspended: true` (an absent `active` suspends nothing) |
+//! | `active` | `spec.directory.active` (an absent `active` changes nothing; see below) |
 //! | `externalId`, `name`, the whole `emails` list | annotation [`ANNOTATION_ATTRIBUTES`] (JSON) |
 //! | `meta.created`, `meta.version` | `metadata.creationTimestamp`, `metadata.resourceVersion` |
 //!
 //! Other SCIM attributes are not kept, and the published schema ([`super::discovery`]) does
 //! not offer them. A new User's `metadata.name` comes from the local part of `userName`
-//! ([`object_name`]).
+//! ([`object_name`]), and it carries the label `homestead.dev/writer=scim`: the SCIM service
+//! sees and changes only Users labelled so.
+//!
+//! Suspension has an author: `active` is the identity provider's own switch,
+//! `spec.directory.active`, and never `spec.suspended`, which HR owns. So `active: true` lifts
+//! only a deactivation the provider made, never a suspension HR set, and `active` reflects the
+//! provider's switch alone. An absent `active` in a PUT leaves the switch as it is, where
+//! RFC 7644 §3.5.1's replace semantics would reset it: several providers omit `active` from
+//! routine updates, and that must never give a deactivated person their access back.
 
-use homestead_api::{User, UserSpec};
+use homestead_api::{LABEL_WRITER, User, UserSpec, WRITER_SCIM};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
 use scim_v2::models::scim_schema::Meta;
@@ -31,6 +39,10 @@ pub const ANNOTATION_ATTRIBUTES: &str = "scim.homestead.dev/attributes";
 
 /// The field manager of every write the SCIM service makes.
 pub const FIELD_MANAGER: &str = "homestead-scim";
+
+/// The largest annotation [`ANNOTATION_ATTRIBUTES`] the service writes, in bytes (the admission
+/// policy `homestead-scim-bounds` holds the SCIM identity to the same bound).
+pub const MAX_ATTRIBUTES_BYTES: usize = 8 * 1024;
 
 /// The longest `metadata.name` the service derives from a `userName`, in characters; it leaves
 /// room for a namespace prefix (`user-`) and a uniqueness suffix within a DNS-1123 label.
@@ -49,8 +61,9 @@ pub struct Person {
     pub display_name: Option<String>,
     /// `emails`.
     pub emails: Vec<Email>,
-    /// `active`: `Some(false)` suspends the person's access; `None` (never asserted, or
-    /// removed by a PATCH) does not.
+    /// `active`: `Some(false)` deactivates the person (`spec.directory.active: false`),
+    /// `Some(true)` lifts that deactivation; `None` (never asserted, or removed by a PATCH)
+    /// leaves it as it is.
     pub active: Option<bool>,
 }
 
@@ -100,8 +113,9 @@ impl Person {
 
     /// The person a User describes. The `emails` list comes from the annotation while its
     /// primary value still equals `spec.email`; if someone changed `spec.email` since, it is
-    /// that one address. `active` is false while `spec.suspended` is true; otherwise true, or
-    /// absent if SCIM wrote the User without asserting it.
+    /// that one address. `active` is `spec.directory.active` (false: deactivated by the
+    /// provider); otherwise true, or absent if SCIM wrote the User without asserting it. HR's
+    /// `spec.suspended` is not the provider's to see or change.
     pub fn from_user(user: &User) -> Self {
         let annotation = user.annotations().get(ANNOTATION_ATTRIBUTES);
         let kept: Kept = annotation
@@ -123,7 +137,7 @@ impl Person {
             name: kept.name,
             display_name: spec.display_name.clone(),
             emails,
-            active: if spec.suspended {
+            active: if spec.directory.as_ref().is_some_and(|d| !d.active) {
                 Some(false)
             } else if annotation.is_none() || kept.active.is_some() {
                 Some(true)
@@ -133,17 +147,26 @@ impl Person {
         }
     }
 
-    /// Whether this person's access is suspended (`active: false`).
-    fn suspended(&self) -> bool {
-        self.active == Some(false)
-    }
-
     /// The e-mail address that becomes `spec.email`: the primary one, else the first.
     pub fn email(&self) -> Option<&str> {
         primary(&self.emails)
     }
 
     /// The JSON of the annotation [`ANNOTATION_ATTRIBUTES`] for this person.
+    ///
+    /// # Errors
+    /// A 400 `invalidValue` when it would be larger than [`MAX_ATTRIBUTES_BYTES`].
+    pub fn attributes(&self) -> Result<String, ScimError> {
+        let kept = self.kept();
+        if kept.len() > MAX_ATTRIBUTES_BYTES {
+            return Err(ScimError::invalid_value(format!(
+                "externalId, name and emails take {} bytes; at most {MAX_ATTRIBUTES_BYTES} are kept",
+                kept.len()
+            )));
+        }
+        Ok(kept)
+    }
+
     fn kept(&self) -> String {
         serde_json::to_string(&Kept {
             external_id: self.external_id.clone(),
@@ -154,19 +177,22 @@ impl Person {
         .unwrap_or_default()
     }
 
-    /// A new User named `name` for this person, with `profile` as its `spec.profile`.
+    /// A new User named `name` for this person, with `profile` as its `spec.profile`,
+    /// labelled `homestead.dev/writer=scim`; deactivated from the start if `active` is false.
     pub fn new_user(&self, name: &str, profile: Option<&str>) -> User {
+        let directory = (self.active == Some(false)).then(|| json!({ "active": false }));
         let spec: UserSpec = serde_json::from_value(json!({
             "displayName": self.display_name,
             "email": self.email(),
             "identity": { "username": self.user_name },
             "profile": profile,
-            "suspended": self.suspended(),
+            "directory": directory,
         }))
         .expect("a UserSpec from its own field names");
         let mut user = User::new(name, spec);
         user.metadata = ObjectMeta {
             name: Some(name.to_owned()),
+            labels: Some([(LABEL_WRITER.to_owned(), WRITER_SCIM.to_owned())].into()),
             annotations: Some([(ANNOTATION_ATTRIBUTES.to_owned(), self.kept())].into()),
             ..ObjectMeta::default()
         };
@@ -175,22 +201,23 @@ impl Person {
 
     /// A JSON merge patch (RFC 7386) that makes a User describe this person and nothing
     /// else of what SCIM owns: `spec.identity.username`, `spec.displayName`, `spec.email`,
-    /// `spec.suspended` and the annotation. With `resource_version`, the API server refuses it
-    /// (409 Conflict) if the User changed since that version was read.
+    /// `spec.directory.active` (only when `active` is asserted) and the annotation. With
+    /// `resource_version`, the API server refuses it (409 Conflict) if the User changed since
+    /// that version was read.
     pub fn merge_patch(&self, resource_version: Option<&str>) -> Value {
         let mut metadata = json!({ "annotations": { ANNOTATION_ATTRIBUTES: self.kept() } });
         if let Some(rv) = resource_version {
             metadata["resourceVersion"] = json!(rv);
         }
-        json!({
-            "metadata": metadata,
-            "spec": {
-                "identity": { "username": self.user_name },
-                "displayName": self.display_name,
-                "email": self.email(),
-                "suspended": self.suspended(),
-            }
-        })
+        let mut spec = json!({
+            "identity": { "username": self.user_name },
+            "displayName": self.display_name,
+            "email": self.email(),
+        });
+        if let Some(active) = self.active {
+            spec["directory"] = json!({ "active": active });
+        }
+        json!({ "metadata": metadata, "spec": spec })
     }
 
     /// The SCIM representation of this person as User `user`, with `meta.location` under
@@ -325,8 +352,25 @@ mod tests {
         };
         let user = person.new_user("ada", None);
         assert_eq!(user.spec.email.as_deref(), Some("ada@example.com"));
-        assert!(user.spec.suspended);
+        assert!(!user.spec.suspended, "SCIM never sets HR's switch");
+        assert_eq!(
+            user.spec.suspension(),
+            Some(homestead_api::Suspension::Directory)
+        );
+        assert_eq!(
+            user.labels().get(LABEL_WRITER).map(String::as_str),
+            Some(WRITER_SCIM)
+        );
         assert_eq!(Person::from_user(&user), person);
+
+        // HR's suspension is not the provider's: it neither shows as nor is lifted by `active`.
+        let mut by_hr = Person {
+            active: Some(true),
+            ..person.clone()
+        }
+        .new_user("ada", None);
+        by_hr.spec.suspended = true;
+        assert_eq!(Person::from_user(&by_hr).active, Some(true));
 
         // spec.email changed by hand: that address is the person's e-mail now.
         let mut edited = user.clone();
@@ -347,9 +391,17 @@ mod tests {
         assert_eq!(patch["metadata"]["resourceVersion"], "42");
         assert_eq!(patch["spec"]["displayName"], Value::Null);
         assert_eq!(patch["spec"]["email"], Value::Null);
+        assert!(
+            patch["spec"].get("directory").is_none() && patch["spec"].get("suspended").is_none(),
+            "an absent active neither suspends nor lifts a suspension: {patch}"
+        );
+        let deactivated = Person {
+            active: Some(false),
+            ..person.clone()
+        };
         assert_eq!(
-            patch["spec"]["suspended"], false,
-            "an absent active does not suspend"
+            deactivated.merge_patch(None)["spec"]["directory"]["active"],
+            false
         );
         let user = person.new_user("ada", None);
         assert_eq!(Person::from_user(&user).active, None, "and stays absent");
