@@ -75,6 +75,9 @@ up: control-plane
     {{kubectl}} apply -f manifests/namespace.yaml -f manifests/crd.yaml
     {{kubectl}} wait --for condition=Established --timeout=60s crd/users.homestead.dev crd/profiles.homestead.dev
     {{kubectl}} apply -k rbac/
+    # The admission policy's namespace names, in step with the operator's --allowed-namespace below.
+    {{kubectl}} -n homestead-system patch configmap homestead-operator-bounds --type merge \
+      -p '{"data":{"namespacePattern":"^(user-.*|research-.*|legacy-.*)$"}}'
     KUBECONFIG={{state}}/operator.kubeconfig POD_NAMESPACE=homestead-system POD_NAME=homestead-local \
       RUST_LOG=${RUST_LOG:-info} nohup target/debug/homestead --log-format text --metrics-address {{metrics_address}} \
       --allowed-namespace 'user-*,research-*,legacy-*' > {{state}}/operator.log 2>&1 &

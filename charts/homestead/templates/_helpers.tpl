@@ -43,3 +43,10 @@ system:serviceaccount:{{ .Release.Namespace }}:homestead
 {{- $n := len $roles -}}
 {{- range $i, $role := $roles }}{{ if and $i (lt (add1 $i) $n) }}, {{ else if $i }} and {{ end }}{{ $role }}{{ end -}}
 {{- end -}}
+
+{{/* operator.allowedNamespaces (default <namespacePrefix>*) as one RE2 expression for the
+admission policy: globs user-*,research-* become ^(user-.*|research-.*)$. */}}
+{{- define "homestead.namespacePattern" -}}
+{{- $patterns := .Values.operator.allowedNamespaces | default (list (printf "%s*" .Values.operator.namespacePrefix)) -}}
+^({{ range $i, $p := $patterns }}{{ if $i }}|{{ end }}{{ regexQuoteMeta $p | replace "\\*" ".*" | replace "\\?" "." }}{{ end }})$
+{{- end -}}
