@@ -18,19 +18,6 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-/// Creates the Profile `name` with `spec` (replacing one left by an earlier run).
-async fn profile(client: &Client, name: &str, spec: Value) -> Profile {
-    let api: Api<Profile> = Api::all(client.clone());
-    let _ = api.delete(name, &DeleteParams::default()).await;
-    wait_gone(&api, name, 30).await;
-    let profile: Profile = serde_json::from_value(json!({
-        "apiVersion": "homestead.dev/v1alpha1", "kind": "Profile",
-        "metadata": { "name": name }, "spec": spec,
-    }))
-    .unwrap();
-    api.create(&PostParams::default(), &profile).await.unwrap()
-}
-
 /// Merges `spec` into the Profile `name`'s spec.
 async fn patch_profile(client: &Client, name: &str, spec: Value) -> Profile {
     Api::<Profile>::all(client.clone())
@@ -318,20 +305,26 @@ async fn what_a_profile_adds_is_repaired_and_removed_when_it_stops_asking() {
         .delete("homestead-limits", &DeleteParams::default())
         .await
         .unwrap();
-    policies
-        .delete("homestead-isolation", &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually(
-        "the LimitRange and NetworkPolicy to come back",
-        60,
-        || async {
-            let limit = limits.get_opt("homestead-limits").await.ok()??;
-            let policy = policies.get_opt("homestead-isolation").await.ok()??;
-            Some((limit, policy))
-        },
-    )
+    eventually("the LimitRange to come back", 60, || async {
+        limits.get_opt("homestead-limits").await.ok()?
+    })
     .await;
+    // The isolation cannot drift at all: the API server refuses anyone but the operator,
+    // the cluster admin included, a change to it (README, Security model).
+    let refused = policies
+        .delete("homestead-isolation", &DeleteParams::default())
+        .await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(s)) if s.code == 403),
+        "{refused:?}"
+    );
+    assert!(
+        policies
+            .get_opt("homestead-isolation")
+            .await
+            .unwrap()
+            .is_some()
+    );
 
     patch_profile(&c, "pf-isolated", json!({ "networkIsolation": "None" })).await;
     wait_gone(&policies, "homestead-isolation", 60).await;

@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::io::{Read as _, Write as _};
-use std::net::TcpStream;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -23,31 +21,6 @@ use serde_json::{Value, json};
 use tower::ServiceExt as _;
 
 const TOKEN: &str = "a-test-token-for-scim";
-
-/// Applies `manifests/scim/` (the SCIM identity and its RBAC), once per test binary: two
-/// concurrent client-side applies of the same new object race (one gets AlreadyExists).
-fn install_scim_identity() {
-    static INSTALLED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-    INSTALLED.get_or_init(|| {
-        let (ok, out) = kubectl(
-            &[
-                "apply",
-                "-f",
-                concat!(
-                    env!("CARGO_MANIFEST_DIR"),
-                    "/../../manifests/scim/service-account.yaml"
-                ),
-                "-f",
-                concat!(
-                    env!("CARGO_MANIFEST_DIR"),
-                    "/../../manifests/scim/rbac.yaml"
-                ),
-            ],
-            "",
-        );
-        assert!(ok, "{out}");
-    });
-}
 
 /// The SCIM router as the SCIM identity, with [`TOKEN`] accepted, once its cache is synced.
 async fn service() -> axum::Router {
@@ -306,39 +279,7 @@ async fn bad_requests_get_scim_errors_and_write_nothing() {
 /// `GET path` over HTTPS to `address`, trusting only the CA in `ca` (PEM), with bearer `token`:
 /// the status code, or the error if the connection or TLS handshake fails.
 fn https_get(address: &str, ca: &Path, path: &str, token: &str) -> Result<u16, String> {
-    use rustls::pki_types::pem::PemObject as _;
-    use rustls::pki_types::{CertificateDer, ServerName};
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca).map_err(|e| e.to_string())? {
-        roots
-            .add(cert.map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
-    }
-    let config = rustls::ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let name = ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
-    let connection =
-        rustls::ClientConnection::new(Arc::new(config), name).map_err(|e| e.to_string())?;
-    let socket = TcpStream::connect(address).map_err(|e| e.to_string())?;
-    socket
-        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .map_err(|e| e.to_string())?;
-    let mut tls = rustls::StreamOwned::new(connection, socket);
-    write!(
-        tls,
-        "GET {path} HTTP/1.0\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\n\r\n"
-    )
-    .map_err(|e| e.to_string())?;
-    let mut response = String::new();
-    // The server may close without close_notify; what was read is enough for the status line.
-    let _ = tls.read_to_string(&mut response);
-    response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .ok_or_else(|| format!("no HTTP status in {response:?}"))
+    https_request(address, ca, "GET", path, token, None).map(|(code, _)| code)
 }
 
 /// Waits until `process` has logged `what`.

@@ -20,8 +20,16 @@ use serde_json::Value;
 pub const TENANT: &str = "tenant-tom@example.com";
 /// A group [`TENANT`] belongs to.
 pub const TENANT_GROUP: &str = "tom-team";
+/// An HR identity with a token, a member of [`HR_GROUP`]; tests bind `rbac/hr.yaml`'s
+/// ClusterRole `homestead-hr` (Users only) to that group.
+pub const HR: &str = "hr-harriet@example.com";
+/// The group [`HR`] belongs to.
+pub const HR_GROUP: &str = "hr";
 /// Namespace name patterns the operator under test allows in `spec.namespace.name`.
 pub const ALLOWED_NAMESPACES: &str = "user-*,e2e-*";
+/// [`ALLOWED_NAMESPACES`] as the admission policy's RE2 expression (ConfigMap
+/// `homestead-operator-bounds`, key `namespacePattern`).
+pub const ALLOWED_NAMESPACE_PATTERN: &str = "^(user-.*|e2e-.*)$";
 
 /// The control plane of this test binary, with the CRDs and a token for [`TENANT`].
 pub fn plane() -> &'static ControlPlane {
@@ -30,6 +38,7 @@ pub fn plane() -> &'static ControlPlane {
             .into_iter()
             .fold(o, |o, crd| o.crd(crd))
             .identity(Identity::new(TENANT).in_group(TENANT_GROUP))
+            .identity(Identity::new(HR).in_group(HR_GROUP))
     })
 }
 /// A namespace reserved by the operator's `--reserved-namespace` flag in these tests.
@@ -50,15 +59,26 @@ pub fn repo_root() -> &'static Path {
 pub fn install() -> &'static ControlPlane {
     let plane = plane();
     let root = repo_root();
+    let pattern = format!(r#"{{"data":{{"namespacePattern":"{ALLOWED_NAMESPACE_PATTERN}"}}}}"#);
     for args in [
-        ["apply", "-f", "manifests/namespace.yaml"],
-        ["apply", "-k", "rbac/"],
+        vec!["apply", "-f", "manifests/namespace.yaml"],
+        vec!["apply", "-k", "rbac/"],
+        vec![
+            "-n",
+            "homestead-system",
+            "patch",
+            "configmap",
+            "homestead-operator-bounds",
+            "--type=merge",
+            "-p",
+            &pattern,
+        ],
     ] {
         let out = plane
             .kubectl(ADMIN)
             .unwrap()
             .current_dir(root)
-            .args(args)
+            .args(&args)
             .output()
             .unwrap();
         assert!(
@@ -67,7 +87,56 @@ pub fn install() -> &'static ControlPlane {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    // Admission policies load asynchronously: wait until they are in force, probing with dry
+    // runs each must refuse (the operator may not create a reserved namespace; nobody but the
+    // operator may add a NetworkPolicy that opens an isolated namespace).
+    let probe_namespace = r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"kube-probe",
+        "labels":{"app.kubernetes.io/managed-by":"homestead","homestead.dev/user":"probe"}}}"#;
+    refused_once_loaded(plane, OPERATOR, probe_namespace, "reserved");
+    let isolated = format!(
+        r#"{{"apiVersion":"v1","kind":"Namespace","metadata":{{"name":"{ISOLATED_PROBE_NAMESPACE}",
+        "labels":{{"homestead.dev/isolation":"Isolated"}}}}}}"#
+    );
+    let (ok, out) = run_with_stdin(
+        plane.kubectl(ADMIN).unwrap().args(["apply", "-f", "-"]),
+        &isolated,
+    );
+    assert!(ok, "{out}");
+    refused_once_loaded(plane, ADMIN, ISOLATION_PROBE, "isolated");
     plane
+}
+
+/// An allow-all NetworkPolicy in [`ISOLATED_PROBE_NAMESPACE`], which `homestead-tenant-isolation`
+/// refuses to anyone but the operator.
+const ISOLATION_PROBE: &str = r#"{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy",
+    "metadata":{"name":"probe","namespace":"homestead-isolation-probe"},
+    "spec":{"podSelector":{},"ingress":[{}]}}"#;
+
+/// A namespace labelled isolated (as Homestead labels a person's), made only to probe that the
+/// tenant-isolation policy is in force.
+const ISOLATED_PROBE_NAMESPACE: &str = "homestead-isolation-probe";
+
+/// Waits (at most 30 s) until `identity`'s server-side dry-run create of `object` (JSON) is
+/// refused with a message containing `needle`: the admission policy that refuses it is loaded.
+pub fn refused_once_loaded(plane: &ControlPlane, identity: &str, object: &str, needle: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (ok, out) = run_with_stdin(
+            plane
+                .kubectl(identity)
+                .unwrap()
+                .args(["create", "--dry-run=server", "-f", "-"]),
+            object,
+        );
+        if !ok && out.contains(needle) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the admission policy refusing {needle:?} never came into force: {out}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// The control plane with the CRD, `rbac/` and a running operator, started on first use.
@@ -492,4 +561,99 @@ pub async fn wait_no_role_bindings(client: &Client, namespace: &str, secs: u64) 
         left.items.is_empty().then_some(())
     })
     .await;
+}
+
+/// Sends `method path` over HTTPS to `address` (127.0.0.1), trusting only the CA in `ca` (PEM),
+/// with bearer `token` and, if given, a JSON `body`: the status code and the response body, or
+/// the error if the connection or the TLS handshake fails.
+pub fn https_request(
+    address: &str,
+    ca: &Path,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: Option<&Value>,
+) -> Result<(u16, String), String> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).map_err(|e| e.to_string())? {
+        roots
+            .add(cert.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
+    let connection = rustls::ClientConnection::new(std::sync::Arc::new(config), name)
+        .map_err(|e| e.to_string())?;
+    let socket = TcpStream::connect(address).map_err(|e| e.to_string())?;
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .map_err(|e| e.to_string())?;
+    let mut tls = rustls::StreamOwned::new(connection, socket);
+    let body = body.map(Value::to_string).unwrap_or_default();
+    write!(
+        tls,
+        "{method} {path} HTTP/1.0\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/scim+json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .map_err(|e| e.to_string())?;
+    let mut response = String::new();
+    // The server may close without close_notify; what was read is the whole response.
+    let _ = tls.read_to_string(&mut response);
+    let code = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| format!("no HTTP status in {response:?}"))?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Ok((code, body))
+}
+
+/// Applies `manifests/scim/` (the SCIM identity and its RBAC), once per test binary: two
+/// concurrent client-side applies of the same new object race (one gets AlreadyExists).
+pub fn install_scim_identity() {
+    static INSTALLED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    INSTALLED.get_or_init(|| {
+        let (ok, out) = kubectl(
+            &[
+                "apply",
+                "-f",
+                concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/../../manifests/scim/service-account.yaml"
+                ),
+                "-f",
+                concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/../../manifests/scim/rbac.yaml"
+                ),
+            ],
+            "",
+        );
+        assert!(ok, "{out}");
+        let probe = r#"{"apiVersion":"homestead.dev/v1alpha1","kind":"User",
+            "metadata":{"name":"scim-probe"},
+            "spec":{"identity":{"username":"probe@example.com"},"role":"admin"}}"#;
+        refused_once_loaded(env().plane, homestead_testenv::SCIM, probe, "SCIM");
+    });
+}
+
+/// Creates the Profile `name` with `spec` (replacing one left by an earlier run).
+pub async fn profile(client: &Client, name: &str, spec: Value) -> homestead_api::Profile {
+    let api: Api<homestead_api::Profile> = Api::all(client.clone());
+    let _ = api.delete(name, &kube::api::DeleteParams::default()).await;
+    wait_gone(&api, name, 30).await;
+    let profile: homestead_api::Profile = serde_json::from_value(serde_json::json!({
+        "apiVersion": "homestead.dev/v1alpha1", "kind": "Profile",
+        "metadata": { "name": name }, "spec": spec,
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &profile).await.unwrap()
 }

@@ -1,0 +1,799 @@
+//! Homestead's promises tried as an adversary would (README, Security model), on the real
+//! control plane: a person with `admin` in their namespace (their own token, or `kubectl --as`),
+//! whoever holds the SCIM bearer token (over HTTPS, against a running `homestead scim`), and an
+//! HR identity bound to `rbac/hr.yaml`'s `homestead-hr`, which may write Users and nothing else.
+//! Each test is one attack that worked before these rules existed.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::*;
+use homestead_api::User;
+use homestead_testenv::{OPERATOR, SCIM, Supervised};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+/// Binds `homestead-hr` (from `rbac/`, applied with the rest of it) to [`HR_GROUP`], once.
+async fn hr() -> Client {
+    static BOUND: OnceLock<()> = OnceLock::new();
+    BOUND.get_or_init(|| {
+        let binding = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": { "name": "homestead-hr-test" },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                         "name": "homestead-hr" },
+            "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                           "name": HR_GROUP }],
+        });
+        let (ok, out) = kubectl(&["apply", "-f", "-"], &binding.to_string());
+        assert!(ok, "{out}");
+    });
+    env().plane.client(HR).await.unwrap()
+}
+
+/// A running `homestead scim` (HTTPS, as the SCIM ServiceAccount), started once per binary.
+struct ScimService {
+    address: String,
+    ca: PathBuf,
+    token: String,
+    _process: Supervised,
+}
+
+fn scim_service() -> &'static ScimService {
+    static SERVICE: OnceLock<ScimService> = OnceLock::new();
+    SERVICE.get_or_init(|| {
+        install_scim_identity();
+        let plane = env().plane;
+        let dir = plane.dir().join("scim-attacks");
+        std::fs::create_dir_all(&dir).unwrap();
+        let credentials = homestead_testenv::scim_credentials(&dir).unwrap();
+        let token = std::fs::read_to_string(&credentials.token)
+            .unwrap()
+            .trim()
+            .to_owned();
+        let address = format!("127.0.0.1:{}", homestead_testenv::free_port().unwrap());
+        let kubeconfig = plane
+            .write_kubeconfig(SCIM, &dir.join("scim.kubeconfig"))
+            .unwrap();
+        let process = plane
+            .spawn(
+                "scim-attacks",
+                Path::new(env!("CARGO_BIN_EXE_homestead")),
+                &[
+                    "--log-format=text".to_owned(),
+                    "scim".to_owned(),
+                    format!("--address={address}"),
+                    format!("--token-file={}", credentials.token.display()),
+                    format!("--tls-cert={}", credentials.cert.display()),
+                    format!("--tls-key={}", credentials.key.display()),
+                ],
+                &[
+                    ("KUBECONFIG", kubeconfig.display().to_string()),
+                    ("RUST_LOG", "info".to_owned()),
+                ],
+            )
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while https_request(&address, &credentials.ca, "GET", "/readyz", &token, None)
+            .map(|(code, _)| code)
+            != Ok(200)
+        {
+            assert!(
+                Instant::now() < deadline,
+                "homestead scim not ready:\n{}",
+                process.log_tail(40)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        ScimService {
+            address,
+            ca: credentials.ca,
+            token,
+            _process: process,
+        }
+    })
+}
+
+/// A SCIM request with the service's bearer token, over HTTPS: status and JSON body.
+fn scim(method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let service = scim_service();
+    let (code, text) = https_request(
+        &service.address,
+        &service.ca,
+        method,
+        &format!("/scim/v2{path}"),
+        &service.token,
+        body.as_ref(),
+    )
+    .unwrap();
+    (code, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// Creates a person over SCIM; returns their SCIM id.
+fn scim_create(user_name: &str, extra: Value) -> String {
+    let mut body = json!({
+        "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"],
+        "userName": user_name,
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    let (status, created) = scim("POST", "/Users", Some(body));
+    assert_eq!(status, 201, "{created}");
+    created["id"].as_str().unwrap().to_owned()
+}
+
+/// The SCIM ids of the people whose `userName` is `user_name`, as the service lists them.
+fn scim_lookup(user_name: &str) -> Vec<String> {
+    let filter = format!("/Users?filter=userName%20eq%20%22{user_name}%22");
+    let (status, list) = scim("GET", &filter, None);
+    assert_eq!(status, 200, "{list}");
+    list["Resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn patch_op(operations: Value) -> Value {
+    json!({
+        "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+        "Operations": operations,
+    })
+}
+
+/// Whether `result` is the API server's 403 (RBAC or an admission policy) naming `needle`.
+fn forbidden<T: std::fmt::Debug>(result: Result<T, kube::Error>, needle: &str) -> bool {
+    match result {
+        Err(kube::Error::Api(status)) => status.code == 403 && status.message.contains(needle),
+        other => {
+            eprintln!("expected 403 naming {needle:?}, got {other:?}");
+            false
+        }
+    }
+}
+
+/// `kubectl auth can-i VERB RESOURCE -n NS --as=PERSON`: "yes" or "no".
+fn can(person: &str, verb: &str, resource: &str, ns: &str) -> String {
+    let who = format!("--as={person}");
+    let (_, out) = kubectl(&["auth", "can-i", verb, resource, "-n", ns, &who], "");
+    out.lines().next().unwrap_or_default().trim().to_owned()
+}
+
+/// As `person` (impersonated by the admin), binds ClusterRole `admin` to themselves in `ns`
+/// under `name`: what a person with `admin` there can always do.
+fn bind_myself(person: &str, ns: &str, name: &str) {
+    let who = format!("--as={person}");
+    let user = format!("--user={person}");
+    let (ok, out) = kubectl(
+        &[
+            "create",
+            "rolebinding",
+            name,
+            "--clusterrole=admin",
+            &user,
+            "-n",
+            ns,
+            &who,
+        ],
+        "",
+    );
+    assert!(ok, "{out}");
+}
+
+/// The names of the RoleBindings in `ns`, sorted.
+async fn bindings(client: &Client, ns: &str) -> Vec<String> {
+    let mut names: Vec<String> = Api::<RoleBinding>::namespaced(client.clone(), ns)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    names.sort();
+    names
+}
+
+/// The notes of the Events with `reason` on User `user`.
+fn event_notes(user: &str, reason: &str) -> Vec<String> {
+    let selector = format!("involvedObject.name={user},reason={reason}");
+    let (_, out) = kubectl(
+        &[
+            "get",
+            "events",
+            "-n",
+            "default",
+            "--field-selector",
+            &selector,
+            "-o",
+            "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}",
+        ],
+        "",
+    );
+    out.lines().map(str::to_owned).collect()
+}
+
+async fn merge(client: &Client, name: &str, patch: Value) -> Result<User, kube::Error> {
+    Api::<User>::all(client.clone())
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+}
+
+/// Finding 1: a SCIM token took over a person HR made (PATCH of `userName`), and could list and
+/// change every User. Now the service sees only its own Users, the API server refuses the SCIM
+/// identity anything else, and a rename of its own User revokes every binding first.
+#[tokio::test]
+async fn scim_sees_and_changes_only_its_own_users_and_a_rename_revokes_first() {
+    let s = Scenario::new();
+    let hr = hr().await;
+    let victim = "atk-victim@example.com";
+    s.create(
+        &hr,
+        &user("atk-victim", json!({ "identity": { "username": victim } })),
+    )
+    .await;
+    let made_by_hr = wait_reason(&hr, "atk-victim", "Provisioned").await;
+    let victim_id = made_by_hr.uid().unwrap();
+
+    // Through the service: HR's User is not there to find, read or change.
+    assert!(scim_lookup(victim).is_empty());
+    let (status, _) = scim("GET", &format!("/Users/{victim_id}"), None);
+    assert_eq!(status, 404);
+    let rename = patch_op(json!([{ "op": "replace", "path": "userName",
+                                   "value": "attacker@example.com" }]));
+    let (status, _) = scim("PATCH", &format!("/Users/{victim_id}"), Some(rename));
+    assert_eq!(status, 404);
+    let (status, _) = scim("DELETE", &format!("/Users/{victim_id}"), None);
+    assert_eq!(status, 404);
+
+    // With the SCIM identity's own credentials, at the API server: refused.
+    let as_scim = env().plane.client(SCIM).await.unwrap();
+    let takeover = json!({ "spec": { "identity": { "username": "attacker@example.com" } } });
+    assert!(forbidden(
+        merge(&as_scim, "atk-victim", takeover).await,
+        "homestead.dev/writer=scim"
+    ));
+    let deleted = Api::<User>::all(as_scim.clone())
+        .delete("atk-victim", &DeleteParams::default())
+        .await;
+    assert!(forbidden(deleted, "homestead.dev/writer=scim"));
+    assert_eq!(can_get_pods(victim, "user-atk-victim"), "yes");
+    assert_eq!(
+        can_get_pods("attacker@example.com", "user-atk-victim"),
+        "no"
+    );
+
+    // A rename of the service's own User: the old identity, and every binding it made for
+    // itself, lose access before the new identity gets it; an Event says so.
+    let (old, new) = ("atk-ren@example.com", "atk-ren-2@example.com");
+    s.track("atk-ren");
+    let id = scim_create(old, json!({}));
+    wait_reason(&hr, "atk-ren", "Provisioned").await;
+    bind_myself(old, "user-atk-ren", "mine");
+    let rename = patch_op(json!([{ "op": "replace", "path": "userName", "value": new }]));
+    let (status, body) = scim("PATCH", &format!("/Users/{id}"), Some(rename));
+    assert_eq!(status, 200, "{body}");
+    let renamed = wait_reason(&hr, "atk-ren", "Provisioned").await;
+    assert_eq!(renamed.spec.identity.username, new);
+    assert_eq!(
+        bindings(&admin().await, "user-atk-ren").await,
+        ["homestead-user"]
+    );
+    assert_eq!(can_get_pods(old, "user-atk-ren"), "no");
+    assert_eq!(can_get_pods(new, "user-atk-ren"), "yes");
+    let notes = event_notes("atk-ren", "IdentityChanged");
+    assert!(
+        notes.iter().any(|n| n.contains("mine")),
+        "no IdentityChanged Event naming the removed binding: {notes:?}"
+    );
+}
+
+/// Finding 2: a SCIM PUT without `active` lifted a suspension HR had set. Now SCIM's switch is
+/// `spec.directory.active`, HR's is `spec.suspended`, and neither lifts the other.
+#[tokio::test]
+async fn scim_never_lifts_a_suspension_hr_set() {
+    let s = Scenario::new();
+    let hr = hr().await;
+    let person = "atk-handed@example.com";
+    let mut handed = user(
+        "atk-handed",
+        json!({ "identity": { "username": person }, "suspended": true }),
+    );
+    handed.metadata.labels = Some([("homestead.dev/writer".into(), "scim".into())].into());
+    s.create(&hr, &handed).await;
+    wait_reason(&hr, "atk-handed", "Suspended").await;
+    let ids = scim_lookup(person);
+    assert_eq!(ids.len(), 1, "a User handed to SCIM is the service's");
+    let id = &ids[0];
+
+    // A PUT without `active` (as several providers send) and a PATCH active=true: HR's
+    // suspension stands.
+    let put = json!({ "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"],
+                      "userName": person, "displayName": "Handed Over" });
+    let (status, body) = scim("PUT", &format!("/Users/{id}"), Some(put.clone()));
+    assert_eq!(status, 200, "{body}");
+    let activate = patch_op(json!([{ "op": "Replace", "path": "active", "value": "True" }]));
+    let (status, body) = scim("PATCH", &format!("/Users/{id}"), Some(activate.clone()));
+    assert_eq!(status, 200, "{body}");
+    let still = wait_reason(&hr, "atk-handed", "Suspended").await;
+    assert!(still.spec.suspended);
+    assert_eq!(can_get_pods(person, "user-atk-handed"), "no");
+    let as_scim = env().plane.client(SCIM).await.unwrap();
+    assert!(forbidden(
+        merge(
+            &as_scim,
+            "atk-handed",
+            json!({ "spec": { "suspended": false } })
+        )
+        .await,
+        "spec.suspended"
+    ));
+
+    // The provider deactivates; HR lifts its own suspension; a PUT without `active` keeps the
+    // provider's deactivation; only the provider's active=true restores access.
+    let deactivate = patch_op(json!([{ "op": "Replace", "path": "active", "value": "False" }]));
+    assert_eq!(
+        scim("PATCH", &format!("/Users/{id}"), Some(deactivate)).0,
+        200
+    );
+    merge(&hr, "atk-handed", json!({ "spec": { "suspended": false } }))
+        .await
+        .unwrap();
+    let deactivated = wait_reason(&hr, "atk-handed", "Suspended").await;
+    assert!(
+        deactivated
+            .ready_condition()
+            .unwrap()
+            .message
+            .contains("identity provider"),
+        "{:?}",
+        deactivated.ready_condition()
+    );
+    assert_eq!(scim("PUT", &format!("/Users/{id}"), Some(put)).0, 200);
+    wait_reason(&hr, "atk-handed", "Suspended").await;
+    assert_eq!(can_get_pods(person, "user-atk-handed"), "no");
+    assert_eq!(
+        scim("PATCH", &format!("/Users/{id}"), Some(activate)).0,
+        200
+    );
+    wait_reason(&hr, "atk-handed", "Provisioned").await;
+    assert_eq!(can_get_pods(person, "user-atk-handed"), "yes");
+}
+
+/// Finding 3: a tenant creating RoleBindings in a loop while HR deletes their `Retain` User kept
+/// admin in the retained namespace. Now a retained namespace has every RoleBinding removed for
+/// as long as it exists, whoever makes one and whenever.
+#[tokio::test]
+async fn retain_offboarding_leaves_no_binding_a_racing_tenant_made() {
+    let s = Scenario::new();
+    let c = admin().await;
+    let ns = "user-atk-retain";
+    s.track_namespace(ns);
+    s.create(
+        &c,
+        &user(
+            "atk-retain",
+            json!({ "identity": { "username": TENANT }, "deletionPolicy": "Retain" }),
+        ),
+    )
+    .await;
+    wait_reason(&c, "atk-retain", "Provisioned").await;
+
+    // The tenant, with their own token, binds admin to themselves as fast as they can.
+    let tom = env().plane.client(TENANT).await.unwrap();
+    let racing = tokio::spawn(async move {
+        let api: Api<RoleBinding> = Api::namespaced(tom, "user-atk-retain");
+        let (mut made, deadline) = (0, Instant::now() + Duration::from_secs(8));
+        for i in 0.. {
+            if Instant::now() > deadline {
+                break;
+            }
+            let binding: RoleBinding = serde_json::from_value(json!({
+                "metadata": { "name": format!("mine-{i}") },
+                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                             "name": "admin" },
+                "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                               "name": TENANT }],
+            }))
+            .unwrap();
+            if api.create(&PostParams::default(), &binding).await.is_ok() {
+                made += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        made
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    Api::<User>::all(c.clone())
+        .delete("atk-retain", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_gone(&Api::<User>::all(c.clone()), "atk-retain", 60).await;
+    let made = racing.await.unwrap();
+    println!("the tenant created {made} RoleBindings while racing the offboarding");
+    assert!(made > 0, "the race never started");
+    wait_no_role_bindings(&c, ns, 30).await;
+    assert_eq!(can_get_pods(TENANT, ns), "no");
+    let retained = Api::<Namespace>::all(c.clone()).get(ns).await.unwrap();
+    assert_eq!(
+        retained
+            .labels()
+            .get("homestead.dev/retained-from")
+            .map(String::as_str),
+        Some("atk-retain")
+    );
+
+    // Later, anyone's binding in the retained namespace goes too (the standing rule).
+    bind_as_admin(ns, "granted-later");
+    wait_no_role_bindings(&c, ns, 30).await;
+}
+
+/// As the cluster admin, binds `admin` to [`TENANT`] in `ns` under `name`.
+fn bind_as_admin(ns: &str, name: &str) {
+    let user = format!("--user={TENANT}");
+    let (ok, out) = kubectl(
+        &[
+            "create",
+            "rolebinding",
+            name,
+            "--clusterrole=admin",
+            &user,
+            "-n",
+            ns,
+        ],
+        "",
+    );
+    assert!(ok, "{out}");
+}
+
+/// Finding 4: with role `edit` in an `Isolated` namespace, the person's own allow-all
+/// NetworkPolicy undid the isolation (NetworkPolicies add up). Now the API server refuses it,
+/// and Homestead's own policy cannot be widened or removed by the tenant.
+#[tokio::test]
+async fn a_tenant_cannot_open_an_isolated_namespace() {
+    let s = Scenario::new();
+    let c = admin().await;
+    profile(
+        &c,
+        "atk-isolated",
+        json!({ "role": "edit", "networkIsolation": "Isolated" }),
+    )
+    .await;
+    s.create(
+        &c,
+        &user(
+            "atk-iso",
+            json!({ "identity": { "username": TENANT }, "profile": "atk-isolated" }),
+        ),
+    )
+    .await;
+    wait_reason(&c, "atk-iso", "Provisioned").await;
+    let ns = "user-atk-iso";
+    let tom = env().plane.client(TENANT).await.unwrap();
+    let policies: Api<NetworkPolicy> = Api::namespaced(tom, ns);
+    let policy = |name: &str, spec: Value| -> NetworkPolicy {
+        serde_json::from_value(json!({ "metadata": { "name": name }, "spec": spec })).unwrap()
+    };
+    let allow_all = policy(
+        "let-everyone-in",
+        json!({ "podSelector": {}, "policyTypes": ["Ingress", "Egress"],
+                "ingress": [{}], "egress": [{}] }),
+    );
+    assert!(forbidden(
+        policies.create(&PostParams::default(), &allow_all).await,
+        "isolated"
+    ));
+    let from_everywhere = policy(
+        "from-all-namespaces",
+        json!({ "podSelector": {}, "ingress": [{ "from": [{ "namespaceSelector": {} }] }] }),
+    );
+    assert!(forbidden(
+        policies
+            .create(&PostParams::default(), &from_everywhere)
+            .await,
+        "isolated"
+    ));
+    // What stays the tenant's to decide: narrowing traffic within their own namespace.
+    let within = policy(
+        "web-from-my-pods",
+        json!({ "podSelector": { "matchLabels": { "app": "web" } },
+                "ingress": [{ "from": [{ "podSelector": {} }] }] }),
+    );
+    policies
+        .create(&PostParams::default(), &within)
+        .await
+        .unwrap();
+    // Homestead's own policy: neither widened nor removed.
+    let widen = json!({ "spec": { "ingress": [{}] } });
+    assert!(forbidden(
+        policies
+            .patch(
+                "homestead-isolation",
+                &PatchParams::default(),
+                &Patch::Merge(&widen)
+            )
+            .await,
+        "homestead-isolation"
+    ));
+    assert!(forbidden(
+        policies
+            .delete("homestead-isolation", &DeleteParams::default())
+            .await,
+        "homestead-isolation"
+    ));
+}
+
+/// Finding 5: `validUntil` passed while the User was refused (a role outside the allow-list),
+/// and access stayed. Now expiry wins over every other state.
+#[tokio::test]
+async fn expiry_ends_access_while_the_user_is_refused() {
+    let s = Scenario::new();
+    let c = admin().await;
+    let person = "atk-expiry@example.com";
+    let until = k8s_openapi::jiff::Timestamp::now() + Duration::from_secs(20);
+    s.create(
+        &c,
+        &user(
+            "atk-expiry",
+            json!({ "identity": { "username": person }, "validUntil": until.to_string() }),
+        ),
+    )
+    .await;
+    wait_reason(&c, "atk-expiry", "Provisioned").await;
+    merge(
+        &c,
+        "atk-expiry",
+        json!({ "spec": { "role": "not-allowed" } }),
+    )
+    .await
+    .unwrap();
+    wait_reason(&c, "atk-expiry", "RoleNotAllowed").await;
+    assert_eq!(
+        can_get_pods(person, "user-atk-expiry"),
+        "yes",
+        "a refusal alone keeps the access the User had"
+    );
+    eventually("access to end at validUntil", 60, || async {
+        let expired = k8s_openapi::jiff::Timestamp::now() > until;
+        (expired && can_get_pods(person, "user-atk-expiry") == "no").then_some(())
+    })
+    .await;
+    wait_no_role_bindings(&c, "user-atk-expiry", 10).await;
+}
+
+/// Finding 6: a tenant's RoleBinding named `homestead-user-next` blocked a role change
+/// (`CreateFailed`, admin kept), and a downgrade left the admin binding the person had made
+/// for themselves. Now neither works.
+#[tokio::test]
+async fn a_downgrade_cannot_be_blocked_and_removes_what_granted_more() {
+    let s = Scenario::new();
+    let hr = hr().await;
+    let person = "atk-down@example.com";
+    let ns = "user-atk-down";
+    s.create(
+        &hr,
+        &user(
+            "atk-down",
+            json!({ "identity": { "username": person }, "role": "admin" }),
+        ),
+    )
+    .await;
+    wait_reason(&hr, "atk-down", "Provisioned").await;
+    bind_myself(person, ns, "homestead-user-next");
+    bind_myself(person, ns, "mine");
+    merge(&hr, "atk-down", json!({ "spec": { "role": "view" } }))
+        .await
+        .unwrap();
+    let downgraded = wait_reason(&hr, "atk-down", "Provisioned").await;
+    assert!(
+        downgraded
+            .ready_condition()
+            .unwrap()
+            .message
+            .contains("\"view\""),
+        "{:?}",
+        downgraded.ready_condition()
+    );
+    assert_eq!(bindings(&admin().await, ns).await, ["homestead-user"]);
+    assert_eq!(can(person, "get", "pods", ns), "yes");
+    assert_eq!(can(person, "create", "deployments.apps", ns), "no");
+    assert_eq!(
+        can(
+            person,
+            "create",
+            "rolebindings.rbac.authorization.k8s.io",
+            ns
+        ),
+        "no"
+    );
+}
+
+/// Finding 7: the RoleBinding was written before the quota, LimitRange and NetworkPolicy, so a
+/// fast tenant got a pod past limits that did not exist yet. Now every guard is written first.
+#[tokio::test]
+async fn guards_exist_before_the_first_role_binding() {
+    let s = Scenario::new();
+    let c = admin().await;
+    profile(
+        &c,
+        "atk-guarded",
+        json!({
+            "quota": { "hard": { "pods": "10" } },
+            "limitRange": { "limits": [{ "type": "Container", "max": { "memory": "2Gi" } }] },
+            "networkIsolation": "Isolated",
+        }),
+    )
+    .await;
+    let mark = audit().len();
+    s.create(&c, &user("atk-guard", json!({ "profile": "atk-guarded" })))
+        .await;
+    wait_reason(&c, "atk-guard", "Provisioned").await;
+    let writes: Vec<String> = audit()[mark..]
+        .iter()
+        .filter(|e| is_operator_change(e) && e["objectRef"]["namespace"] == "user-atk-guard")
+        .map(|e| {
+            e["objectRef"]["resource"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    let first_binding = writes
+        .iter()
+        .position(|r| r == "rolebindings")
+        .unwrap_or_else(|| panic!("no RoleBinding written: {writes:?}"));
+    for guard in ["resourcequotas", "limitranges", "networkpolicies"] {
+        let at = writes.iter().position(|r| r == guard);
+        assert!(
+            at.is_some_and(|at| at < first_binding),
+            "{guard} not written before the RoleBinding: {writes:?}"
+        );
+    }
+}
+
+/// Finding 8: HR or the SCIM identity could remove `homestead.dev/cleanup` from a deleted
+/// User, cutting offboarding short. Now only the operator may.
+#[tokio::test]
+async fn only_the_operator_removes_the_cleanup_finalizer() {
+    let s = Scenario::new();
+    let hr = hr().await;
+    s.create(&hr, &user("atk-fin", json!({}))).await;
+    wait_reason(&hr, "atk-fin", "Provisioned").await;
+    let strip = json!({ "metadata": { "finalizers": null } });
+    assert!(forbidden(
+        merge(&hr, "atk-fin", strip.clone()).await,
+        "homestead.dev/cleanup"
+    ));
+    s.track("atk-fin-scim");
+    scim_create("atk-fin-scim@example.com", json!({}));
+    wait_reason(&hr, "atk-fin-scim", "Provisioned").await;
+    let as_scim = env().plane.client(SCIM).await.unwrap();
+    assert!(forbidden(
+        merge(&as_scim, "atk-fin-scim", strip.clone()).await,
+        "homestead.dev/cleanup"
+    ));
+
+    // Deleted: still the operator's to release, and it does once offboarding is done.
+    let users: Api<User> = Api::all(hr.clone());
+    users
+        .delete("atk-fin", &DeleteParams::default())
+        .await
+        .unwrap();
+    match merge(&hr, "atk-fin", strip).await {
+        Err(kube::Error::Api(status)) if status.code == 404 => {} // already offboarded
+        refused => assert!(forbidden(refused, "homestead.dev/cleanup")),
+    }
+    wait_gone(&users, "atk-fin", 60).await;
+    wait_gone(&Api::<Namespace>::all(admin().await), "user-atk-fin", 60).await;
+}
+
+/// Finding 9: the smaller holes. The SCIM identity set `homestead.dev/roster-source` (which a
+/// later `homestead import --prune delete` acts on) and stored a 134 KB annotation from a
+/// 5,000-operation PATCH; the operator identity could create a namespace outside
+/// `--allowed-namespace`, bind `system:authenticated` or make a namespace Pod Security
+/// `privileged`.
+#[tokio::test]
+async fn scim_and_operator_bounds_hold_at_the_api_server() {
+    let s = Scenario::new();
+    let c = admin().await;
+    s.track("atk-bounds");
+    let id = scim_create("atk-bounds@example.com", json!({}));
+    wait_reason(&c, "atk-bounds", "Provisioned").await;
+    let as_scim = env().plane.client(SCIM).await.unwrap();
+    let roster = json!({ "metadata": { "labels": { "homestead.dev/roster-source": "hr" } } });
+    assert!(forbidden(
+        merge(&as_scim, "atk-bounds", roster).await,
+        "never labels"
+    ));
+    let huge = "x".repeat(9000);
+    let annotation = json!({ "metadata": { "annotations": {
+        "scim.homestead.dev/attributes": huge } } });
+    assert!(forbidden(
+        merge(&as_scim, "atk-bounds", annotation).await,
+        "8192 bytes"
+    ));
+    let other = json!({ "metadata": { "annotations": { "example.com/note": "x" } } });
+    assert!(forbidden(
+        merge(&as_scim, "atk-bounds", other).await,
+        "only its annotation"
+    ));
+
+    // Through the service: too many operations, or too much to keep, is a 400 and writes nothing.
+    let many: Vec<Value> = (0..101)
+        .map(|i| json!({ "op": "replace", "path": "displayName", "value": format!("n{i}") }))
+        .collect();
+    let (status, body) = scim(
+        "PATCH",
+        &format!("/Users/{id}"),
+        Some(patch_op(json!(many))),
+    );
+    assert_eq!(status, 400, "{body}");
+    let big = patch_op(json!([{ "op": "replace", "path": "externalId", "value": huge }]));
+    let (status, body) = scim("PATCH", &format!("/Users/{id}"), Some(big));
+    assert_eq!(status, 400, "{body}");
+    let kept = Api::<User>::all(c.clone()).get("atk-bounds").await.unwrap();
+    assert_eq!(
+        kept.spec.display_name, None,
+        "a refused PATCH wrote nothing"
+    );
+
+    // The operator's identity, whatever its RBAC allows (dry runs: nothing is kept).
+    let operator = env().plane.client(OPERATOR).await.unwrap();
+    let ns = "user-atk-bounds";
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    for (kind, name) in [
+        ("Group", "system:authenticated"),
+        ("Group", "system:unauthenticated"),
+        ("Group", "system:serviceaccounts"),
+        ("User", "system:anonymous"),
+    ] {
+        let binding: RoleBinding = serde_json::from_value(json!({
+            "metadata": { "name": "everyone" },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                         "name": "view" },
+            "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name }],
+        }))
+        .unwrap();
+        let created = Api::<RoleBinding>::namespaced(operator.clone(), ns)
+            .create(&dry, &binding)
+            .await;
+        assert!(forbidden(created, "system:*"), "{kind} {name}");
+    }
+    let outside: Namespace = serde_json::from_value(json!({ "metadata": {
+        "name": "payments",
+        "labels": { "app.kubernetes.io/managed-by": "homestead", "homestead.dev/user": "x",
+                    "pod-security.kubernetes.io/enforce": "baseline" } } }))
+    .unwrap();
+    let created = Api::<Namespace>::all(operator.clone())
+        .create(&dry, &outside)
+        .await;
+    assert!(
+        forbidden(created, "names match"),
+        "a namespace outside --allowed-namespace"
+    );
+    let privileged = json!({ "metadata": { "labels": {
+        "pod-security.kubernetes.io/enforce": "privileged" } } });
+    let patched = Api::<Namespace>::all(operator)
+        .patch(
+            ns,
+            &PatchParams {
+                dry_run: true,
+                ..PatchParams::default()
+            },
+            &Patch::Merge(&privileged),
+        )
+        .await;
+    assert!(forbidden(patched, "privileged"));
+}
