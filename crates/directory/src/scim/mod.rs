@@ -640,15 +640,21 @@ async fn create_user(
 }
 
 /// Writes `person` onto User `current` with a merge patch guarded by its uid and, if given,
-/// its resource version.
+/// its resource version. `active_removed` (a PATCH `remove` of `active`) returns the identity
+/// provider's own switch to its default, active; an `active` that is merely absent (a PUT
+/// without it) changes nothing.
 async fn write(
     scim: &Scim,
     current: &User,
     person: &Person,
     resource_version: Option<&str>,
+    active_removed: bool,
 ) -> Result<User, kube::Error> {
     let mut patch = person.merge_patch(resource_version);
     patch["metadata"]["uid"] = json!(current.uid());
+    if active_removed && person.active.is_none() {
+        patch["spec"]["directory"] = json!({ "active": true });
+    }
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PatchParams::default()
@@ -668,7 +674,7 @@ async fn replace_user(
     let person = Person::from_scim(parse_user::<ReplaceRequest>(&body(bytes)?)?)?;
     person.attributes()?;
     scim.check_unique(&person.user_name, Some(&id))?;
-    let updated = write(&scim, &current, &person, None)
+    let updated = write(&scim, &current, &person, None, false)
         .await
         .map_err(ScimError::from_kube)?;
     finish(&scim, &base, &updated).await
@@ -703,7 +709,9 @@ async fn patch_user(
             return Err(ScimError::not_found(format!("no User with id {id}")));
         }
         let mut resource = representation(&current, &base);
+        let had_active = resource.get("active").is_some();
         patch::apply(&mut resource, &patch)?;
+        let active_removed = had_active && resource.get("active").is_none();
         lenient_active(&mut resource);
         let user: ScimUser = scim_v2::case_insensitive::from_value(resource)
             .map_err(|e| ScimError::invalid_value(e.to_string()))?;
@@ -717,6 +725,7 @@ async fn patch_user(
             &current,
             &person,
             current.resource_version().as_deref(),
+            active_removed,
         )
         .await
         {

@@ -18,7 +18,8 @@
 //! Suspension has an author: `active` is the identity provider's own switch,
 //! `spec.directory.active`, and never `spec.suspended`, which HR owns. So `active: true` lifts
 //! only a deactivation the provider made, never a suspension HR set, and `active` reflects the
-//! provider's switch alone. An absent `active` in a PUT leaves the switch as it is, where
+//! provider's switch alone. A PATCH `remove` of `active` returns the switch to its default
+//! (active). An absent `active` in a PUT leaves the switch as it is, where
 //! RFC 7644 §3.5.1's replace semantics would reset it: several providers omit `active` from
 //! routine updates, and that must never give a deactivated person their access back.
 
