@@ -437,7 +437,7 @@ async fn a_namespace_made_by_someone_else_first_is_never_touched() {
             continue;
         };
         s.track_namespace(&ns_name);
-        let mark = audit().len();
+        let mark = settled_mark().await;
         wait_reason(&c, &name, "NamespaceConflict").await;
         tokio::time::sleep(Duration::from_secs(2)).await;
         let after = namespaces.get(&ns_name).await.unwrap();

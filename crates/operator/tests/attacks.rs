@@ -633,7 +633,7 @@ async fn guards_exist_before_the_first_role_binding() {
         }),
     )
     .await;
-    let mark = audit().len();
+    let mark = settled_mark().await;
     s.create(&c, &user("atk-guard", json!({ "profile": "atk-guarded" })))
         .await;
     wait_reason(&c, "atk-guard", "Provisioned").await;

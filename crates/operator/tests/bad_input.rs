@@ -499,7 +499,7 @@ async fn inputs_the_server_normalizes_cost_no_write() {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let mark = audit().len();
+    let mark = settled_mark().await;
     // Touch the Namespace: a watch event, hence a reconcile.
     let before = reconciles(&env().metrics_address);
     namespaces

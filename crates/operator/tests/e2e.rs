@@ -193,7 +193,7 @@ async fn converged_user_costs_no_write_even_when_reconciled_again() {
     s.create(&c, &user("e2e-steady", json!({ "quota": { "hard": { "requests.memory": "1024Mi", "requests.cpu": "1000m" } } }))).await;
     let before = wait_reason(&c, "e2e-steady", "Provisioned").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let (mark, reconciled) = (audit().len(), reconciles(&env().metrics_address));
+    let (mark, reconciled) = (settled_mark().await, reconciles(&env().metrics_address));
     // Touch the Namespace without changing what Homestead set: a watch event, hence a
     // reconcile.
     Api::<Namespace>::all(c.clone())
@@ -331,7 +331,7 @@ async fn foreign_namespace_is_never_touched() {
         .create(&PostParams::default(), &foreign)
         .await
         .unwrap();
-    let mark = audit().len();
+    let mark = settled_mark().await;
     s.create(
         &c,
         &user(

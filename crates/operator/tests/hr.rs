@@ -136,7 +136,7 @@ async fn reimport_writes_nothing_a_changed_row_one_user_and_prune_does_what_it_s
         "the source defaults to the file name"
     );
 
-    let mark = audit().len();
+    let mark = settled_mark().await;
     let (ok, out) = import(&path, &[]);
     assert!(ok && out.contains("unchanged: 3"), "{out}");
     assert_eq!(
@@ -145,7 +145,7 @@ async fn reimport_writes_nothing_a_changed_row_one_user_and_prune_does_what_it_s
         "a re-import writes nothing"
     );
 
-    let mark = audit().len();
+    let mark = settled_mark().await;
     roster(
         "people.csv",
         &all.replace("p2@example.com,p2@", "p2@example.com,new-p2@"),
@@ -163,7 +163,7 @@ async fn reimport_writes_nothing_a_changed_row_one_user_and_prune_does_what_it_s
         .replace("p2@example.com,p2@", "p2@example.com,new-p2@")
         .replace("hr-p3,p3@example.com,p3@example.com\n", "");
     roster("people.csv", &without);
-    let mark = audit().len();
+    let mark = settled_mark().await;
     let (ok, out) = import(&path, &[]);
     assert!(
         ok && out.contains("left alone (no longer in the roster): 1: hr-p3"),

@@ -141,7 +141,7 @@ async fn a_profile_gives_its_users_role_quota_limits_pod_security_and_isolation(
     // Steady state: a reconcile (triggered by a label someone adds to the Namespace) finds
     // everything as the API server stores it (defaulted LimitRange, NetworkPolicy, quota) and
     // writes nothing.
-    let (mark, before) = (audit().len(), reconciles(&env().metrics_address));
+    let (mark, before) = (settled_mark().await, reconciles(&env().metrics_address));
     Api::<Namespace>::all(c.clone())
         .patch(
             ns,
@@ -225,7 +225,7 @@ async fn a_profile_change_reaches_exactly_its_users_and_its_status_counts_them()
     for name in ["pf-t1", "pf-t2", "pf-solo"] {
         wait_reason(&c, name, "Provisioned").await;
     }
-    let mark = audit().len();
+    let mark = settled_mark().await;
 
     let changed = patch_profile(
         &c,
@@ -350,7 +350,7 @@ async fn deleting_a_profile_in_use_changes_no_namespace() {
         .await;
     wait_reason(&c, "pf-erin", "Provisioned").await;
     let ns = "user-pf-erin";
-    let mark = audit().len();
+    let mark = settled_mark().await;
 
     let profiles: Api<Profile> = Api::all(c.clone());
     profiles

@@ -22,7 +22,7 @@ async fn quota_status_changes_cost_no_reconcile_and_no_write() {
     .await;
     wait_reason(&c, "qs-busy", "Provisioned").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let (before, mark) = (reconciles(&env().metrics_address), audit().len());
+    let (before, mark) = (reconciles(&env().metrics_address), settled_mark().await);
 
     let pods: Api<Pod> = Api::namespaced(c.clone(), "user-qs-busy");
     for i in 0..5 {

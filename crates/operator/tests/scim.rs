@@ -102,7 +102,7 @@ async fn a_person_is_created_suspended_and_offboarded_over_scim() {
         "emails": [{"value": person, "type": "work", "primary": true}],
         "active": true
     });
-    let mark = audit().len();
+    let mark = settled_mark().await;
     for token in [None, Some("wrong"), Some("")] {
         let (status, error) = call(&app, "POST", "/Users", token, Some(body.clone())).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED);

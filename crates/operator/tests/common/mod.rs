@@ -657,3 +657,27 @@ pub async fn profile(client: &Client, name: &str, spec: Value) -> homestead_api:
     .unwrap();
     api.create(&PostParams::default(), &profile).await.unwrap()
 }
+
+/// `homestead_events_pending` of the operator serving `metrics_address`, if it answers.
+pub fn events_pending(metrics_address: &str) -> Option<i64> {
+    let (_, body) = http_get(metrics_address, "/metrics")?;
+    body.lines()
+        .find(|l| l.starts_with("homestead_events_pending "))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// The audit log's length once the shared operator has published every Event it queued, for
+/// tests that count requests from a mark: an Event is published off the reconcile path, after
+/// the status write a test waits for, and would otherwise land after the mark as a stray write.
+/// Waits 250 ms first (a reconcile queues its Event just after its status write returns), then
+/// until `homestead_events_pending` is 0 (at most 30 s).
+pub async fn settled_mark() -> usize {
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let address = env().metrics_address.clone();
+    eventually("every queued Event to be published", 30, || {
+        let address = address.clone();
+        async move { (events_pending(&address)? == 0).then_some(()) }
+    })
+    .await;
+    audit().len()
+}
