@@ -80,18 +80,11 @@ fn scim_service() -> &'static ScimService {
                 ],
             )
             .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while https_request(&address, &credentials.ca, "GET", "/readyz", &token, None)
-            .map(|(code, _)| code)
-            != Ok(200)
-        {
-            assert!(
-                Instant::now() < deadline,
-                "homestead scim not ready:\n{}",
-                process.log_tail(40)
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        wait_until_ready(&process, || {
+            https_request(&address, &credentials.ca, "GET", "/readyz", &token, None)
+                .map(|(code, _)| code)
+                == Ok(200)
+        });
         ScimService {
             address,
             ca: credentials.ca,

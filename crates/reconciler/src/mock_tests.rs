@@ -122,6 +122,19 @@ fn status_write_only(alice: &User) -> Vec<Expect> {
     )]
 }
 
+/// The end of a reconcile of `user` that changed something: its status write, then the Event.
+fn status_write_and_event(user: &User) -> [Expect; 2] {
+    [
+        expect(
+            Method::PATCH,
+            "/users/alice/status",
+            StatusCode::OK,
+            json!(user),
+        ),
+        expect(Method::POST, EVENTS, StatusCode::CREATED, json!({})),
+    ]
+}
+
 /// A live User with the finalizer already in place (so the finalizer helper goes straight to
 /// provisioning).
 fn finalized(name: &str, spec: Value) -> User {
@@ -216,21 +229,13 @@ async fn not_found_on_delete_counts_as_deleted() {
     let (ctx, server, mut writers) = Context::test();
     let mut frank = finalized("alice", json!({ "suspended": true }));
     provisioned(&mut writers, &mut frank);
-    let script = vec![
-        expect(
-            Method::DELETE,
-            "/namespaces/user-alice/rolebindings/homestead-user",
-            StatusCode::NOT_FOUND,
-            failure(StatusCode::NOT_FOUND),
-        ),
-        expect(
-            Method::PATCH,
-            "/users/alice/status",
-            StatusCode::OK,
-            json!(frank),
-        ),
-        expect(Method::POST, EVENTS, StatusCode::CREATED, json!({})),
-    ];
+    let mut script = vec![expect(
+        Method::DELETE,
+        "/namespaces/user-alice/rolebindings/homestead-user",
+        StatusCode::NOT_FOUND,
+        failure(StatusCode::NOT_FOUND),
+    )];
+    script.extend(status_write_and_event(&frank));
     let (result, sent) = run(ctx, server, frank, script).await;
     assert_eq!(
         result.expect("a binding already gone is revoked"),
@@ -255,7 +260,7 @@ async fn conflict_on_create_leaves_the_other_namespace_alone() {
         ..Default::default()
     };
     // Unknown to the cache: created right away (no read first), and read only on a conflict.
-    let script = vec![
+    let mut script = vec![
         expect(
             Method::POST,
             "/api/v1/namespaces",
@@ -268,14 +273,8 @@ async fn conflict_on_create_leaves_the_other_namespace_alone() {
             StatusCode::OK,
             json!(foreign),
         ),
-        expect(
-            Method::PATCH,
-            "/users/alice/status",
-            StatusCode::OK,
-            json!(alice),
-        ),
-        expect(Method::POST, EVENTS, StatusCode::CREATED, json!({})),
     ];
+    script.extend(status_write_and_event(&alice));
     let (result, sent) = run(ctx, server, alice, script).await;
     assert_eq!(result.unwrap(), Action::await_change());
     assert_eq!(
@@ -538,7 +537,7 @@ async fn a_role_change_removes_every_binding_after_a_dry_run_no_name_can_block()
         "items": [binding("homestead-user"), binding("homestead-user-next"), binding("mine")],
     });
     let rolebindings = "/namespaces/user-alice/rolebindings";
-    let script = vec![
+    let mut script = vec![
         expect(
             Method::POST,
             "dryRun=All",
@@ -570,14 +569,8 @@ async fn a_role_change_removes_every_binding_after_a_dry_run_no_name_can_block()
             StatusCode::CREATED,
             json!(desired_role_binding(&alice, "user-alice")),
         ),
-        expect(
-            Method::PATCH,
-            "/users/alice/status",
-            StatusCode::OK,
-            json!(alice),
-        ),
-        expect(Method::POST, EVENTS, StatusCode::CREATED, json!({})),
     ];
+    script.extend(status_write_and_event(&alice));
     let ctx = Arc::new(ctx);
     let (result, sent) = run(ctx.clone(), server, alice, script).await;
     result.expect("the role change converges");

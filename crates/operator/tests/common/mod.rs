@@ -146,15 +146,9 @@ pub fn env() -> &'static Env {
         let plane = install();
         let metrics_address = format!("127.0.0.1:{}", free_port().unwrap());
         let operator = spawn_operator("homestead", "homestead-test", &metrics_address);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while http_get(&metrics_address, "/readyz").map(|(code, _)| code) != Some(200) {
-            assert!(
-                Instant::now() < deadline,
-                "operator not ready:\n{}",
-                operator.log_tail(40)
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        wait_until_ready(&operator, || {
+            http_get(&metrics_address, "/readyz").map(|(code, _)| code) == Some(200)
+        });
         Env {
             plane,
             metrics_address,
@@ -680,4 +674,17 @@ pub async fn settled_mark() -> usize {
     })
     .await;
     audit().len()
+}
+
+/// Polls `ready` every 200 ms for up to 60 s; panics with `process`'s last log lines otherwise.
+pub fn wait_until_ready(process: &Supervised, ready: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready() {
+        assert!(
+            Instant::now() < deadline,
+            "not ready after 60 s:\n{}",
+            process.log_tail(40)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
