@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Builds the local control plane (etcd, kube-apiserver, kube-controller-manager, kubectl) from the
-# Go modules pinned in go.mod/go.sum beside this script, into a version-keyed cache directory
-# outside the checkout, and prints that directory on stdout. Does nothing when the binaries are
-# already there. Concurrent callers wait on a lock instead of building twice.
+# Builds the local cluster's Kubernetes binaries (etcd, kube-apiserver, kube-controller-manager,
+# kubectl, and for the node kube-scheduler, kubelet and kube-proxy) from the Go modules pinned in
+# go.mod/go.sum beside this script, into a version-keyed cache directory outside the checkout, and
+# prints that directory on stdout. Builds only the binaries missing there, so a cache made before
+# the node existed gains the node's binaries without rebuilding the rest. Concurrent callers wait on a
+# lock instead of building twice.
 #
 #   HOMESTEAD_CACHE   cache root (default: ~/.cache/homestead)
 #   KUBEBUILDER_ASSETS  if it names a directory holding kube-apiserver, etcd and
@@ -10,7 +12,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-binaries=(etcd kube-apiserver kube-controller-manager kubectl)
+binaries=(etcd kube-apiserver kube-controller-manager kubectl kubelet kube-proxy kube-scheduler)
 
 if [[ -n "${KUBEBUILDER_ASSETS:-}" ]] &&
   [[ -x "$KUBEBUILDER_ASSETS/kube-apiserver" && -x "$KUBEBUILDER_ASSETS/etcd" &&
@@ -46,18 +48,17 @@ export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
 minor=${k8s#v1.}
 minor=${minor%%.*}
 version_flags="-X k8s.io/component-base/version.gitVersion=$k8s -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
-staging=$(mktemp -d "$cache/control-plane/.build.XXXXXX")
-trap 'rm -rf "$staging"' EXIT
-
-echo "building control plane $k8s (etcd $etcd) into $dir; the first build takes several minutes" >&2
+mkdir -p "$dir"
 start=$(date +%s)
 cd "$here"
-go build -trimpath -ldflags "-s -w" -o "$staging/etcd" go.etcd.io/etcd/server/v3 >&2
-for cmd in kube-apiserver kube-controller-manager kubectl; do
-  go build -trimpath -ldflags "-s -w $version_flags" -o "$staging/$cmd" "k8s.io/kubernetes/cmd/$cmd" >&2
+for b in "${binaries[@]}"; do
+  [[ -x "$dir/$b" ]] && continue
+  echo "building $b ($k8s, etcd $etcd) into $dir; a first build takes minutes" >&2
+  case "$b" in
+  etcd) go build -trimpath -ldflags "-s -w" -o "$dir/.$b.partial" go.etcd.io/etcd/server/v3 >&2 ;;
+  *) go build -trimpath -ldflags "-s -w $version_flags" -o "$dir/.$b.partial" "k8s.io/kubernetes/cmd/$b" >&2 ;;
+  esac
+  mv "$dir/.$b.partial" "$dir/$b" # a build cut short never leaves a binary that looks complete
 done
-rm -rf "$dir"
-mv "$staging" "$dir"
-trap - EXIT
-echo "control plane built in $(($(date +%s) - start)) s" >&2
+echo "Kubernetes binaries built in $(($(date +%s) - start)) s" >&2
 echo "$dir"

@@ -12,6 +12,7 @@
 //! and is stopped when the [`ControlPlane`] is dropped or the test process exits, including on a
 //! panic (see [`process`]). Set `HOMESTEAD_TESTENV_KEEP=1` to keep the directory for inspection.
 
+pub mod node;
 mod process;
 
 use std::collections::BTreeMap;
@@ -29,6 +30,7 @@ use kube::config::{
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, Config};
 
+pub use node::{NODE_NAME, NodeTools, node_tools};
 pub use process::Supervised;
 
 /// The admin identity: user `homestead-admin` in group `system:masters` (all permissions).
@@ -43,7 +45,11 @@ pub const OPERATOR: &str = "system:serviceaccount:homestead-system:homestead";
 pub const SCIM: &str = "system:serviceaccount:homestead-system:homestead-scim";
 
 /// Field manager of the writes the test environment itself makes (CRD installation).
-const FIELD_MANAGER: &str = "homestead-testenv";
+pub(crate) const FIELD_MANAGER: &str = "homestead-testenv";
+
+/// The common name of the client certificate kube-apiserver presents to kubelet (for logs and
+/// exec), when the cluster has a node.
+pub const APISERVER_KUBELET_CLIENT: &str = "homestead-testenv:apiserver-kubelet-client";
 
 /// How long the control plane may take to become ready once the binaries exist.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
@@ -86,6 +92,10 @@ pub enum Error {
     /// A CRD did not report `Established=True` within 30 seconds.
     #[error("CRD {0} did not become Established")]
     CrdNotEstablished(String),
+    /// The node cannot start: what is missing or what failed (root, a program, a lock, a
+    /// process that exited, readiness).
+    #[error("the local node cannot start: {0}")]
+    Node(String),
 }
 
 /// Result with this crate's [`Error`].
@@ -122,13 +132,16 @@ impl Identity {
     }
 }
 
-/// What to start: extra identities and the CRDs to install once the API server is ready.
+/// What to start: extra identities, the CRDs to install once the API server is ready, and
+/// whether the cluster gets a node.
 #[derive(Clone, Debug)]
 pub struct Options {
     /// Identities that get a token; [`ADMIN`], [`OPERATOR`] and [`SCIM`] are always present.
     pub identities: Vec<Identity>,
     /// CRDs to install and wait for (`Established=True`) before [`ControlPlane::start`] returns.
     pub crds: Vec<CustomResourceDefinition>,
+    /// Start a node (see [`node`]): containerd, kubelet, kube-proxy and kube-router, so Pods run.
+    pub node: bool,
 }
 
 impl Default for Options {
@@ -144,6 +157,7 @@ impl Default for Options {
                     .in_group("system:serviceaccounts:homestead-system"),
             ],
             crds: Vec::new(),
+            node: false,
         }
     }
 }
@@ -162,6 +176,13 @@ impl Options {
         self.crds.push(crd);
         self
     }
+
+    /// Starts a node with the control plane (see [`node`]); needs root.
+    #[must_use]
+    pub fn with_node(mut self) -> Self {
+        self.node = true;
+        self
+    }
 }
 
 /// Runs `tools/control-plane/build.sh` (a no-op when the binaries are cached) and returns the
@@ -171,25 +192,30 @@ impl Options {
 /// [`Error::Build`] when the Go build fails; its output goes to this process's stderr.
 pub fn binaries() -> Result<PathBuf> {
     static DIR: OnceLock<std::result::Result<PathBuf, String>> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let script =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/control-plane/build.sh");
-        let out = std::process::Command::new("bash")
-            .arg(&script)
-            .stderr(std::process::Stdio::inherit())
-            .output()
-            .map_err(|e| format!("running {}: {e}", script.display()))?;
-        if !out.status.success() {
-            return Err(format!("{} exited with {}", script.display(), out.status));
-        }
-        let dir = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-        if dir.is_empty() {
-            return Err(format!("{} printed no directory", script.display()));
-        }
-        Ok(PathBuf::from(dir))
-    })
-    .clone()
-    .map_err(Error::Build)
+    DIR.get_or_init(|| run_build_script("tools/control-plane/build.sh"))
+        .clone()
+        .map_err(Error::Build)
+}
+
+/// Runs the script at `relative` (to the repository root), its stderr going to ours, and returns
+/// the directory it prints on stdout.
+pub(crate) fn run_build_script(relative: &str) -> std::result::Result<PathBuf, String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(relative);
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("running {}: {e}", script.display()))?;
+    if !out.status.success() {
+        return Err(format!("{} exited with {}", script.display(), out.status));
+    }
+    let dir = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if dir.is_empty() {
+        return Err(format!("{} printed no directory", script.display()));
+    }
+    Ok(PathBuf::from(dir))
 }
 
 /// Returns a free TCP port on 127.0.0.1 (the OS picks it; it is released before use).
@@ -224,17 +250,47 @@ rules:
 - level: Metadata
 ";
 
-/// Writes the serving certificate and key (self-signed for 127.0.0.1), the service-account
-/// signing key pair, the token file with `tokens_csv` and the audit policy into `dir`.
-fn write_files(dir: &Path, tokens_csv: &str) -> Result<ApiServerFiles> {
+/// The names the API server's serving certificate holds: loopback, and for Pods the node's
+/// address, the `kubernetes` Service's ClusterIP and its DNS names.
+const SERVING_NAMES: [&str; 8] = [
+    "127.0.0.1",
+    "localhost",
+    node::NODE_IP,
+    "10.0.0.1",
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+];
+
+/// Writes the serving certificate and key (self-signed for [`SERVING_NAMES`]), the
+/// service-account signing key pair, the token file with `tokens_csv` and the audit policy into
+/// `dir`; with `node`, also a CA for kubelet's clients and the API server's client certificate
+/// ([`APISERVER_KUBELET_CLIENT`]) signed by it.
+fn write_files(dir: &Path, tokens_csv: &str, node: bool) -> Result<ApiServerFiles> {
     let write = |name: &str, contents: &str| -> Result<PathBuf> {
         let path = dir.join(name);
         std::fs::write(&path, contents).map_err(io(format!("writing {}", path.display())))?;
         Ok(path)
     };
-    let serving =
-        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])?;
+    let serving = rcgen::generate_simple_self_signed(SERVING_NAMES.map(str::to_owned).to_vec())?;
     let service_account = rcgen::KeyPair::generate()?;
+    let kubelet_client = if node {
+        let ca = certificate_authority("Homestead local kubelet client CA")?;
+        let key = rcgen::KeyPair::generate()?;
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, APISERVER_KUBELET_CLIENT);
+        let cert = params.signed_by(&key, &ca)?;
+        Some(KubeletClientFiles {
+            ca: write("kubelet-client-ca.crt", &ca.pem())?,
+            cert: write("kubelet-client.crt", &cert.pem())?,
+            key: write("kubelet-client.key", &key.serialize_pem())?,
+        })
+    } else {
+        None
+    };
     Ok(ApiServerFiles {
         serving_cert: write("serving.crt", &serving.cert.pem())?,
         serving_key: write("serving.key", &serving.signing_key.serialize_pem())?,
@@ -242,7 +298,27 @@ fn write_files(dir: &Path, tokens_csv: &str) -> Result<ApiServerFiles> {
         service_account_pub: write("service-account.pub", &service_account.public_key_pem())?,
         tokens: write("tokens.csv", tokens_csv)?,
         audit_policy: write("audit-policy.yaml", AUDIT_POLICY)?,
+        kubelet_client,
     })
+}
+
+/// A fresh self-signed CA named `common_name`, for signing certificates only.
+fn certificate_authority(
+    common_name: &str,
+) -> Result<rcgen::CertifiedIssuer<'static, rcgen::KeyPair>> {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, common_name);
+    params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::CrlSign,
+    ];
+    Ok(rcgen::CertifiedIssuer::self_signed(
+        params,
+        rcgen::KeyPair::generate()?,
+    )?)
 }
 
 /// Files for serving SCIM over TLS on the loopback interface, from [`scim_credentials`].
@@ -273,17 +349,7 @@ pub fn scim_credentials(dir: &Path) -> Result<ScimCredentials> {
             .map_err(io(format!("restricting {}", path.display())))?;
         Ok(path)
     };
-    let ca_key = rcgen::KeyPair::generate()?;
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new())?;
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "Homestead local SCIM CA");
-    ca_params.key_usages = vec![
-        rcgen::KeyUsagePurpose::KeyCertSign,
-        rcgen::KeyUsagePurpose::CrlSign,
-    ];
-    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key)?;
+    let ca = certificate_authority("Homestead local SCIM CA")?;
     let key = rcgen::KeyPair::generate()?;
     let mut params =
         rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])?;
@@ -347,6 +413,19 @@ pub struct ApiServerFiles {
     pub tokens: PathBuf,
     /// Audit policy ([`AUDIT_POLICY`]).
     pub audit_policy: PathBuf,
+    /// With a node: the CA kubelet trusts for clients, and the API server's certificate.
+    pub kubelet_client: Option<KubeletClientFiles>,
+}
+
+/// The API server's credentials for kubelet's API (logs, exec, port-forward).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KubeletClientFiles {
+    /// The CA (PEM) kubelet trusts for client certificates.
+    pub ca: PathBuf,
+    /// The API server's client certificate (PEM), common name [`APISERVER_KUBELET_CLIENT`].
+    pub cert: PathBuf,
+    /// Its private key (PEM).
+    pub key: PathBuf,
 }
 
 /// The controllers kube-controller-manager runs: garbage collection and namespace deletion
@@ -370,20 +449,28 @@ pub fn etcd_args(dir: &Path, ports: Ports) -> Vec<String> {
     ]
 }
 
-/// kube-apiserver's arguments: etcd on `ports`, 127.0.0.1 only, RBAC authorization, static
-/// token authentication, an audit log at `<dir>/audit.log`, and service-account tokens signed
-/// with the key in `files`.
+/// kube-apiserver's arguments: etcd on `ports`, RBAC authorization, static token
+/// authentication, an audit log at `<dir>/audit.log`, and service-account tokens signed with the
+/// key in `files`. Without a node it listens on 127.0.0.1 only. With one (`files` has kubelet
+/// client credentials) it listens on the node's address [`node::NODE_IP`], where Pods reach it
+/// (still nothing outside this machine), authorizes kubelet with the Node authorizer and
+/// NodeRestriction, and admits Pods with their ServiceAccount's token, as a real cluster does.
 pub fn apiserver_args(dir: &Path, ports: Ports, files: &ApiServerFiles) -> Vec<String> {
     let path = |p: &Path| p.display().to_string();
-    vec![
+    let address = if files.kubelet_client.is_some() {
+        node::NODE_IP
+    } else {
+        "127.0.0.1"
+    };
+    let mut args = vec![
         format!("--etcd-servers={}", ports.etcd_url()),
-        "--bind-address=127.0.0.1".to_owned(),
-        "--advertise-address=127.0.0.1".to_owned(),
+        format!("--bind-address={address}"),
+        format!("--advertise-address={address}"),
         format!("--secure-port={}", ports.apiserver),
         format!("--cert-dir={}", dir.join("certs").display()),
         format!("--tls-cert-file={}", path(&files.serving_cert)),
         format!("--tls-private-key-file={}", path(&files.serving_key)),
-        "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
+        format!("--service-cluster-ip-range={}", node::SERVICE_CIDR),
         "--service-account-issuer=https://127.0.0.1".to_owned(),
         format!(
             "--service-account-key-file={}",
@@ -393,10 +480,7 @@ pub fn apiserver_args(dir: &Path, ports: Ports, files: &ApiServerFiles) -> Vec<S
             "--service-account-signing-key-file={}",
             path(&files.service_account_key)
         ),
-        "--authorization-mode=RBAC".to_owned(),
         format!("--token-auth-file={}", path(&files.tokens)),
-        "--disable-admission-plugins=ServiceAccount".to_owned(),
-        "--enable-admission-plugins=OwnerReferencesPermissionEnforcement".to_owned(),
         // As on real clusters (kubelets run privileged pods): Pod Security decides, not this.
         "--allow-privileged=true".to_owned(),
         format!("--audit-policy-file={}", path(&files.audit_policy)),
@@ -404,24 +488,64 @@ pub fn apiserver_args(dir: &Path, ports: Ports, files: &ApiServerFiles) -> Vec<S
         // Never rotate (the default rotates at 100 MB, and a benchmark writes more).
         "--audit-log-maxsize=1000000".to_owned(),
         "--v=1".to_owned(),
-    ]
+    ];
+    match &files.kubelet_client {
+        None => args.extend(
+            [
+                "--authorization-mode=RBAC",
+                // No Pod runs without a node; tests create Pods only as objects.
+                "--disable-admission-plugins=ServiceAccount",
+                "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
+            ]
+            .map(str::to_owned),
+        ),
+        Some(kubelet) => args.extend([
+            "--authorization-mode=Node,RBAC".to_owned(),
+            "--enable-admission-plugins=NodeRestriction,OwnerReferencesPermissionEnforcement"
+                .to_owned(),
+            format!("--kubelet-client-certificate={}", path(&kubelet.cert)),
+            format!("--kubelet-client-key={}", path(&kubelet.key)),
+            "--kubelet-preferred-address-types=InternalIP".to_owned(),
+        ]),
+    }
+    args
 }
 
 /// kube-controller-manager's arguments: the admin `kubeconfig`, no leader election, no serving
-/// port, the [`CONTROLLERS`], and client rate limits raised as on a tuned production control
-/// plane (100 requests/s, bursts of 200; the namespace controller gets 20 times that), so
-/// deleting thousands of namespaces is bound by the API server, not by a client-side limit.
-pub fn controller_manager_args(kubeconfig: &Path) -> Vec<String> {
-    vec![
+/// port, and client rate limits raised as on a tuned production control plane (100 requests/s,
+/// bursts of 200; the namespace controller gets 20 times that), so deleting thousands of
+/// namespaces is bound by the API server, not by a client-side limit. Without a node it runs the
+/// [`CONTROLLERS`] only. With one (`files` has kubelet client credentials) it runs every
+/// controller enabled by default (Deployments get ReplicaSets and Pods, Services get
+/// EndpointSlices, ServiceAccount tokens, disruption budgets, ...) and gives the node its pod
+/// range from [`node::CLUSTER_CIDR`]; `kube-root-ca.crt` ConfigMaps carry the serving certificate.
+pub fn controller_manager_args(kubeconfig: &Path, files: &ApiServerFiles) -> Vec<String> {
+    let mut args = vec![
         format!("--kubeconfig={}", kubeconfig.display()),
         "--leader-elect=false".to_owned(),
-        format!("--controllers={CONTROLLERS}"),
         "--secure-port=0".to_owned(),
         "--kube-api-qps=100".to_owned(),
         "--kube-api-burst=200".to_owned(),
         "--concurrent-namespace-syncs=20".to_owned(),
         "--v=1".to_owned(),
-    ]
+    ];
+    if files.kubelet_client.is_some() {
+        args.extend([
+            "--controllers=*".to_owned(),
+            "--allocate-node-cidrs=true".to_owned(),
+            format!("--cluster-cidr={}", node::CLUSTER_CIDR),
+            "--node-cidr-mask-size=24".to_owned(),
+            format!("--service-cluster-ip-range={}", node::SERVICE_CIDR),
+            format!("--root-ca-file={}", files.serving_cert.display()),
+            format!(
+                "--service-account-private-key-file={}",
+                files.service_account_key.display()
+            ),
+        ]);
+    } else {
+        args.push(format!("--controllers={CONTROLLERS}"));
+    }
+    args
 }
 
 /// The token file's content: one line per identity, `token,user,uid,"groups"`, with the uid
@@ -481,8 +605,80 @@ pub struct ControlPlane {
     bin: PathBuf,
     ports: Ports,
     files: ApiServerFiles,
-    /// In stop order: kube-controller-manager, kube-apiserver, etcd.
+    /// The node, when started with one.
+    node: Option<Node>,
+    /// In stop order: the node's processes (kube-router, kube-proxy, kubelet, kube-scheduler,
+    /// containerd, its janitor), kube-controller-manager, kube-apiserver, etcd.
     processes: Mutex<Vec<Supervised>>,
+}
+
+/// A node started with the control plane ([`Options::with_node`]).
+#[derive(Debug)]
+pub struct Node {
+    dir: node::NodeDir,
+    tools: NodeTools,
+    _lock: node::MachineLock,
+}
+
+impl Node {
+    /// containerd's socket (for `ctr --address`).
+    pub fn containerd_socket(&self) -> PathBuf {
+        self.dir.containerd_socket()
+    }
+
+    /// The node's directory: configuration, logs of its processes aside, containerd's and
+    /// kubelet's state.
+    pub fn dir(&self) -> &Path {
+        &self.dir.dir
+    }
+
+    /// The reference of the toolbox test image in the node's containerd: busybox (sh, nc,
+    /// httpd) and kubectl, running as 65534.
+    ///
+    /// # Errors
+    /// [`Error::Io`] if the image's reference file is missing.
+    pub fn toolbox_image(&self) -> Result<String> {
+        self.tools.image_ref("toolbox")
+    }
+
+    /// Imports an OCI image archive into the node's containerd as `<repository>:<tag in it>`.
+    ///
+    /// # Errors
+    /// [`Error::Node`] if `ctr images import` fails.
+    pub fn import_image(&self, archive: &Path, repository: &str) -> Result<()> {
+        node::import_image(&self.containerd_socket(), archive, repository)
+    }
+
+    /// Prepares a node's machine-wide prerequisites before the control plane starts: the tools,
+    /// the preflight checks, the lock, cleanup after a node that crashed, and the bridge.
+    fn prepare(plane_dir: &Path, bin: &Path) -> Result<Self> {
+        let tools = node_tools()?;
+        node::preflight()?;
+        let dir = node::NodeDir {
+            dir: PathBuf::from(format!("{}-node", plane_dir.display())),
+        };
+        let lock = node::MachineLock::acquire(&dir.dir)?;
+        let janitor = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/node/janitor.sh");
+        let tmp = std::env::temp_dir();
+        node::run(
+            "bash",
+            &[
+                &janitor.display().to_string(),
+                "stale",
+                &tmp.display().to_string(),
+                &bin.display().to_string(),
+                &tools.kube_router().display().to_string(),
+            ],
+        )?;
+        node::prepare_host()?;
+        std::fs::create_dir_all(dir.dir.join("cni"))
+            .map_err(io(format!("creating {}", dir.dir.display())))?;
+        Ok(Self {
+            dir,
+            tools,
+            _lock: lock,
+        })
+    }
 }
 
 impl ControlPlane {
@@ -497,27 +693,44 @@ impl ControlPlane {
         let started = Instant::now();
         let bin = binaries()?;
         let dir = std::env::temp_dir().join(format!("homestead-testenv-{}", random_hex()));
+        let node = if options.node {
+            Some(Node::prepare(&dir, &bin)?)
+        } else {
+            None
+        };
         std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
         let ports = Ports::free()?;
-        let tokens: BTreeMap<String, String> = options
-            .identities
+        let mut identities = options.identities.clone();
+        if node.is_some() {
+            identities.extend(node::identities());
+        }
+        let tokens: BTreeMap<String, String> = identities
             .iter()
             .map(|i| (i.name.clone(), random_hex()))
             .collect();
-        let files = write_files(&dir, &token_file(&options.identities, &tokens))?;
+        let files = write_files(&dir, &token_file(&identities, &tokens), node.is_some())?;
+        let address = if node.is_some() {
+            node::NODE_IP
+        } else {
+            "127.0.0.1"
+        };
         let plane = Self {
-            server: format!("https://127.0.0.1:{}", ports.apiserver),
+            server: format!("https://{address}:{}", ports.apiserver),
             dir,
             tokens,
             bin,
             ports,
             files,
+            node,
             processes: Mutex::default(),
         };
         plane.start_etcd()?;
         plane.start_apiserver("kube-apiserver.log")?;
         plane.wait_ready(started).await?;
         plane.start_controller_manager().await?;
+        if plane.node.is_some() {
+            plane.start_node().await?;
+        }
         if !options.crds.is_empty() {
             plane.install_crds(&options.crds).await?;
         }
@@ -614,7 +827,7 @@ impl ControlPlane {
         let kcm = Supervised::spawn(
             "kube-controller-manager",
             &self.bin.join("kube-controller-manager"),
-            &controller_manager_args(&kubeconfig),
+            &controller_manager_args(&kubeconfig, &self.files),
             self.dir.join("kube-controller-manager.log"),
             None,
         )
@@ -622,6 +835,116 @@ impl ControlPlane {
         let log = kcm.log.clone();
         self.processes().insert(0, kcm);
         self.wait_logged("kube-controller-manager", &log).await
+    }
+
+    /// Starts the node's processes (janitor, containerd, kube-scheduler, kubelet, kube-proxy,
+    /// kube-router) and waits until the Node is `Ready`.
+    async fn start_node(&self) -> Result<()> {
+        let node = self
+            .node
+            .as_ref()
+            .expect("start_node is called with a node");
+        let dir = &node.dir;
+        let write = |name: &str, contents: &str| -> Result<()> {
+            let path = dir.dir.join(name);
+            std::fs::write(&path, contents).map_err(io(format!("writing {}", path.display())))
+        };
+        let pause = node.tools.image_ref("pause")?;
+        write("containerd.toml", &node::containerd_config(dir, &pause))?;
+        write("cni/10-homestead.conflist", &node::cni_config(dir))?;
+        let client_ca = &self
+            .files
+            .kubelet_client
+            .as_ref()
+            .expect("a node's control plane has kubelet client credentials")
+            .ca;
+        write("kubelet.yaml", &node::kubelet_config(dir, client_ca))?;
+        for (identity, file) in [
+            (node::KUBELET, "kubelet.kubeconfig"),
+            (node::KUBE_SCHEDULER, "kube-scheduler.kubeconfig"),
+            (node::KUBE_PROXY, "kube-proxy.kubeconfig"),
+            (node::KUBE_ROUTER, "kube-router.kubeconfig"),
+        ] {
+            self.write_kubeconfig(identity, &dir.dir.join(file))?;
+        }
+        node::apply_rbac(self.client(ADMIN).await?).await?;
+
+        let janitor = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/node/janitor.sh");
+        let router = node.tools.kube_router();
+        let spawn = |name: &'static str, program: &Path, args: Vec<String>| -> Result<()> {
+            let process = Supervised::spawn(
+                name,
+                program,
+                &args,
+                self.dir.join(format!("{name}.log")),
+                None,
+            )
+            .map_err(io(format!("starting {name}")))?;
+            self.processes().insert(0, process);
+            Ok(())
+        };
+        let path = |p: &Path| p.display().to_string();
+        spawn(
+            "node-janitor",
+            Path::new("bash"),
+            vec![
+                path(&janitor),
+                "watch".to_owned(),
+                path(&dir.dir),
+                path(&self.bin),
+                path(&router),
+            ],
+        )?;
+        spawn(
+            "containerd",
+            Path::new("containerd"),
+            vec![format!(
+                "--config={}",
+                dir.dir.join("containerd.toml").display()
+            )],
+        )?;
+        let socket = dir.containerd_socket();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !socket.exists() {
+            self.check_running()?;
+            if Instant::now() > deadline {
+                return Err(self.startup_error("containerd opened no socket in 30 s".to_owned()));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        for image in ["pause", "toolbox"] {
+            let reference = node.tools.image_ref(image)?;
+            let repository = reference.rsplit_once(':').map_or(&*reference, |(r, _)| r);
+            node::import_image(&socket, &node.tools.image_archive(image), repository)?;
+        }
+        spawn(
+            "kube-scheduler",
+            &self.bin.join("kube-scheduler"),
+            node::scheduler_args(dir),
+        )?;
+        spawn(
+            "kubelet",
+            &self.bin.join("kubelet"),
+            node::kubelet_args(dir),
+        )?;
+        spawn(
+            "kube-proxy",
+            &self.bin.join("kube-proxy"),
+            node::kube_proxy_args(dir),
+        )?;
+        let client = self.client(ADMIN).await?;
+        node::wait_node_ready(client, || self.check_running())
+            .await
+            .map_err(|e| self.startup_error(e.to_string()))?;
+        // kube-router reads its Node at start, so it starts once kubelet has registered it.
+        spawn("kube-router", &router, node::kube_router_args(dir))?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        self.check_running()
+    }
+
+    /// The node, when the control plane was started with one ([`Options::with_node`]).
+    pub fn node(&self) -> Option<&Node> {
+        self.node.as_ref()
     }
 
     /// The control plane shared by all tests of one test binary, started on first use with
@@ -917,17 +1240,32 @@ mod tests {
         );
     }
 
-    #[test]
-    fn apiserver_authenticates_by_token_and_authorizes_by_rbac() {
-        let files = ApiServerFiles {
+    fn files() -> ApiServerFiles {
+        ApiServerFiles {
             serving_cert: "/cp/serving.crt".into(),
             serving_key: "/cp/serving.key".into(),
             service_account_key: "/cp/sa.key".into(),
             service_account_pub: "/cp/sa.pub".into(),
             tokens: "/cp/tokens.csv".into(),
             audit_policy: "/cp/audit.yaml".into(),
-        };
-        let args = apiserver_args(Path::new("/cp"), ports(), &files);
+            kubelet_client: None,
+        }
+    }
+
+    fn files_with_node() -> ApiServerFiles {
+        ApiServerFiles {
+            kubelet_client: Some(KubeletClientFiles {
+                ca: "/cp/kubelet-client-ca.crt".into(),
+                cert: "/cp/kubelet-client.crt".into(),
+                key: "/cp/kubelet-client.key".into(),
+            }),
+            ..files()
+        }
+    }
+
+    #[test]
+    fn apiserver_authenticates_by_token_and_authorizes_by_rbac() {
+        let args = apiserver_args(Path::new("/cp"), ports(), &files());
         assert_has_all(
             &args,
             &[
@@ -944,8 +1282,42 @@ mod tests {
     }
 
     #[test]
+    fn with_a_node_the_apiserver_listens_where_pods_reach_it_and_authorizes_kubelet() {
+        let args = apiserver_args(Path::new("/cp"), ports(), &files_with_node());
+        assert_has_all(
+            &args,
+            &[
+                "--bind-address=10.244.0.1",
+                "--advertise-address=10.244.0.1",
+                "--authorization-mode=Node,RBAC",
+                "--enable-admission-plugins=NodeRestriction,OwnerReferencesPermissionEnforcement",
+                "--kubelet-client-certificate=/cp/kubelet-client.crt",
+            ],
+        );
+        assert!(
+            !args.iter().any(|a| a.contains("disable-admission-plugins")),
+            "Pods on a node get their ServiceAccount token: {args:?}"
+        );
+    }
+
+    #[test]
+    fn with_a_node_the_controller_manager_runs_its_defaults_and_allocates_pod_ranges() {
+        let args = controller_manager_args(Path::new("/cp/admin.kubeconfig"), &files_with_node());
+        assert_has_all(
+            &args,
+            &[
+                "--controllers=*",
+                "--allocate-node-cidrs=true",
+                "--cluster-cidr=10.244.0.0/16",
+                "--root-ca-file=/cp/serving.crt",
+                "--service-account-private-key-file=/cp/sa.key",
+            ],
+        );
+    }
+
+    #[test]
     fn controller_manager_runs_what_access_checks_need() {
-        let args = controller_manager_args(Path::new("/cp/admin.kubeconfig"));
+        let args = controller_manager_args(Path::new("/cp/admin.kubeconfig"), &files());
         assert!(args.contains(&"--kubeconfig=/cp/admin.kubeconfig".to_owned()));
         let controllers = args
             .iter()

@@ -4,7 +4,10 @@
 //! service `scim-ca.crt`, `scim-tls.crt`, `scim-tls.key` and a bearer token in `scim-token`;
 //! `bin` (a symlink to the
 //! directory with the matching `kubectl`), `testenv.pid`, `testenv.dir` (the control plane's
-//! directory with its logs), and `ready` once the API server is ready.
+//! directory with its logs), and `ready` once the API server is ready. With `--node` it also
+//! starts the node (root only) and writes `node.dir` (the node's directory, with containerd's
+//! socket) and `toolbox.ref` (the test image's reference); when the node cannot start, it says
+//! why in one line (`node.error`) and goes on without it, unless `--require-node` is given.
 
 use std::path::PathBuf;
 
@@ -25,6 +28,12 @@ enum Command {
         /// Where to write kubeconfigs, the pid file and the ready marker.
         #[arg(long, default_value = ".homestead")]
         state_dir: PathBuf,
+        /// Also start a node (containerd, kubelet, kube-proxy, kube-router), so Pods run.
+        #[arg(long)]
+        node: bool,
+        /// With --node: fail instead of going on without the node when it cannot start.
+        #[arg(long, requires = "node")]
+        require_node: bool,
     },
 }
 
@@ -35,7 +44,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .init();
-    let Command::Up { state_dir } = Cli::parse().command;
+    let Command::Up {
+        state_dir,
+        node,
+        require_node,
+    } = Cli::parse().command;
     std::fs::create_dir_all(&state_dir)?;
     let ready = state_dir.join("ready");
     let _ = std::fs::remove_file(&ready);
@@ -44,7 +57,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::process::id().to_string(),
     )?;
 
-    let plane = ControlPlane::start(Options::default()).await?;
+    let _ = std::fs::remove_file(state_dir.join("node.error"));
+    let plane = if node {
+        match ControlPlane::start(Options::default().with_node()).await {
+            Ok(plane) => plane,
+            Err(e) if !require_node => {
+                let reason = e.to_string();
+                let first = reason.lines().next().unwrap_or_default();
+                tracing::warn!(error = %reason, "starting without a node");
+                std::fs::write(state_dir.join("node.error"), format!("{first}\n"))?;
+                ControlPlane::start(Options::default()).await?
+            }
+            Err(e) => return Err(e.into()),
+        }
+    } else {
+        ControlPlane::start(Options::default()).await?
+    };
+    if let Some(node) = plane.node() {
+        std::fs::write(state_dir.join("node.dir"), node.dir().display().to_string())?;
+        std::fs::write(state_dir.join("toolbox.ref"), node.toolbox_image()?)?;
+    }
     plane.write_kubeconfig(ADMIN, &state_dir.join("admin.kubeconfig"))?;
     plane.write_kubeconfig(OPERATOR, &state_dir.join("operator.kubeconfig"))?;
     plane.write_kubeconfig(SCIM, &state_dir.join("scim.kubeconfig"))?;
@@ -80,6 +112,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "scim-tls.key",
         "scim-token",
         "bin",
+        "node.dir",
+        "toolbox.ref",
     ] {
         let _ = std::fs::remove_file(state_dir.join(file));
     }

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Installs Homestead on a local cluster with a node the way a platform team installs it: the
+# image built here (tools/image/build.sh, no registry) loaded into the node's containerd, the
+# SCIM service's Secrets, then the Helm chart with two operator replicas and the SCIM service.
+# Waits until every Pod is Ready through its probes. Used by `just deploy` and the node tests.
+#
+#   install-chart.sh <kubeconfig> <containerd-socket> <homestead-binary> <state-dir> [helm args...]
+#
+# Writes into <state-dir> (once; kept across installs): scim-ca.crt, and the SCIM service's
+# certificate (for homestead-scim.homestead-system.svc) and bearer token scim-token, which the
+# Secrets homestead-scim-tls and homestead-scim-tokens carry. Prints the image reference.
+set -euo pipefail
+[ $# -ge 4 ] || { echo "usage: $0 <kubeconfig> <containerd-socket> <homestead-binary> <state-dir> [helm args...]" >&2; exit 2; }
+kubeconfig=$1 socket=$2 binary=$3 state=$4
+shift 4
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+bin=$("$root/tools/control-plane/build.sh")
+helm=$("$root/tools/helm/install.sh")
+kubectl() { "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
+namespace=homestead-system
+mkdir -p "$state"
+
+# The image, tagged by the binary's content so a rebuilt binary is a new image to kubelet.
+tag=dev-$(sha256sum "$binary" | cut -c1-12)
+"$root/tools/image/build.sh" "$binary" "$state/homestead-image.tar" "$tag" >/dev/null
+ctr --address "$socket" --namespace k8s.io images import --base-name homestead.local/homestead \
+  "$state/homestead-image.tar" >/dev/null
+
+# The SCIM service's CA, certificate and token, made once.
+if [ ! -f "$state/scim-service.key" ]; then
+  name=homestead-scim.$namespace.svc
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
+    -subj "/CN=Homestead local SCIM CA" -keyout "$state/scim-service-ca.key" \
+    -out "$state/scim-service-ca.crt" 2>/dev/null
+  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$name" \
+    -keyout "$state/scim-service.key" -out "$state/scim-service.csr" 2>/dev/null
+  openssl x509 -req -in "$state/scim-service.csr" -CA "$state/scim-service-ca.crt" \
+    -CAkey "$state/scim-service-ca.key" -CAcreateserial -days 30 \
+    -extfile <(printf 'subjectAltName=DNS:%s,DNS:%s.cluster.local,DNS:homestead-scim.%s' "$name" "$name" "$namespace") \
+    -out "$state/scim-service.crt" 2>/dev/null
+  openssl rand -hex 32 >"$state/scim-service-token"
+  chmod 600 "$state"/scim-service*.key "$state/scim-service-token"
+fi
+kubectl create namespace "$namespace" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl -n "$namespace" create secret tls homestead-scim-tls --cert "$state/scim-service.crt" \
+  --key "$state/scim-service.key" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl -n "$namespace" create secret generic homestead-scim-tokens \
+  --from-file=tokens="$state/scim-service-token" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+
+"$helm" upgrade --install homestead "$root/charts/homestead" --kubeconfig "$kubeconfig" \
+  --namespace "$namespace" --set image.repository=homestead.local/homestead \
+  --set image.tag="$tag" --set image.pullPolicy=Never --set scim.enabled=true \
+  --wait --timeout 180s "$@" >&2
+echo "homestead.local/homestead:$tag"
