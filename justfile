@@ -9,13 +9,28 @@ metrics_address := env_var_or_default("HOMESTEAD_METRICS_ADDRESS", "127.0.0.1:80
 # Address of the SCIM service under `just up` (HTTPS; CA in .homestead/scim-ca.crt).
 scim_address := env_var_or_default("HOMESTEAD_SCIM_ADDRESS", "127.0.0.1:8443")
 kubectl := state / "bin/kubectl --kubeconfig " + state / "admin.kubeconfig"
+# The operator's version (the image's tag, the chart's appVersion).
+version := `sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1`
 
 default:
     @just --list
 
-# Build etcd, kube-apiserver, kube-controller-manager and kubectl from Go modules (cached).
+# Build the local cluster's binaries from Go modules (cached): etcd, kube-apiserver, kube-controller-manager, kubectl, and the node's kube-scheduler, kubelet and kube-proxy (a node's first start builds kube-router and its images: tools/node/build.sh).
 control-plane:
     @tools/control-plane/build.sh >/dev/null
+
+# Build Homestead's image with no registry (release binary, its shared libraries, uid 65532) into target/image/homestead.tar, and load it into the node of `just up` when one runs.
+image:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    cargo build --release --locked -p homestead --bin homestead
+    tools/image/build.sh target/release/homestead target/image/homestead.tar {{version}} >/dev/null
+    echo "built target/image/homestead.tar (homestead.local/homestead:{{version}})"
+    if [ -f {{state}}/node.dir ]; then
+      ctr --address "$(cat {{state}}/node.dir)/containerd.sock" --namespace k8s.io images import \
+        --base-name homestead.local/homestead target/image/homestead.tar >/dev/null
+      echo "loaded into the node of just up as homestead.local/homestead:{{version}}"
+    fi
 
 # Build every crate.
 build:
@@ -39,6 +54,7 @@ lint:
 test: control-plane
     cargo test --workspace --lib --bins --tests -- --test-threads=4
     just _no-leftovers
+    just _no-node-leftovers
 
 # Homestead against a floor client on one local control plane (release build): time to all Ready and to offboard, requests per User, memory steady and during a re-list, writes in steady state. Options HOMESTEAD_BENCH_QUICK, HOMESTEAD_BENCH_FLOOR_EVENT and HOMESTEAD_BENCH_PPROF: see the README, Performance.
 bench users="1000": control-plane
@@ -60,8 +76,20 @@ _no-leftovers:
     done
     echo "control-plane processes left behind by the tests:"; echo "$left"; exit 1
 
-# Start the local control plane, install the CRD, rbac/ (admission policy included) and the operator (as its own identity, allowing namespaces user-*, research-* and legacy-*), and apply manifests/samples/.
-up: control-plane
+# Fail if a node started by the tests left a trace (its bridge or a container), unless `just up` runs one.
+_no-node-leftovers:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    [ -f {{state}}/node.dir ] && { echo "just up runs a node; not checked"; exit 0; }
+    for _ in $(seq 40); do
+      procs=$(find /sys/fs/cgroup/pids/kubepods -name cgroup.procs -exec cat {} + 2>/dev/null || true)
+      if [ -z "$procs" ] && ! ip link show homestead0 >/dev/null 2>&1; then echo "no node trace left behind"; exit 0; fi
+      sleep 0.5
+    done
+    echo "the tests' node left a trace: bridge $(ip -br link show homestead0 2>&1), container processes: ${procs:-none}"; exit 1
+
+# Start the local cluster in the background (testenv flags: --node, --require-node), writing kubeconfigs and more into .homestead/.
+_cluster *flags:
     #!/usr/bin/env bash
     set -euo pipefail
     mkdir -p {{state}}
@@ -69,9 +97,16 @@ up: control-plane
       echo "already up; run 'just down' first"; exit 1
     fi
     cargo build -q -p homestead-testenv -p homestead --bins
-    nohup target/debug/homestead-testenv up --state-dir {{state}} > {{state}}/testenv.log 2>&1 &
-    for _ in $(seq 240); do [ -f {{state}}/ready ] && break; kill -0 $! 2>/dev/null || break; sleep 0.5; done
-    [ -f {{state}}/ready ] || { echo "control plane did not start:"; tail -50 {{state}}/testenv.log; exit 1; }
+    nohup target/debug/homestead-testenv up --state-dir {{state}} {{flags}} > {{state}}/testenv.log 2>&1 &
+    for _ in $(seq 360); do [ -f {{state}}/ready ] && break; kill -0 $! 2>/dev/null || break; sleep 0.5; done
+    [ -f {{state}}/ready ] || { echo "the local cluster did not start:"; tail -50 {{state}}/testenv.log; exit 1; }
+    if [ -f {{state}}/node.error ]; then echo "no node, so no Pods run: $(cat {{state}}/node.error)"; fi
+
+# Start the local cluster (control plane, and a node unless this machine cannot run one: it says why), install the CRD, rbac/ (admission policy included) and the operator (as its own identity, allowing namespaces user-*, research-* and legacy-*), and apply manifests/samples/.
+up: control-plane
+    #!/usr/bin/env bash
+    set -euo pipefail
+    just _cluster --node
     {{kubectl}} apply -f manifests/namespace.yaml -f manifests/crd.yaml
     {{kubectl}} wait --for condition=Established --timeout=60s crd/users.homestead.dev crd/profiles.homestead.dev
     {{kubectl}} apply -k rbac/
@@ -105,7 +140,30 @@ up: control-plane
     echo "SCIM 2.0 for identity providers: https://{{scim_address}}/scim/v2 (bearer token in {{state}}/scim-token, CA in {{state}}/scim-ca.crt):"
     echo "  curl --cacert {{state}}/scim-ca.crt -H \"Authorization: Bearer \$(cat {{state}}/scim-token)\" https://{{scim_address}}/scim/v2/Users"
     echo "  just scim-check    # the scim2-tester compliance checker against it"
+    if [ -f {{state}}/toolbox.ref ]; then
+      echo "Run a pod as alice (the node's toolbox image: busybox and kubectl):"
+      echo "  kubectl --as alice@example.com -n user-alice run hello --image=$(cat {{state}}/toolbox.ref) --image-pull-policy=Never \\"
+      echo "    --restart=Never --override-type=strategic --command -- sh -c 'id; sleep 3600' \\"
+      echo "    --overrides='{\"spec\":{\"containers\":[{\"name\":\"hello\",\"resources\":{\"requests\":{\"cpu\":\"50m\",\"memory\":\"32Mi\"}}}]}}'"
+      echo "  (alice's quota wants requests; 'kubectl --as alice@example.com -n user-bob run ...' is forbidden)"
+    fi
     echo "Logs: {{state}}/operator.log, {{state}}/scim.log, {{state}}/testenv.log. Stop with: just down"
+
+# Start the local cluster with its node (needs root) and install Homestead from the Helm chart, as a platform team does: the image built here (release build), two operator replicas and the SCIM service, Ready through their probes. Stop with `just down`.
+up-chart: control-plane
+    #!/usr/bin/env bash
+    set -euo pipefail
+    just _cluster --node --require-node
+    cargo build -q --release --locked -p homestead --bin homestead
+    image=$(tools/node/install-chart.sh {{state}}/admin.kubeconfig "$(cat {{state}}/node.dir)/containerd.sock" \
+      target/release/homestead {{state}}/chart)
+    {{kubectl}} get pods -A -o wide
+    echo
+    echo "Homestead ($image) runs from its Helm chart. Try:"
+    echo "  export PATH=\$PWD/{{state}}/bin:\$PATH KUBECONFIG=\$PWD/{{state}}/admin.kubeconfig"
+    echo "  kubectl apply -f manifests/samples/ && kubectl get users"
+    echo "SCIM through its Service: CA {{state}}/chart/scim-service-ca.crt, token {{state}}/chart/scim-service-token,"
+    echo "  https://homestead-scim.homestead-system.svc:8443/scim/v2 at ClusterIP \$(kubectl -n homestead-system get svc homestead-scim -o jsonpath='{.spec.clusterIP}')"
 
 # Run the SCIM compliance checker scim2-tester (PyPI, installed into a cached virtualenv) against the SCIM service of `just up`.
 scim-check:

@@ -40,6 +40,17 @@ clean() {
   # Rules and sets of kube-proxy and kube-router, with their own cleanup modes.
   "$bin/kube-proxy" --cleanup >/dev/null 2>&1
   "$router" --cleanup-config >/dev/null 2>&1
+  # kubelet's own chains (it has no cleanup mode).
+  for ipt in iptables ip6tables; do
+    for hook in INPUT OUTPUT; do
+      while "$ipt" -t filter -D "$hook" -j KUBE-FIREWALL 2>/dev/null; do :; done
+    done
+    for table in filter nat mangle; do
+      for chain in KUBE-FIREWALL KUBE-KUBELET-CANARY; do
+        "$ipt" -t "$table" -F "$chain" 2>/dev/null && "$ipt" -t "$table" -X "$chain" 2>/dev/null
+      done
+    done
+  done
   ip link delete homestead0 2>/dev/null
   # The pod cgroups, deepest first, so the next kubelet starts from none.
   for c in /sys/fs/cgroup/*/kubepods; do

@@ -1,0 +1,693 @@
+//! Homestead and people's workloads in real Pods, on the local cluster's node (containerd, runc,
+//! kubelet, kube-proxy, kube-router enforcing NetworkPolicy; see `homestead_testenv::node`).
+//!
+//! Homestead is installed as a platform team installs it: the image built here with no registry,
+//! the Helm chart with two operator replicas and the SCIM service (`tools/node/install-chart.sh`).
+//! Then: leader failover between Pods, SCIM through its Service's ClusterIP, a person's
+//! workloads under their own credentials, network isolation with real traffic between Pods, and
+//! a suspended person's running Pod losing its API access.
+//!
+//! The node needs root; without it (or without containerd, ...) every test here fails with the
+//! message that names what is missing. None passes by skipping.
+
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use homestead_testenv::{ADMIN, ControlPlane, Identity};
+use serde_json::{Value, json};
+
+/// A person who runs workloads in their namespace.
+const WALT: &str = "node-walt@example.com";
+/// A person whose Pod uses the API, then is suspended.
+const DAVE: &str = "node-dave@example.com";
+/// A person in an isolated namespace who tries to open it.
+const IRIS: &str = "node-iris@example.com";
+/// The namespace the chart installs Homestead into.
+const SYSTEM: &str = "homestead-system";
+
+/// The cluster of this test binary: control plane and node, with tokens for the people above.
+fn cluster() -> &'static ControlPlane {
+    ControlPlane::shared(|o| {
+        o.with_node()
+            .identity(Identity::new(WALT))
+            .identity(Identity::new(DAVE))
+            .identity(Identity::new(IRIS))
+    })
+}
+
+/// What `tools/node/install-chart.sh` installed, once per test binary.
+struct Chart {
+    /// The SCIM service's CA certificate and bearer token.
+    scim_ca: PathBuf,
+    scim_token: String,
+}
+
+fn chart() -> &'static Chart {
+    static CHART: OnceLock<Chart> = OnceLock::new();
+    CHART.get_or_init(|| {
+        let plane = cluster();
+        let node = plane.node().expect("the cluster has a node");
+        let state = plane.dir().join("chart");
+        let kubeconfig = plane
+            .write_kubeconfig(ADMIN, &plane.dir().join("chart-admin.kubeconfig"))
+            .unwrap();
+        let started = Instant::now();
+        let out = std::process::Command::new(root().join("tools/node/install-chart.sh"))
+            .arg(&kubeconfig)
+            .arg(node.containerd_socket())
+            .arg(env!("CARGO_BIN_EXE_homestead"))
+            .arg(&state)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "install-chart.sh: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        println!(
+            "image {} built, loaded and the chart installed with every Pod Ready in {:.1} s",
+            String::from_utf8_lossy(&out.stdout).trim(),
+            started.elapsed().as_secs_f64()
+        );
+        Chart {
+            scim_ca: state.join("scim-service-ca.crt"),
+            scim_token: std::fs::read_to_string(state.join("scim-service-token"))
+                .unwrap()
+                .trim()
+                .to_owned(),
+        }
+    })
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
+/// Runs kubectl as `identity` with `stdin`: whether it succeeded, and stdout then stderr.
+fn kubectl_as(identity: &str, args: &[&str], stdin: &str) -> (bool, String) {
+    let mut child = cluster()
+        .kubectl(identity)
+        .unwrap()
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+fn kubectl(args: &[&str]) -> String {
+    let (ok, out) = kubectl_as(ADMIN, args, "");
+    assert!(ok, "kubectl {args:?}: {out}");
+    out
+}
+
+fn apply_as(identity: &str, object: &Value) -> (bool, String) {
+    kubectl_as(identity, &["apply", "-f", "-"], &object.to_string())
+}
+
+/// Polls `f` every 500 ms for up to `secs` seconds until it returns `Some`; panics with `what`
+/// and the cluster's Pods and Users otherwise.
+async fn eventually<T>(what: &str, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(value) = f() {
+            return value;
+        }
+        if Instant::now() > deadline {
+            let (_, pods) = kubectl_as(ADMIN, &["get", "pods", "-A", "-o", "wide"], "");
+            let (_, users) = kubectl_as(ADMIN, &["get", "users", "-o", "wide"], "");
+            panic!("timed out after {secs} s waiting for {what}\n{pods}\n{users}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Creates User `name` for `username` with `spec` (merged over the identity) as the admin.
+fn create_user(name: &str, username: &str, spec: Value) {
+    let mut full = json!({"identity": {"username": username}});
+    full.as_object_mut()
+        .unwrap()
+        .extend(spec.as_object().unwrap().clone());
+    let user = json!({"apiVersion": "homestead.dev/v1alpha1", "kind": "User",
+        "metadata": {"name": name}, "spec": full});
+    let (ok, out) = apply_as(ADMIN, &user);
+    assert!(ok, "{out}");
+}
+
+/// The User's `Ready` condition as `status/reason`, once it describes the current generation.
+fn ready(name: &str) -> Option<String> {
+    let (ok, out) = kubectl_as(ADMIN, &["get", "user", name, "-o", "json"], "");
+    let user: Value = serde_json::from_str(&out).ok().filter(|_| ok)?;
+    let status = &user["status"];
+    if status["observedGeneration"] != user["metadata"]["generation"] {
+        return None;
+    }
+    let ready = status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready")?;
+    Some(format!(
+        "{}/{}",
+        ready["status"].as_str()?,
+        ready["reason"].as_str()?
+    ))
+}
+
+async fn wait_ready(name: &str, want: &str) {
+    eventually(&format!("User {name} to be {want}"), 90, || {
+        (ready(name).as_deref() == Some(want)).then_some(())
+    })
+    .await;
+}
+
+/// A Pod of the toolbox image (busybox and kubectl) running `command`, meeting Pod Security's
+/// restricted level.
+fn toolbox_pod(namespace: &str, name: &str, labels: Value, command: &[&str]) -> Value {
+    let image = cluster().node().unwrap().toolbox_image().unwrap();
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 65534,
+                "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [container(&image, command)],
+        }
+    })
+}
+
+fn container(image: &str, command: &[&str]) -> Value {
+    json!({
+        "name": "main", "image": image, "imagePullPolicy": "Never", "command": command,
+        "env": [{"name": "HOME", "value": "/tmp"}],
+        "securityContext": {"allowPrivilegeEscalation": false,
+            "capabilities": {"drop": ["ALL"]}},
+    })
+}
+
+/// An HTTP server Pod (busybox httpd on port 8080) labelled `app: <name>`.
+fn server_pod(namespace: &str, name: &str) -> Value {
+    toolbox_pod(
+        namespace,
+        name,
+        json!({"app": name}),
+        &["httpd", "-f", "-p", "8080", "-h", "/tmp"],
+    )
+}
+
+/// A client Pod that sleeps, for `kubectl exec`.
+fn client_pod(namespace: &str, name: &str) -> Value {
+    toolbox_pod(namespace, name, json!({"app": name}), &["sleep", "3600"])
+}
+
+/// Waits until the Pod runs and returns its IP.
+async fn running(namespace: &str, pod: &str) -> String {
+    eventually(&format!("Pod {namespace}/{pod} to run"), 90, || {
+        let (ok, out) = kubectl_as(
+            ADMIN,
+            &[
+                "-n",
+                namespace,
+                "get",
+                "pod",
+                pod,
+                "-o",
+                "jsonpath={.status.phase} {.status.podIP}",
+            ],
+            "",
+        );
+        let (phase, ip) = out.trim().split_once(' ')?;
+        (ok && phase == "Running" && !ip.is_empty()).then(|| ip.to_owned())
+    })
+    .await
+}
+
+/// Whether an HTTP request from inside `client` reaches `ip:8080` (busybox nc, 2 s timeout).
+fn reaches(namespace: &str, client: &str, ip: &str) -> bool {
+    let script = format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 2 {ip} 8080");
+    let (_, out) = kubectl_as(
+        ADMIN,
+        &["-n", namespace, "exec", client, "--", "sh", "-c", &script],
+        "",
+    );
+    out.starts_with("HTTP/1.")
+}
+
+/// A plain HTTP GET from this machine: status code and body.
+fn http_get(address: &str, path: &str) -> Option<(u16, String)> {
+    let mut stream =
+        TcpStream::connect_timeout(&address.parse().ok()?, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let code = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n")?.1.to_owned();
+    Some((code, body))
+}
+
+/// The value of the unlabelled gauge `name` in a Prometheus text exposition.
+fn gauge(metrics: &str, name: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| {
+        let (key, value) = l.split_once(' ')?;
+        (key == name).then(|| value.trim().parse().ok())?
+    })
+}
+
+/// The operator Pods that are Ready: name and IP.
+fn ready_operator_pods() -> Vec<(String, String)> {
+    let out = kubectl(&[
+        "-n",
+        SYSTEM,
+        "get",
+        "pods",
+        "-l",
+        "app.kubernetes.io/name=homestead",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.name} {.status.podIP} {.status.conditions[?(@.type==\"Ready\")].status} {.metadata.deletionTimestamp}{\"\\n\"}{end}",
+    ]);
+    out.lines()
+        .filter_map(|l| {
+            let parts: Vec<&str> = l.split_whitespace().collect();
+            match parts.as_slice() {
+                [name, ip, "True"] => Some(((*name).to_owned(), (*ip).to_owned())),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// The Ready operator Pods scraped on their metrics port: name and `homestead_leader`.
+fn leadership() -> Vec<(String, f64)> {
+    ready_operator_pods()
+        .into_iter()
+        .filter_map(|(name, ip)| {
+            let (_, body) = http_get(&format!("{ip}:8080"), "/metrics")?;
+            Some((name, gauge(&body, "homestead_leader")?))
+        })
+        .collect()
+}
+
+fn cluster_ip(namespace: &str, service: &str) -> String {
+    kubectl(&[
+        "-n",
+        namespace,
+        "get",
+        "service",
+        service,
+        "-o",
+        "jsonpath={.spec.clusterIP}",
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_operator_pods_elect_one_leader_and_the_other_takes_over_when_it_dies() {
+    chart();
+    let leaders = eventually("two Ready operator Pods, exactly one leading", 120, || {
+        let pods = leadership();
+        let leading: Vec<String> = pods
+            .iter()
+            .filter(|(_, l)| *l == 1.0)
+            .map(|(n, _)| n.clone())
+            .collect();
+        (pods.len() == 2 && leading.len() == 1).then(|| (leading[0].clone(), pods))
+    })
+    .await;
+    let (leader, pods) = leaders;
+    println!("operator Pods and homestead_leader: {pods:?}");
+    // Through the metrics Service (ClusterIP, kube-proxy), as Prometheus scrapes it.
+    let service = format!("{}:8080", cluster_ip(SYSTEM, "homestead-metrics"));
+    let (code, body) = http_get(&service, "/metrics").expect("the metrics Service answers");
+    assert_eq!(code, 200);
+    assert!(gauge(&body, "homestead_leader").is_some(), "{body}");
+
+    // The leader dies without a chance to release its Lease.
+    let killed = Instant::now();
+    kubectl(&[
+        "-n",
+        SYSTEM,
+        "delete",
+        "pod",
+        &leader,
+        "--grace-period=0",
+        "--force",
+    ]);
+    create_user("node-failover", "node-failover@example.com", json!({}));
+    wait_ready("node-failover", "True/Provisioned").await;
+    let took = killed.elapsed();
+    let now: Vec<(String, f64)> = leadership();
+    let new_leader = now
+        .iter()
+        .find(|(_, l)| *l == 1.0)
+        .map(|(n, _)| n.clone())
+        .expect("a leader after the failover");
+    assert_ne!(new_leader, leader, "the killed Pod cannot lead: {now:?}");
+    println!(
+        "leader {leader} killed; {new_leader} took over and provisioned a new User {:.1} s later",
+        took.as_secs_f64()
+    );
+    kubectl(&["delete", "user", "node-failover", "--wait=false"]);
+}
+
+/// Sends a SCIM request through the SCIM Service's ClusterIP (kube-proxy), verifying the
+/// service's certificate for its DNS name; returns the status and body.
+fn scim(method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    let chart = chart();
+    let host = "homestead-scim.homestead-system.svc";
+    let ip = cluster_ip(SYSTEM, "homestead-scim");
+    let mut curl = std::process::Command::new("curl");
+    curl.args(["-sS", "-X", method, "--max-time", "20", "--cacert"])
+        .arg(&chart.scim_ca)
+        .args(["--resolve", &format!("{host}:8443:{ip}")])
+        .args(["-H", &format!("Authorization: Bearer {}", chart.scim_token)])
+        .args(["-H", "Content-Type: application/scim+json"])
+        .args(["-w", "\n%{http_code}"]);
+    if let Some(body) = body {
+        curl.args(["--data", &body.to_string()]);
+    }
+    let out = curl
+        .arg(format!("https://{host}:8443/scim/v2{path}"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    let code = code.trim().parse().unwrap_or_else(|_| {
+        panic!(
+            "curl {method} {path}: {text} {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (code, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn scim_through_its_service_creates_suspends_and_deletes_a_person() {
+    let person = json!({
+        "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"],
+        "userName": "node-sam@example.com",
+        "displayName": "Sam Node",
+        "active": true,
+    });
+    let (code, created) = scim("POST", "/Users", Some(&person));
+    assert_eq!(code, 201, "{created}");
+    // SCIM's id is the User's uid.
+    let id = created["id"].as_str().expect("an id").to_owned();
+    let name = kubectl(&[
+        "get",
+        "users",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.uid} {.metadata.name}{\"\\n\"}{end}",
+    ])
+    .lines()
+    .find_map(|l| l.strip_prefix(&format!("{id} ")).map(str::to_owned))
+    .expect("a User with the SCIM id as its uid");
+    wait_ready(&name, "True/Provisioned").await;
+    let namespace = kubectl(&["get", "user", &name, "-o", "jsonpath={.status.namespace}"]);
+    assert!(
+        !kubectl(&["-n", &namespace, "get", "rolebindings", "-o", "name"])
+            .trim()
+            .is_empty()
+    );
+
+    let suspend = json!({
+        "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+        "Operations": [{"op": "replace", "path": "active", "value": false}],
+    });
+    let (code, patched) = scim("PATCH", &format!("/Users/{id}"), Some(&suspend));
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(patched["active"], false);
+    eventually("the suspended person's RoleBindings to be gone", 60, || {
+        kubectl(&["-n", &namespace, "get", "rolebindings", "-o", "name"])
+            .trim()
+            .is_empty()
+            .then_some(())
+    })
+    .await;
+    wait_ready(&name, "True/Suspended").await;
+
+    let (code, _) = scim("DELETE", &format!("/Users/{id}"), None);
+    assert_eq!(code, 204);
+    eventually("the User to be gone", 90, || {
+        let (ok, out) = kubectl_as(ADMIN, &["get", "user", &name], "");
+        (!ok && out.contains("NotFound")).then_some(())
+    })
+    .await;
+    let (code, _) = scim("GET", &format!("/Users/{id}"), None);
+    assert_eq!(code, 404);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_persons_workloads_run_within_their_profile_under_their_own_credentials() {
+    chart();
+    let profile = json!({
+        "apiVersion": "homestead.dev/v1alpha1", "kind": "Profile",
+        "metadata": {"name": "node-workloads"},
+        "spec": {
+            "role": "edit",
+            "quota": {"hard": {"pods": "1"}},
+            "limitRange": {"limits": [{"type": "Container",
+                "default": {"cpu": "200m", "memory": "96Mi"},
+                "defaultRequest": {"cpu": "50m", "memory": "32Mi"}}]},
+        }
+    });
+    let (ok, out) = apply_as(ADMIN, &profile);
+    assert!(ok, "{out}");
+    create_user("node-walt", WALT, json!({"profile": "node-workloads"}));
+    wait_ready("node-walt", "True/Provisioned").await;
+    let ns = "user-node-walt";
+
+    // A Deployment of the person's, as the person: kube-controller-manager makes its
+    // ReplicaSet and Pod, the scheduler places it, kubelet runs it.
+    let image = cluster().node().unwrap().toolbox_image().unwrap();
+    let pod_spec = toolbox_pod(
+        ns,
+        "x",
+        json!({}),
+        &["httpd", "-f", "-p", "8080", "-h", "/tmp"],
+    )["spec"]
+        .clone();
+    let deployment = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": ns},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": pod_spec},
+        }
+    });
+    let (ok, out) = apply_as(WALT, &deployment);
+    assert!(ok, "{out}");
+    eventually("the person's Deployment to be available", 120, || {
+        let (ok, out) = kubectl_as(
+            WALT,
+            &[
+                "-n",
+                ns,
+                "get",
+                "deployment",
+                "web",
+                "-o",
+                "jsonpath={.status.availableReplicas}",
+            ],
+            "",
+        );
+        (ok && out.trim() == "1").then_some(())
+    })
+    .await;
+    // The Profile's LimitRange default is on the running container.
+    let (ok, out) = kubectl_as(
+        WALT,
+        &[
+            "-n",
+            ns,
+            "get",
+            "pods",
+            "-l",
+            "app=web",
+            "-o",
+            "jsonpath={.items[0].status.phase} {.items[0].spec.containers[0].resources.limits.memory} {.items[0].spec.containers[0].resources.requests.cpu}",
+        ],
+        "",
+    );
+    assert!(ok, "{out}");
+    assert_eq!(out.trim(), "Running 96Mi 50m");
+
+    // The quota (one Pod) refuses a second one.
+    let (ok, out) = apply_as(WALT, &client_pod(ns, "one-too-many"));
+    assert!(!ok && out.contains("exceeded quota"), "{out}");
+
+    // Pod Security (baseline, the chart's default) refuses a privileged Pod.
+    let mut privileged = toolbox_pod(ns, "privileged", json!({}), &["sleep", "60"]);
+    privileged["spec"]["containers"][0]["securityContext"] = json!({"privileged": true});
+    privileged["spec"]["containers"][0]["image"] = json!(image);
+    let (ok, out) = apply_as(WALT, &privileged);
+    assert!(!ok && out.contains("violates PodSecurity"), "{out}");
+
+    kubectl(&["delete", "user", "node-walt", "--wait=false"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn isolated_namespaces_admit_only_their_own_and_allowed_traffic() {
+    chart();
+    // A gateway namespace (isolation None) that isolated namespaces admit.
+    create_user("node-gate", "node-gate@example.com", json!({}));
+    let profile = json!({
+        "apiVersion": "homestead.dev/v1alpha1", "kind": "Profile",
+        "metadata": {"name": "node-isolated"},
+        "spec": {"networkIsolation": "Isolated", "allowIngressFrom": ["user-node-gate"]},
+    });
+    let (ok, out) = apply_as(ADMIN, &profile);
+    assert!(ok, "{out}");
+    create_user("node-iris", IRIS, json!({"profile": "node-isolated"}));
+    create_user(
+        "node-ivan",
+        "node-ivan@example.com",
+        json!({"profile": "node-isolated"}),
+    );
+    create_user("node-olga", "node-olga@example.com", json!({}));
+    for user in ["node-gate", "node-iris", "node-ivan", "node-olga"] {
+        wait_ready(user, "True/Provisioned").await;
+    }
+    let (iris, ivan, olga, gate) = (
+        "user-node-iris",
+        "user-node-ivan",
+        "user-node-olga",
+        "user-node-gate",
+    );
+    for ns in [iris, ivan, olga] {
+        let (ok, out) = apply_as(ADMIN, &server_pod(ns, "server"));
+        assert!(ok, "{out}");
+    }
+    for ns in [iris, ivan, olga, gate] {
+        let (ok, out) = apply_as(ADMIN, &client_pod(ns, "client"));
+        assert!(ok, "{out}");
+    }
+    let iris_server = running(iris, "server").await;
+    let olga_server = running(olga, "server").await;
+    for ns in [iris, ivan, olga, gate] {
+        running(ns, "client").await;
+    }
+
+    // Reachable: within the isolated namespace, from the allowed namespace, and anything in
+    // a namespace without isolation from its own.
+    for (ns, target, what) in [
+        (iris, &iris_server, "iris's server from iris's namespace"),
+        (
+            gate,
+            &iris_server,
+            "iris's server from the allowed namespace",
+        ),
+        (olga, &olga_server, "olga's server from olga's namespace"),
+    ] {
+        eventually(&format!("{what} to be reachable"), 60, || {
+            reaches(ns, "client", target).then_some(())
+        })
+        .await;
+    }
+    // Blocked: another person's isolated namespace, a namespace without isolation, and (egress)
+    // from an isolated namespace to one outside its allowed set. Policies take a moment to
+    // apply; once blocked, they stay blocked.
+    for (ns, target, what) in [
+        (ivan, &iris_server, "iris's server from ivan's namespace"),
+        (olga, &iris_server, "iris's server from olga's namespace"),
+        (iris, &olga_server, "olga's server from iris's namespace"),
+    ] {
+        eventually(&format!("{what} to be blocked"), 60, || {
+            (!reaches(ns, "client", target)).then_some(())
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!reaches(ns, "client", target), "{what} is reachable again");
+    }
+
+    // The person (admin in their namespace) cannot open it with an allow-all policy of their own.
+    let allow_all = json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "allow-all", "namespace": iris},
+        "spec": {"podSelector": {}, "ingress": [{}], "policyTypes": ["Ingress"]},
+    });
+    let (ok, out) = apply_as(IRIS, &allow_all);
+    assert!(!ok, "iris opened her isolated namespace: {out}");
+    println!("iris's own allow-all NetworkPolicy: {}", out.trim());
+    assert!(!reaches(olga, "client", &iris_server));
+
+    for user in ["node-gate", "node-iris", "node-ivan", "node-olga"] {
+        kubectl(&["delete", "user", user, "--wait=false"]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_suspended_persons_running_pod_loses_its_api_access() {
+    chart();
+    create_user("node-dave", DAVE, json!({"role": "admin"}));
+    wait_ready("node-dave", "True/Provisioned").await;
+    let ns = "user-node-dave";
+    // Dave lets his Pods' ServiceAccount read his namespace, and runs a Pod that uses it.
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "pods-may-read", "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": ns}],
+    });
+    let (ok, out) = apply_as(DAVE, &binding);
+    assert!(ok, "{out}");
+    let (ok, out) = apply_as(DAVE, &client_pod(ns, "worker"));
+    assert!(ok, "{out}");
+    running(ns, "worker").await;
+    // From inside the Pod, with its ServiceAccount token, through the kubernetes Service.
+    let from_pod = || {
+        kubectl_as(
+            ADMIN,
+            &[
+                "-n", ns, "exec", "worker", "--", "kubectl", "get", "pods", "-o", "name",
+            ],
+            "",
+        )
+    };
+    let (ok, out) = from_pod();
+    assert!(ok && out.contains("pod/worker"), "{out}");
+
+    kubectl(&[
+        "patch",
+        "user",
+        "node-dave",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"suspended":true}}"#,
+    ]);
+    let refused = eventually("the Pod's API access to be refused", 60, || {
+        let (ok, out) = from_pod();
+        (!ok && out.contains("Forbidden")).then_some(out)
+    })
+    .await;
+    println!("after suspension, from inside the Pod: {}", refused.trim());
+    // The Pod itself keeps running: suspension revokes access, not workloads.
+    let phase = kubectl(&[
+        "-n",
+        ns,
+        "get",
+        "pod",
+        "worker",
+        "-o",
+        "jsonpath={.status.phase}",
+    ]);
+    assert_eq!(phase, "Running");
+    kubectl(&["delete", "user", "node-dave", "--wait=false"]);
+}
