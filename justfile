@@ -9,6 +9,8 @@ metrics_address := env_var_or_default("HOMESTEAD_METRICS_ADDRESS", "127.0.0.1:80
 # Address of the SCIM service under `just up` (HTTPS; CA in .homestead/scim-ca.crt).
 scim_address := env_var_or_default("HOMESTEAD_SCIM_ADDRESS", "127.0.0.1:8443")
 kubectl := state / "bin/kubectl --kubeconfig " + state / "admin.kubeconfig"
+# Cargo's build directory (CI keeps it in the cache, see .ci/run).
+target := env_var_or_default("CARGO_TARGET_DIR", "target")
 # The operator's version (the image's tag, the chart's appVersion).
 version := `sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1`
 
@@ -19,16 +21,16 @@ default:
 control-plane:
     @tools/control-plane/build.sh >/dev/null
 
-# Build Homestead's image with no registry (release binary, its shared libraries, uid 65532) into target/image/homestead.tar, and load it into the node of `just up` when one runs.
+# Build Homestead's image with no registry (release binary, its shared libraries, uid 65532) into <target>/image/homestead.tar, and load it into the node of `just up` when one runs.
 image:
     #!/usr/bin/env bash
     set -euo pipefail
     cargo build --release --locked -p homestead --bin homestead
-    tools/image/build.sh target/release/homestead target/image/homestead.tar {{version}} >/dev/null
-    echo "built target/image/homestead.tar (homestead.local/homestead:{{version}})"
+    tools/image/build.sh {{target}}/release/homestead {{target}}/image/homestead.tar {{version}} >/dev/null
+    echo "built {{target}}/image/homestead.tar (homestead.local/homestead:{{version}})"
     if [ -f {{state}}/node.dir ]; then
       ctr --address "$(cat {{state}}/node.dir)/containerd.sock" --namespace k8s.io images import \
-        --base-name homestead.local/homestead target/image/homestead.tar >/dev/null
+        --base-name homestead.local/homestead {{target}}/image/homestead.tar >/dev/null
       echo "loaded into the node of just up as homestead.local/homestead:{{version}}"
     fi
 
@@ -97,7 +99,7 @@ _cluster *flags:
       echo "already up; run 'just down' first"; exit 1
     fi
     cargo build -q -p homestead-testenv -p homestead --bins
-    nohup target/debug/homestead-testenv up --state-dir {{state}} {{flags}} > {{state}}/testenv.log 2>&1 &
+    nohup {{target}}/debug/homestead-testenv up --state-dir {{state}} {{flags}} > {{state}}/testenv.log 2>&1 &
     for _ in $(seq 360); do [ -f {{state}}/ready ] && break; kill -0 $! 2>/dev/null || break; sleep 0.5; done
     [ -f {{state}}/ready ] || { echo "the local cluster did not start:"; tail -50 {{state}}/testenv.log; exit 1; }
     if [ -f {{state}}/node.error ]; then echo "no node, so no Pods run: $(cat {{state}}/node.error)"; fi
@@ -114,13 +116,13 @@ up: control-plane
     {{kubectl}} -n homestead-system patch configmap homestead-operator-bounds --type merge \
       -p '{"data":{"namespacePattern":"^(user-.*|research-.*|legacy-.*)$"}}'
     KUBECONFIG={{state}}/operator.kubeconfig POD_NAMESPACE=homestead-system POD_NAME=homestead-local \
-      RUST_LOG=${RUST_LOG:-info} nohup target/debug/homestead --log-format text --metrics-address {{metrics_address}} \
+      RUST_LOG=${RUST_LOG:-info} nohup {{target}}/debug/homestead --log-format text --metrics-address {{metrics_address}} \
       --allowed-namespace 'user-*,research-*,legacy-*' > {{state}}/operator.log 2>&1 &
     echo $! > {{state}}/operator.pid
     for _ in $(seq 60); do curl -fs http://{{metrics_address}}/readyz >/dev/null 2>&1 && break; sleep 0.5; done
     # The SCIM service, as its own identity, with a fresh CA, certificate and bearer token.
     {{kubectl}} apply -f manifests/scim/service-account.yaml -f manifests/scim/rbac.yaml
-    KUBECONFIG={{state}}/scim.kubeconfig RUST_LOG=${RUST_LOG:-info} nohup target/debug/homestead --log-format text scim \
+    KUBECONFIG={{state}}/scim.kubeconfig RUST_LOG=${RUST_LOG:-info} nohup {{target}}/debug/homestead --log-format text scim \
       --address {{scim_address}} --token-file {{state}}/scim-token \
       --tls-cert {{state}}/scim-tls.crt --tls-key {{state}}/scim-tls.key > {{state}}/scim.log 2>&1 &
     echo $! > {{state}}/scim.pid
@@ -156,7 +158,7 @@ up-chart: control-plane
     just _cluster --node --require-node
     cargo build -q --release --locked -p homestead --bin homestead
     image=$(tools/node/install-chart.sh {{state}}/admin.kubeconfig "$(cat {{state}}/node.dir)/containerd.sock" \
-      target/release/homestead {{state}}/chart)
+      {{target}}/release/homestead {{state}}/chart)
     {{kubectl}} get pods -A -o wide
     echo
     echo "Homestead ($image) runs from its Helm chart. Try:"

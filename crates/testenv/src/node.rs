@@ -183,18 +183,22 @@ pub(crate) struct MachineLock {
 }
 
 impl MachineLock {
-    /// Takes the lock or fails at once with who holds it.
+    /// Takes the machine's lock (`homestead-node.lock` in the temporary directory) or fails at
+    /// once with who holds it.
     pub(crate) fn acquire(node_dir: &Path) -> Result<Self> {
-        let path = std::env::temp_dir().join("homestead-node.lock");
+        Self::acquire_at(&std::env::temp_dir().join("homestead-node.lock"), node_dir)
+    }
+
+    fn acquire_at(path: &Path, node_dir: &Path) -> Result<Self> {
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .read(true)
             .write(true)
-            .open(&path)
+            .open(path)
             .map_err(io(format!("opening {}", path.display())))?;
         if file.try_lock().is_err() {
-            let holder = std::fs::read_to_string(&path).unwrap_or_default();
+            let holder = std::fs::read_to_string(path).unwrap_or_default();
             return Err(Error::Node(format!(
                 "another local node runs on this machine ({}); one node runs at a time: stop it \
                  (`just down` for `just up`) and try again",
@@ -557,6 +561,25 @@ mod tests {
         NodeDir {
             dir: "/tmp/n".into(),
         }
+    }
+
+    #[test]
+    fn a_second_node_on_the_machine_is_refused_naming_the_first() {
+        let dir = std::env::temp_dir().join(format!("homestead-lock-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let lock = dir.join("node.lock");
+        let first = MachineLock::acquire_at(&lock, Path::new("/tmp/first-node")).unwrap();
+        let second = MachineLock::acquire_at(&lock, Path::new("/tmp/second-node"));
+        let message = second.unwrap_err().to_string();
+        assert!(
+            message.contains("another local node runs on this machine")
+                && message.contains("/tmp/first-node"),
+            "{message}"
+        );
+        drop(first);
+        MachineLock::acquire_at(&lock, Path::new("/tmp/second-node"))
+            .expect("the lock is free once the first node is gone");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
