@@ -52,9 +52,9 @@ lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
 
-# Run every test: unit tests, and integration tests on the real local control plane.
+# Run every test: unit tests, and integration tests on the real local cluster (three test binaries at a time: HOMESTEAD_TEST_JOBS).
 test: control-plane
-    cargo test --workspace --lib --bins --tests -- --test-threads=4
+    tools/test/run.sh
     just _no-leftovers
     just _no-node-leftovers
 
