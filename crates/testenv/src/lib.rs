@@ -652,6 +652,7 @@ impl Node {
     /// Prepares a node's machine-wide prerequisites before the control plane starts: the tools,
     /// the preflight checks, the lock, cleanup after a node that crashed, and the bridge.
     fn prepare(plane_dir: &Path, bin: &Path) -> Result<Self> {
+        node::require_root()?;
         let tools = node_tools()?;
         node::preflight()?;
         let dir = node::NodeDir {

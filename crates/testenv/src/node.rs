@@ -114,11 +114,11 @@ pub(crate) fn identities() -> [Identity; 4] {
     ]
 }
 
-/// Checks what the node needs from this machine, naming the first thing missing.
+/// Checks that this process runs as root, which kubelet, containerd and iptables need.
 ///
 /// # Errors
-/// [`Error::Node`] naming the missing piece: root, a program, the CNI plugins, the memory cgroup.
-pub fn preflight() -> Result<()> {
+/// [`Error::Node`] naming the user id it runs as otherwise.
+pub fn require_root() -> Result<()> {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let uid = status
         .lines()
@@ -130,6 +130,15 @@ pub fn preflight() -> Result<()> {
             "a node needs root (kubelet, containerd and iptables), and this process runs as uid {uid}"
         )));
     }
+    Ok(())
+}
+
+/// Checks what the node needs from this machine, naming the first thing missing.
+///
+/// # Errors
+/// [`Error::Node`] naming the missing piece: root, a program, the CNI plugins, the memory cgroup.
+pub fn preflight() -> Result<()> {
+    require_root()?;
     for program in [
         "containerd",
         "containerd-shim-runc-v2",
