@@ -145,8 +145,9 @@ up: control-plane
     if [ -f {{state}}/toolbox.ref ]; then
       echo "Run a pod as alice (the node's toolbox image: busybox and kubectl):"
       echo "  kubectl --as alice@example.com -n user-alice run hello --image=$(cat {{state}}/toolbox.ref) --image-pull-policy=Never \\"
-      echo "    --restart=Never --override-type=strategic --command -- sh -c 'id; sleep 3600' \\"
-      echo "    --overrides='{\"spec\":{\"containers\":[{\"name\":\"hello\",\"resources\":{\"requests\":{\"cpu\":\"50m\",\"memory\":\"32Mi\"}}}]}}'"
+      echo "    --restart=Never --override-type=strategic \\"
+      echo "    --overrides='{\"spec\":{\"containers\":[{\"name\":\"hello\",\"resources\":{\"requests\":{\"cpu\":\"50m\",\"memory\":\"32Mi\"}}}]}}' \\"
+      echo "    --command -- sh -c 'id; sleep 3600'"
       echo "  (alice's quota wants requests; 'kubectl --as alice@example.com -n user-bob run ...' is forbidden)"
     fi
     echo "Logs: {{state}}/operator.log, {{state}}/scim.log, {{state}}/testenv.log. Stop with: just down"
