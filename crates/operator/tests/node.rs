@@ -17,6 +17,9 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use homestead_testenv::{ADMIN, ControlPlane, Identity};
+
+// Only helpers that start nothing: this binary's cluster is `cluster()`, with a node.
+mod common;
 use serde_json::{Value, json};
 
 /// A person who runs workloads in their namespace.
@@ -88,28 +91,7 @@ fn root() -> PathBuf {
 
 /// Runs kubectl as `identity` with `stdin`: whether it succeeded, and stdout then stderr.
 fn kubectl_as(identity: &str, args: &[&str], stdin: &str) -> (bool, String) {
-    let mut child = cluster()
-        .kubectl(identity)
-        .unwrap()
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    common::run_with_stdin(cluster().kubectl(identity).unwrap().args(args), stdin)
 }
 
 fn kubectl(args: &[&str]) -> String {

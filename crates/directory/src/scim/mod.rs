@@ -463,9 +463,12 @@ fn representation(user: &User, base: &str) -> Value {
     value
 }
 
-/// Parses a `filter` string; a malformed one is a 400 `invalidFilter`.
+/// Parses a `filter` string; a malformed one is a 400 `invalidFilter`. Accepts the value path
+/// with a sub-attribute that Entra ID sends, `emails[type eq "work"].value eq "x"`, as the
+/// RFC 7644 §3.4.2.2 filter it means, `emails[type eq "work" and value eq "x"]`.
 fn parse_filter(raw: &str) -> Result<Filter, ScimError> {
-    raw.parse::<Filter>()
+    query::hoist_sub_attributes(raw)
+        .parse::<Filter>()
         .map_err(|e| ScimError::bad_request(ScimType::InvalidFilter, format!("{raw}: {e}")))
 }
 

@@ -18,6 +18,90 @@ const CASE_EXACT: [&str; 2] = ["id", "externalid"];
 /// (RFC 7643 §7, `returned: always`).
 const ALWAYS_RETURNED: [&str; 2] = ["schemas", "id"];
 
+/// Rewrites each `attr[valFilter].sub <op> <value>` (and `.sub pr`) in a filter into
+/// `attr[(valFilter) and sub <op> <value>]`, the form RFC 7644's grammar has for it; identity
+/// providers (Entra ID) send the first. Returns `raw` unchanged when it has none; anything it
+/// cannot read is left for the parser to refuse.
+pub fn hoist_sub_attributes(raw: &str) -> std::borrow::Cow<'_, str> {
+    if !raw.contains("].") {
+        return raw.into();
+    }
+    let mut out = String::with_capacity(raw.len() + 8);
+    let mut rest = raw;
+    while let Some(close) = find_unquoted(rest, "].") {
+        let Some(open) = rest[..close].rfind('[') else {
+            break;
+        };
+        let after = &rest[close + 2..];
+        let sub_len = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+            .unwrap_or(after.len());
+        let (sub, tail) = after.split_at(sub_len);
+        let Some((comparison, tail)) = comparison(tail) else {
+            break;
+        };
+        out.push_str(&rest[..open]);
+        out.push('[');
+        out.push('(');
+        out.push_str(&rest[open + 1..close]);
+        out.push_str(") and ");
+        out.push_str(sub);
+        out.push_str(comparison);
+        out.push(']');
+        rest = tail;
+    }
+    out.push_str(rest);
+    out.into()
+}
+
+/// The byte offset of the first `needle` in `text` outside double-quoted strings.
+fn find_unquoted(text: &str, needle: &str) -> Option<usize> {
+    let mut quoted = false;
+    let mut escaped = false;
+    for (i, c) in text.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            _ if !quoted && text[i..].starts_with(needle) => return Some(i),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Splits ` <op> <value>` or ` pr` off the start of `text`: the comparison (with its leading
+/// space) and what follows it.
+fn comparison(text: &str) -> Option<(&str, &str)> {
+    let trimmed = text.trim_start();
+    let start = text.len() - trimmed.len();
+    let op = trimmed.get(..2)?.to_ascii_lowercase();
+    if op == "pr" {
+        return Some(text.split_at(start + 2));
+    }
+    const OPS: [&str; 9] = ["eq", "ne", "co", "sw", "ew", "gt", "lt", "ge", "le"];
+    if !OPS.contains(&op.as_str()) || !trimmed[2..].starts_with(' ') {
+        return None;
+    }
+    let value = trimmed[2..].trim_start();
+    let value_start = text.len() - value.len();
+    let value_len = if value.starts_with('"') {
+        let mut escaped = false;
+        value
+            .char_indices()
+            .skip(1)
+            .find(|&(_, c)| {
+                let end = c == '"' && !escaped;
+                escaped = c == '\\' && !escaped;
+                end
+            })
+            .map(|(i, _)| i + 1)?
+    } else {
+        value.find([' ', ')', ']']).unwrap_or(value.len())
+    };
+    Some(text.split_at(value_start + value_len))
+}
+
 /// Whether `resource` (a JSON object) matches `filter`.
 pub fn matches(filter: &Filter, resource: &Value) -> bool {
     match filter {
@@ -320,6 +404,36 @@ mod tests {
             r#"urn:ietf:params:scim:schemas:core:2.0:User:userName pr"#
         ));
         assert!(!check(r#"urn:example:other:userName pr"#));
+    }
+
+    #[test]
+    fn a_value_path_with_a_sub_attribute_means_the_sub_attribute_inside_the_brackets() {
+        let rewritten = |raw| hoist_sub_attributes(raw).into_owned();
+        assert_eq!(
+            rewritten(r#"emails[type eq "work"].value eq "ada@example.com""#),
+            r#"emails[(type eq "work") and value eq "ada@example.com"]"#
+        );
+        assert_eq!(
+            rewritten(r#"userName eq "a].b" and emails[type eq "work"].value pr"#),
+            r#"userName eq "a].b" and emails[(type eq "work") and value pr]"#
+        );
+        assert_eq!(rewritten(r#"userName eq "x""#), r#"userName eq "x""#);
+        // Entra ID's lookup by work e-mail finds Ada, and not by another address or type.
+        let ada = ada();
+        for (filter, want) in [
+            (r#"emails[type eq "work"].value eq "ADA@example.com""#, true),
+            (
+                r#"emails[type eq "work"].value eq "bob@example.com""#,
+                false,
+            ),
+            (
+                r#"emails[type eq "home"].value eq "ada@example.com""#,
+                false,
+            ),
+        ] {
+            let parsed: Filter = hoist_sub_attributes(filter).parse().unwrap();
+            assert_eq!(matches(&parsed, &ada), want, "{filter}");
+        }
     }
 
     #[test]

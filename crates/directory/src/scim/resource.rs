@@ -113,8 +113,9 @@ impl Person {
     }
 
     /// The person a User describes. The `emails` list comes from the annotation while its
-    /// primary value still equals `spec.email`; if someone changed `spec.email` since, it is
-    /// that one address. `active` is `spec.directory.active` (false: deactivated by the
+    /// primary value still equals `spec.email`; if someone changed `spec.email` since (or HR
+    /// wrote it), it is that one address, as the primary `work` e-mail: what identity providers
+    /// match and replace (Entra ID's `emails[type eq "work"].value`). `active` is `spec.directory.active` (false: deactivated by the
     /// provider); otherwise true, or absent if SCIM wrote the User without asserting it. HR's
     /// `spec.suspended` is not the provider's to see or change.
     pub fn from_user(user: &User) -> Self {
@@ -128,6 +129,7 @@ impl Person {
             Some(email) if primary(&kept.emails) == Some(email) => kept.emails,
             Some(email) => vec![Email {
                 value: Some(email.to_owned()),
+                r#type: Some(WORK.to_owned()),
                 primary: Some(true),
                 ..Email::default()
             }],
@@ -265,6 +267,9 @@ impl Person {
         }
     }
 }
+
+/// The type of the e-mail address a User's `spec.email` is served as when SCIM did not write it.
+const WORK: &str = "work";
 
 /// The primary e-mail value of `emails`, else the first.
 fn primary(emails: &[Email]) -> Option<&str> {
