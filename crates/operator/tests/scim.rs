@@ -379,3 +379,82 @@ async fn a_rotated_token_and_certificate_take_effect_without_a_restart() {
     logged(&service, "does not load; keeping the previous one").await;
     assert_eq!(get(&new.ca, &new_token), Ok(200));
 }
+
+#[tokio::test]
+async fn a_create_while_the_previous_user_is_offboarding_says_when_to_retry() {
+    // JumpCloud's test connection creates, deletes and creates the same person again.
+    let app = service().await;
+    let admin = admin().await;
+    let users: Api<User> = Api::all(admin.clone());
+    let scenario = Scenario::new();
+    scenario.track("jo-jump");
+    scenario.track_namespace("user-jo-jump");
+    let body = json!({
+        "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"],
+        "userName": "jo.jump@example.com",
+        "active": true
+    });
+    let (status, created) = call(&app, "POST", "/Users", Some(TOKEN), Some(body.clone())).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    wait_reason(&admin, "jo-jump", "Provisioned").await;
+    // A finalizer of the test's holds the User in offboarding for as long as the test likes.
+    users
+        .patch(
+            "jo-jump",
+            &PatchParams::default(),
+            &Patch::Json::<()>(
+                serde_json::from_value(json!([
+                    {"op": "add", "path": "/metadata/finalizers/-", "value": "e2e.homestead.dev/hold"}
+                ]))
+                .unwrap(),
+            ),
+        )
+        .await
+        .unwrap();
+    let (status, _) = call(&app, "DELETE", &format!("/Users/{id}"), Some(TOKEN), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+
+    // The lookup says the person is gone, and a create says when to come back.
+    let filter = "/Users?filter=userName%20eq%20%22jo.jump@example.com%22";
+    let (status, list) = call(&app, "GET", filter, Some(TOKEN), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(list["totalResults"], 0, "{list}");
+    let (status, error) = call(&app, "POST", "/Users", Some(TOKEN), Some(body.clone())).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{error}");
+    assert!(
+        error["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("still being offboarded")),
+        "{error}"
+    );
+
+    // Once the operator has offboarded the previous User and it is gone, the same create
+    // succeeds.
+    eventually(
+        "the operator to finish offboarding jo-jump",
+        120,
+        || async {
+            let user = users.get("jo-jump").await.ok()?;
+            (user.metadata.finalizers.as_deref() == Some(&["e2e.homestead.dev/hold".to_owned()]))
+                .then_some(())
+        },
+    )
+    .await;
+    users
+        .patch(
+            "jo-jump",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": []}})),
+        )
+        .await
+        .unwrap();
+    wait_gone(&users, "jo-jump", 120).await;
+    let (status, again) = call(&app, "POST", "/Users", Some(TOKEN), Some(body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{again}");
+    assert_ne!(
+        again["id"],
+        id.as_str(),
+        "a new User, with a uid of its own"
+    );
+}

@@ -23,6 +23,17 @@ pub struct ScimError {
 }
 
 impl ScimError {
+    /// A 503 with `Retry-After: 5` (RFC 9110 §10.2.3): the request will succeed once something
+    /// in progress ends, e.g. a create for a person whose previous User is still being
+    /// offboarded.
+    pub fn retry_later(detail: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            scim_type: None,
+            detail: detail.into(),
+        }
+    }
+
     /// A 400 with `scimType` `kind`.
     pub fn bad_request(kind: ScimType, detail: impl Into<String>) -> Self {
         Self {
@@ -108,12 +119,18 @@ impl ScimError {
     }
 }
 
+/// How long (s) a client asked to come back later ([`ScimError::retry_later`]) should wait.
+pub const RETRY_AFTER_SECONDS: u64 = 5;
+
 impl IntoResponse for ScimError {
     fn into_response(self) -> Response {
         let body = serde_json::to_vec(&self.body()).unwrap_or_default();
         let mut response = (self.status, body).into_response();
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(SCIM_JSON));
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             headers.insert(
                 header::WWW_AUTHENTICATE,
@@ -121,5 +138,18 @@ impl IntoResponse for ScimError {
             );
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_later_tells_when_to_retry() {
+        let response = ScimError::retry_later("being offboarded").into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "5");
+        assert_eq!(response.headers()[header::CONTENT_TYPE], SCIM_JSON);
     }
 }

@@ -605,14 +605,24 @@ async fn create_user(
     {
         Err(kube::Error::Api(status)) if status.reason == "AlreadyExists" => {
             // Someone else has the plain name. If it is this very person (a concurrent
-            // create, not yet cached), that is a uniqueness conflict; otherwise disambiguate.
+            // create, not yet cached), that is a uniqueness conflict, unless that User is
+            // still being offboarded: then the create will succeed once it is gone (a lookup
+            // already says the person does not exist). Otherwise disambiguate.
             let existing = scim.api.get(&plain).await.map_err(ScimError::from_kube)?;
-            if existing
+            let same_person = existing
                 .spec
                 .identity
                 .username
-                .eq_ignore_ascii_case(&person.user_name)
-            {
+                .eq_ignore_ascii_case(&person.user_name);
+            if same_person && existing.metadata.deletion_timestamp.is_some() {
+                return Err(ScimError::retry_later(format!(
+                    "User {plain}, the previous User with userName {}, is still being offboarded; \
+                     retry after {} s",
+                    person.user_name,
+                    error::RETRY_AFTER_SECONDS
+                )));
+            }
+            if same_person {
                 return Err(ScimError::uniqueness(format!(
                     "User {plain} already has userName {}",
                     person.user_name
