@@ -5,7 +5,9 @@
 //! be named; they are accepted and dropped, as on a POST or PUT, so an identity provider that sends more than the published schema (Entra ID's
 //! default mappings do) keeps working. `id` and `meta` are read-only and ignored.
 
-use scim_v2::filter::{AttrPath, PatchPath, PatchValuePath};
+use scim_v2::filter::{
+    AttrExp, AttrPath, CompValue, CompareOp, PatchPath, PatchValuePath, ValFilter,
+};
 use scim_v2::models::errors::ScimType;
 use scim_v2::models::others::{OperationTarget, PatchOp, PatchOperation};
 use serde_json::{Map, Value};
@@ -21,7 +23,9 @@ const READ_ONLY: [&str; 3] = ["id", "meta", "schemas"];
 /// # Errors
 /// A 400 `invalidValue` for an `add` or `replace` without a value, `noTarget` when a
 /// `replace` or `remove` with a value filter (`emails[type eq "work"]`) matches nothing,
-/// `invalidPath` for a path under another schema's URN.
+/// `invalidPath` for a path under another schema's URN. An `add` with a value filter that
+/// matches nothing adds the element the filter describes (Entra ID adds a person's first work
+/// e-mail with `add` of `emails[type eq "work"].value`).
 pub fn apply(resource: &mut Value, patch: &PatchOp) -> Result<(), ScimError> {
     for operation in &patch.operations {
         match operation {
@@ -92,7 +96,7 @@ fn set(resource: &mut Value, target: &OperationTarget, op: Op) -> Result<(), Sci
                     set_attr(resource, attr, value, op);
                     Ok(())
                 }
-                PatchPath::Value(path) => set_filtered(resource, path, value),
+                PatchPath::Value(path) => set_filtered(resource, path, value, op),
             }
         }
     }
@@ -165,6 +169,7 @@ fn set_filtered(
     resource: &mut Value,
     path: &PatchValuePath,
     value: Value,
+    op: Op,
 ) -> Result<(), ScimError> {
     let map = object(resource);
     let key = key_of(map, &path.attr.name);
@@ -194,12 +199,66 @@ fn set_filtered(
         }
     }
     if matched {
-        Ok(())
-    } else {
-        Err(ScimError::bad_request(
-            ScimType::NoTarget,
-            format!("no value of {} matches the filter", path.attr.name),
-        ))
+        return Ok(());
+    }
+    if op == Op::Add {
+        let mut element = described(&path.filter).ok_or_else(|| {
+            ScimError::bad_request(
+                ScimType::NoTarget,
+                format!(
+                    "no value of {} matches the filter, and the filter does not say what to add",
+                    path.attr.name
+                ),
+            )
+        })?;
+        match (&path.sub_attr, value) {
+            (Some(sub), value) => {
+                element.insert(sub.clone(), value);
+            }
+            (None, Value::Object(new)) => element.extend(new),
+            (None, _) => {
+                return Err(ScimError::invalid_value(format!(
+                    "the value for {} must be an object",
+                    path.attr.name
+                )));
+            }
+        }
+        let list = map.entry(key).or_insert_with(|| Value::Array(Vec::new()));
+        if !list.is_array() {
+            *list = Value::Array(Vec::new());
+        }
+        list.as_array_mut()
+            .expect("just made an array")
+            .push(Value::Object(element));
+        return Ok(());
+    }
+    Err(ScimError::bad_request(
+        ScimType::NoTarget,
+        format!("no value of {} matches the filter", path.attr.name),
+    ))
+}
+
+/// The element a value filter made only of `eq` comparisons joined by `and` describes
+/// (`type eq "work"` is `{"type": "work"}`); `None` for any other filter.
+fn described(filter: &ValFilter) -> Option<Map<String, Value>> {
+    match filter {
+        ValFilter::Attr(AttrExp::Comparison(path, CompareOp::Eq, value))
+            if path.sub_attr.is_none() =>
+        {
+            let value = match value {
+                CompValue::Str(s) => Value::String(s.clone()),
+                CompValue::True => Value::Bool(true),
+                CompValue::False => Value::Bool(false),
+                CompValue::Number(n) => Value::Number(n.clone()),
+                CompValue::Null => return None,
+            };
+            Some(Map::from_iter([(path.name.clone(), value)]))
+        }
+        ValFilter::And(items) => items.as_slice().iter().try_fold(Map::new(), |mut all, f| {
+            all.extend(described(f)?);
+            Some(all)
+        }),
+        _ => None,
     }
 }
 
@@ -253,9 +312,18 @@ fn remove(resource: &mut Value, path: &PatchPath, value: Option<&Value>) -> Resu
                 ));
             };
             let before = items.len();
-            match &path.sub_attr {
-                None => items.retain(|i| !val_matches(&path.filter, i)),
-                Some(sub) => {
+            // The `value` of an element is what it is: removing it removes the element. With
+            // a `value` in the operation, only the elements with that value (Entra ID sends
+            // the address it removes).
+            let whole = path
+                .sub_attr
+                .as_deref()
+                .is_none_or(|sub| sub.eq_ignore_ascii_case("value"));
+            let named = |item: &Value| {
+                value.is_none_or(|v| same_element(item, v) || get(item, "value") == Some(v))
+            };
+            match path.sub_attr.as_deref() {
+                Some(sub) if !whole => {
                     for item in items.iter_mut().filter(|i| val_matches(&path.filter, i)) {
                         if let Value::Object(element) = item {
                             let sub_key = key_of(element, sub);
@@ -263,8 +331,9 @@ fn remove(resource: &mut Value, path: &PatchPath, value: Option<&Value>) -> Resu
                         }
                     }
                 }
+                _ => items.retain(|i| !(val_matches(&path.filter, i) && named(i))),
             }
-            if path.sub_attr.is_none() && items.len() == before {
+            if whole && items.len() == before {
                 return Err(ScimError::bad_request(
                     ScimType::NoTarget,
                     format!("no value of {} matches the filter", path.attr.name),
@@ -284,6 +353,52 @@ fn same_element(item: &Value, listed: &Value) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn entra_ids_work_email_operations_add_replace_and_remove_it() {
+        // No work e-mail yet: `Add` of the work e-mail's value creates the entry.
+        let mut person = json!({"userName": "ada", "emails": [
+            {"value": "ada@home.example", "type": "home"}
+        ]});
+        let add: PatchOp = serde_json::from_value(json!({
+            "schemas": [scim_v2::schema_urns::PATCH_OP],
+            "Operations": [{"op": "Add", "path": "emails[type eq \"work\"].value",
+                            "value": "ada@example.com"}],
+        }))
+        .unwrap();
+        apply(&mut person, &add).unwrap();
+        assert_eq!(
+            person["emails"][1],
+            json!({"type": "work", "value": "ada@example.com"})
+        );
+        // A filter that does not say what the element is still finds no target.
+        let mut unchanged = person.clone();
+        let vague: PatchOp = serde_json::from_value(json!({
+            "schemas": [scim_v2::schema_urns::PATCH_OP],
+            "Operations": [{"op": "add", "path": "emails[type ne \"home\" and type ne \"work\"].value",
+                            "value": "x@example.com"}],
+        }))
+        .unwrap();
+        let error = apply(&mut unchanged, &vague).unwrap_err();
+        assert_eq!(error.scim_type, Some(ScimType::NoTarget));
+
+        // `Remove` of the work e-mail's value, with the value, removes that entry only.
+        let out = patched(
+            json!([{"op": "Remove", "path": "emails[type eq \"work\"].value",
+                                  "value": "ada@example.com"}]),
+        )
+        .unwrap();
+        assert_eq!(
+            out["emails"],
+            json!([{"value": "ada@home.example", "type": "home"}])
+        );
+        let error = patched(
+            json!([{"op": "remove", "path": "emails[type eq \"work\"].value",
+                                    "value": "someone@else.example"}]),
+        )
+        .unwrap_err();
+        assert_eq!(error.scim_type, Some(ScimType::NoTarget));
+    }
 
     fn patched(operations: Value) -> Result<Value, ScimError> {
         let patch: PatchOp = serde_json::from_value(json!({
