@@ -457,4 +457,30 @@ async fn a_create_while_the_previous_user_is_offboarding_says_when_to_retry() {
         id.as_str(),
         "a new User, with a uid of its own"
     );
+
+    // The service's own /metrics (no token) counted each answer by route, never by id.
+    let response = app
+        .clone()
+        .oneshot(Request::get("/metrics").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let metrics = String::from_utf8_lossy(&bytes);
+    for line in [
+        r#"homestead_scim_requests_total{method="POST",route="/scim/v2/Users",status="201"} 2"#,
+        r#"homestead_scim_requests_total{method="POST",route="/scim/v2/Users",status="503"} 1"#,
+        r#"homestead_scim_requests_total{method="DELETE",route="/scim/v2/Users/{id}",status="204"} 1"#,
+    ] {
+        assert!(metrics.contains(line), "{line} missing from\n{metrics}");
+    }
+    assert!(metrics.contains("homestead_scim_request_duration_seconds_bucket"));
+    let managed = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("homestead_scim_users "))
+        .and_then(|v| v.parse::<u64>().ok())
+        .expect("homestead_scim_users");
+    assert!(managed >= 1, "{metrics}");
 }

@@ -23,6 +23,7 @@
 
 pub mod discovery;
 pub mod error;
+pub mod metrics;
 pub mod patch;
 pub mod query;
 pub mod resource;
@@ -137,6 +138,7 @@ pub struct Scim {
     ready: Arc<AtomicBool>,
     tokens: Arc<Tokens>,
     settings: Arc<Settings>,
+    metrics: metrics::Metrics,
 }
 
 impl Scim {
@@ -153,6 +155,7 @@ impl Scim {
             ready: Arc::default(),
             tokens,
             settings: Arc::new(settings),
+            metrics: metrics::Metrics::new(),
         }
     }
 
@@ -227,7 +230,12 @@ pub fn router(scim: Scim) -> Router {
         .nest("/scim/v2", api)
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics::serve))
         .fallback(not_found)
+        .layer(middleware::from_fn_with_state(
+            scim.clone(),
+            metrics::observe,
+        ))
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(scim)
 }

@@ -1,0 +1,178 @@
+//! The SCIM service's Prometheus metrics, served on its own `/metrics` (no token, like
+//! `/healthz`): requests by method and status, their latency, and how many Users it manages.
+//! Names follow the Prometheus naming conventions (`_total` counters, `_seconds` histograms).
+
+use std::time::Instant;
+
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use homestead_api::{LABEL_WRITER, WRITER_SCIM};
+use kube::ResourceExt as _;
+use prometheus::{
+    Encoder as _, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry,
+};
+
+use super::Scim;
+
+/// The SCIM service's metrics, in a registry of their own.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    /// `homestead_scim_requests_total{method, route, status}`: requests answered, by HTTP
+    /// method, route template (`/scim/v2/Users/{id}`) and status code.
+    requests: IntCounterVec,
+    /// `homestead_scim_request_duration_seconds{method, route}`: time to answer, in seconds.
+    duration: HistogramVec,
+    /// `homestead_scim_users`: Users the service manages (labelled `homestead.dev/writer=scim`,
+    /// not being deleted), counted at each scrape from the cache.
+    users: IntGauge,
+}
+
+impl Metrics {
+    /// Registers the metrics.
+    ///
+    /// # Panics
+    /// Never in practice: the names and labels are static and valid.
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "homestead_scim_requests_total",
+                "SCIM requests answered, by method, route and status code.",
+            ),
+            &["method", "route", "status"],
+        )
+        .expect("a valid metric");
+        let duration = HistogramVec::new(
+            HistogramOpts::new(
+                "homestead_scim_request_duration_seconds",
+                "Time to answer a SCIM request, in seconds.",
+            )
+            .buckets(vec![
+                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            ]),
+            &["method", "route"],
+        )
+        .expect("a valid metric");
+        let users = IntGauge::new(
+            "homestead_scim_users",
+            "Users the SCIM service manages (labelled homestead.dev/writer=scim, not being deleted).",
+        )
+        .expect("a valid metric");
+        for collector in [
+            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(duration.clone()),
+            Box::new(users.clone()),
+        ] {
+            registry.register(collector).expect("unique metric names");
+        }
+        Self {
+            registry,
+            requests,
+            duration,
+            users,
+        }
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The routes a request is labelled with; any other path is `other`.
+const ROUTES: [&str; 9] = [
+    "/scim/v2/Users",
+    "/scim/v2/Users/.search",
+    "/scim/v2/.search",
+    "/scim/v2/ServiceProviderConfig",
+    "/scim/v2/ResourceTypes",
+    "/scim/v2/Schemas",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+];
+
+/// The route template of `path` (`/scim/v2/Users/{id}` for any User's id), so that a label
+/// never holds an id: one series per route, not per person.
+fn route_of(path: &str) -> &'static str {
+    if let Some(route) = ROUTES.iter().find(|r| **r == path) {
+        return route;
+    }
+    for (prefix, template) in [
+        ("/scim/v2/Users/", "/scim/v2/Users/{id}"),
+        ("/scim/v2/ResourceTypes/", "/scim/v2/ResourceTypes/{id}"),
+        ("/scim/v2/Schemas/", "/scim/v2/Schemas/{id}"),
+    ] {
+        if path
+            .strip_prefix(prefix)
+            .is_some_and(|id| !id.is_empty() && !id.contains('/'))
+        {
+            return template;
+        }
+    }
+    "other"
+}
+
+/// Middleware: counts and times every request (refused ones too), labelled with its route
+/// template.
+pub(crate) async fn observe(State(scim): State<Scim>, request: Request, next: Next) -> Response {
+    let method = request.method().as_str().to_owned();
+    let route = route_of(request.uri().path());
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let metrics = &scim.metrics;
+    metrics
+        .duration
+        .with_label_values(&[&method, route])
+        .observe(started.elapsed().as_secs_f64());
+    metrics
+        .requests
+        .with_label_values(&[&method, route, response.status().as_str()])
+        .inc();
+    response
+}
+
+/// `GET /metrics`: the Prometheus text exposition of the SCIM service's metrics.
+pub(crate) async fn serve(State(scim): State<Scim>) -> Response {
+    let managed = scim
+        .store
+        .state()
+        .iter()
+        .filter(|u| {
+            u.metadata.deletion_timestamp.is_none()
+                && u.labels().get(LABEL_WRITER).map(String::as_str) == Some(WRITER_SCIM)
+        })
+        .count();
+    scim.metrics
+        .users
+        .set(i64::try_from(managed).unwrap_or(i64::MAX));
+    let mut body = Vec::new();
+    let encoder = prometheus::TextEncoder::new();
+    match encoder.encode(&scim.metrics.registry.gather(), &mut body) {
+        Ok(()) => (
+            [(header::CONTENT_TYPE, encoder.format_type().to_owned())],
+            body,
+        )
+            .into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_label_holds_a_route_never_an_id() {
+        assert_eq!(route_of("/scim/v2/Users"), "/scim/v2/Users");
+        assert_eq!(route_of("/scim/v2/Users/7f0c-11"), "/scim/v2/Users/{id}");
+        assert_eq!(route_of("/scim/v2/Users/.search"), "/scim/v2/Users/.search");
+        assert_eq!(route_of("/scim/v2/Schemas/urn:x"), "/scim/v2/Schemas/{id}");
+        assert_eq!(route_of("/scim/v2/Users/a/b"), "other");
+        assert_eq!(route_of("/wp-admin"), "other");
+    }
+}
