@@ -483,4 +483,19 @@ async fn a_create_while_the_previous_user_is_offboarding_says_when_to_retry() {
         .and_then(|v| v.parse::<u64>().ok())
         .expect("homestead_scim_users");
     assert!(managed >= 1, "{metrics}");
+    // Every SCIM metric the dashboard queries is one the service exports.
+    let dashboard =
+        std::fs::read_to_string(repo_root().join("charts/homestead/files/dashboard.json")).unwrap();
+    let queried: std::collections::BTreeSet<&str> = dashboard
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| w.starts_with("homestead_scim_"))
+        .collect();
+    assert!(queried.len() >= 3, "{queried:?}");
+    for metric in queried {
+        let base = metric.trim_end_matches("_bucket");
+        assert!(
+            metrics.contains(&format!("# TYPE {base} ")),
+            "the dashboard queries {metric}, which the SCIM service's /metrics does not have"
+        );
+    }
 }
