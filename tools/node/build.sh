@@ -40,7 +40,9 @@ kubernetes=$("$here/../control-plane/build.sh")
 router=$(awk '$1 == "github.com/cloudnativelabs/kube-router/v2" && NF > 1 { print $2 }' "$here/go.mod")
 busybox=$(dpkg-query -W -f='${Version}' busybox-static)
 cache="${HOMESTEAD_CACHE:-$HOME/.cache/homestead}"
-dir="$cache/node/kube-router-$router-kubernetes-$k8s-busybox-${busybox//[^A-Za-z0-9.+-]/_}"
+# The key names every input, this script's own recipe included.
+recipe=$(sha256sum "${BASH_SOURCE[0]}" "$here/../image/oci.sh" | sha256sum | cut -c1-8)
+dir="$cache/node/kube-router-$router-kubernetes-$k8s-busybox-${busybox//[^A-Za-z0-9.+-]/_}-$recipe"
 
 complete() {
   [[ -x "$dir/kube-router" && -f "$dir/images/pause.ref" && -f "$dir/images/toolbox.ref" ]]
@@ -82,6 +84,11 @@ cp /bin/busybox "$work/toolbox/bin/busybox"
 for applet in sh nc httpd sleep cat echo printf ls env id head grep; do ln -s busybox "$work/toolbox/bin/$applet"; done
 cp "$kubernetes/kubectl" "$work/toolbox/bin/kubectl"
 chmod 1777 "$work/toolbox/tmp"
+# Named user and group entries: kubelet passes the image's uid alone as runAsUser, and the
+# runtime looks the group up here (without them a Pod would run with gid 0).
+mkdir -p "$work/toolbox/etc"
+echo 'nobody:x:65534:65534:nobody:/tmp:/bin/sh' >"$work/toolbox/etc/passwd"
+echo 'nogroup:x:65534:' >"$work/toolbox/etc/group"
 tag="${busybox//[^A-Za-z0-9.-]/_}-kubectl-$k8s"
 "$here/../image/oci.sh" "$work/toolbox" "$dir/images/toolbox.tar" "$tag" 65534:65534 /bin/sh
 echo "homestead.local/toolbox:$tag" >"$dir/images/toolbox.ref"
