@@ -16,10 +16,12 @@ use kube::{CustomResource, CustomResourceExt, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+mod group;
 mod profile;
+pub use group::{DirectoryGroup, DirectoryGroupSpec, DirectoryGroupStatus, MAX_GROUP_MEMBERS};
 pub use profile::{
-    AppliedProfile, NamespaceMetadata, NetworkIsolation, PodSecurityLevel, PodSecurityLevels,
-    Profile, ProfileSpec, ProfileStatus, UserOverride,
+    AppliedProfile, DirectorySelection, NamespaceMetadata, NetworkIsolation, PodSecurityLevel,
+    PodSecurityLevels, Profile, ProfileSpec, ProfileStatus, UserOverride,
 };
 
 /// The API group of [`User`].
@@ -241,7 +243,8 @@ const NO_RESERVED_KEYS: &str =
     derive = "PartialEq",
     doc = "A person who gets a home on the cluster: a Namespace of their own and the RBAC to work in it. Homestead provisions, repairs and offboards it.",
     printcolumn(name = "Namespace", type_ = "string", description = "The person's Namespace", json_path = ".status.namespace"),
-    printcolumn(name = "Profile", type_ = "string", description = "The Profile the User names (empty: the operator's default, if any)", json_path = ".spec.profile"),
+    printcolumn(name = "Profile", type_ = "string", description = "The Profile the User's Namespace reflects: spec.profile, else the one its directory groups select, else the operator's default", json_path = ".status.profile.name"),
+    printcolumn(name = "Group", type_ = "string", description = "The directory group that chose the Profile (empty: spec.profile or the default)", json_path = ".status.profile.group"),
     printcolumn(name = "Role", type_ = "string", description = "The ClusterRole the User asks for itself (empty: its Profile's, or admin)", json_path = ".spec.role"),
     printcolumn(name = "Ready", type_ = "string", description = "Whether the Namespace and access are as declared", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
     printcolumn(name = "Reason", type_ = "string", description = "Why Ready is what it is", json_path = ".status.conditions[?(@.type==\"Ready\")].reason"),
@@ -516,10 +519,14 @@ pub fn crd() -> CustomResourceDefinition {
     reflowed(User::crd())
 }
 
-/// Every CustomResourceDefinition of the API, as installed: `users.homestead.dev` ([`crd`]) and
-/// `profiles.homestead.dev`, descriptions reflowed alike.
+/// Every CustomResourceDefinition of the API, as installed: `users.homestead.dev` ([`crd`]),
+/// `profiles.homestead.dev` and `directorygroups.homestead.dev`, descriptions reflowed alike.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![crd(), reflowed(Profile::crd())]
+    vec![
+        crd(),
+        reflowed(Profile::crd()),
+        reflowed(DirectoryGroup::crd()),
+    ]
 }
 
 fn reflowed(crd: CustomResourceDefinition) -> CustomResourceDefinition {

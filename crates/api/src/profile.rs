@@ -124,8 +124,9 @@ pub struct NamespaceMetadata {
     pub annotations: BTreeMap<String, String>,
 }
 
-/// What a kind of person gets, for every User that names this Profile in `spec.profile` (or,
-/// when the operator runs with `--default-profile`, every User that names none). Editing it
+/// What a kind of person gets, for every User that names this Profile in `spec.profile`, every
+/// User without one whose directory groups select it (`spec.directory`), and, when the
+/// operator runs with `--default-profile`, every other User that names none. Editing it
 /// rolls the change out to exactly those Users; deleting it changes no Namespace (its Users
 /// report `Ready=False`, reason `ProfileNotFound`, until it is back).
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -205,6 +206,33 @@ pub struct ProfileSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 3), extend("x-kubernetes-list-type" = "set"))]
     pub user_overrides: Vec<UserOverride>,
+
+    /// The directory groups (DirectoryGroups, by `spec.displayName`) whose members get this
+    /// Profile when they name none in `spec.profile`. Without it, the directory can never give
+    /// anyone this Profile: only HR (`spec.profile`) or the operator's `--default-profile` can.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory: Option<DirectorySelection>,
+}
+
+/// Which directory groups select a Profile, and how it ranks against other Profiles a person's
+/// groups select.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DirectorySelection {
+    /// Group names as the directory has them (a DirectoryGroup's `spec.displayName`, compared
+    /// exactly). At least 1, at most 32.
+    #[schemars(
+        length(min = 1, max = 32),
+        inner(length(min = 1, max = 256)),
+        extend("x-kubernetes-list-type" = "set")
+    )]
+    pub groups: Vec<String>,
+
+    /// When a person's groups select several Profiles, the one with the highest priority wins;
+    /// on a tie, the Profile whose name sorts first. Default 0.
+    #[serde(default)]
+    #[schemars(range(min = -1000, max = 1000))]
+    pub priority: i32,
 }
 
 impl ProfileSpec {
@@ -247,4 +275,8 @@ pub struct AppliedProfile {
     /// The Profile's `metadata.generation` that the User's objects reflect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// The DirectoryGroup (`metadata.name`) whose membership chose this Profile; absent when
+    /// the User names it in `spec.profile` or it is the operator's `--default-profile`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }

@@ -87,6 +87,7 @@ fn bench_profile(generation: i64) -> Option<AppliedProfile> {
     Some(AppliedProfile {
         name: PROFILE.to_owned(),
         observed_generation: Some(generation),
+        group: None,
     })
 }
 

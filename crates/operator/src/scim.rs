@@ -44,9 +44,11 @@ pub async fn run(args: ScimArgs) -> anyhow::Result<()> {
         .await
         .context("connecting to the Kubernetes API server")?;
     let (store, keep_cache) = scim::watch_users(client.clone());
+    let (groups, keep_groups) = scim::groups::watch_groups(client.clone());
     let service = Scim::new(
         client,
         store,
+        groups,
         tokens.clone(),
         Settings {
             profile: args.profile.clone(),
@@ -55,6 +57,7 @@ pub async fn run(args: ScimArgs) -> anyhow::Result<()> {
         },
     );
     tokio::spawn(keep_cache);
+    tokio::spawn(keep_groups);
     let files = Files {
         tokens: args.token_file.clone(),
         cert: args.tls_cert.clone(),

@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 
-use homestead_api::{LABEL_MANAGED_BY, LABEL_RETAINED_FROM, MANAGED_BY, Profile, User};
+use homestead_api::{
+    DirectoryGroup, LABEL_MANAGED_BY, LABEL_RETAINED_FROM, MANAGED_BY, Profile, User,
+};
 use homestead_reconciler::cache::{CachedNamespace, CachedRoleBinding};
 use homestead_reconciler::ownership::user_of;
 use homestead_reconciler::profile::ProfileIndex;
@@ -47,11 +49,13 @@ pub struct Controllers {
 }
 
 /// The Controller over Users, triggered also by every change to a managed object, by every
-/// change to a Profile's spec (for exactly that Profile's Users, from `index`) and, for all
+/// change to a Profile's spec (for exactly that Profile's Users, from `index`, and the members of
+/// the directory groups it names), by every change to a DirectoryGroup's spec (for its members
+/// and the Users whose Profile it chose, so leaving it moves them back) and, for all
 /// Users at once, every [`RESYNC`], with `concurrency` reconciles at once (0: unbounded); the
 /// Controller over retained Namespaces, triggered by their own watch (few objects) and by every
 /// RoleBinding that appears in one, through the one RoleBinding watch both share; and the
-/// caches of managed objects and Profiles. `config` says which Profile a User without
+/// caches of managed objects, Profiles and DirectoryGroups. `config` says which Profile a User without
 /// `spec.profile` uses.
 pub fn controllers(
     client: &Client,
@@ -74,6 +78,11 @@ pub fn controllers(
         cached_watch(client, managed, trim_object::<NetworkPolicy>);
     let (profiles, profile_events) =
         cached_watch(client, watcher::Config::default(), trim_object::<Profile>);
+    let (groups, group_events) = cached_watch(
+        client,
+        watcher::Config::default(),
+        trim_object::<DirectoryGroup>,
+    );
     let created_namespaces = Arc::<OwnCreates<CachedNamespace>>::default();
     let created_role_bindings = Arc::<OwnCreates<CachedRoleBinding>>::default();
     let namespace_events = touched_except_echoes(namespace_events, created_namespaces.clone());
@@ -89,6 +98,10 @@ pub fn controllers(
     // and its existence change what its Users get.
     let profile_events = changes_of(profile_events, |p: &Profile| {
         fingerprint(&p.metadata.generation)
+    });
+    // Likewise a DirectoryGroup's status (its member count, written by Homestead).
+    let group_events = changes_of(group_events, |g: &DirectoryGroup| {
+        fingerprint(&g.metadata.generation)
     });
     let by_namespace = namespaces.clone();
     let (wake_retained, retained_triggers) = futures::channel::mpsc::unbounded();
@@ -126,6 +139,8 @@ pub fn controllers(
             }))
         });
     let members = index.clone();
+    let in_groups = groups.clone();
+    let chosen_by = users.clone();
     let controller = Controller::for_stream(user_events, users)
         .with_config(controller::Config::default().concurrency(concurrency))
         .trigger_backoff(EachWatchOnItsOwn)
@@ -144,10 +159,24 @@ pub fn controllers(
         .watches_stream(limit_range_events, |o| user_of(&o))
         .watches_stream(network_policy_events, |o| user_of(&o))
         .watches_stream(profile_events, move |profile| {
-            members
-                .users_of(&profile.name_any())
-                .into_iter()
-                .map(|user| ObjectRef::new(&user))
+            let mut users = members.users_of(&profile.name_any());
+            if let Some(directory) = &profile.spec.directory {
+                for group in in_groups.state() {
+                    if directory.groups.contains(&group.spec.display_name) {
+                        users.extend(group.spec.members.iter().cloned());
+                    }
+                }
+            }
+            users.into_iter().map(|user| ObjectRef::new(&user))
+        })
+        .watches_stream(group_events, move |group| {
+            let name = group.name_any();
+            let mut users: HashSet<String> = group.spec.members.iter().cloned().collect();
+            users.extend(chosen_by.state().iter().filter_map(|user| {
+                let applied = user.status.as_ref()?.profile.as_ref()?;
+                (applied.group.as_deref() == Some(name.as_str())).then(|| user.name_any())
+            }));
+            users.into_iter().map(|user| ObjectRef::new(&user))
         })
         .reconcile_all_on(every(RESYNC));
     let caches = Caches {
@@ -157,6 +186,7 @@ pub fn controllers(
         limit_ranges,
         network_policies,
         profiles,
+        groups,
         created_namespaces,
         created_role_bindings,
     };
@@ -213,7 +243,8 @@ where
 }
 
 /// Keeps `index` in step with a User watch event: the Profile a User uses is its
-/// `spec.profile`, else `default_profile`; a deleted User uses none.
+/// `spec.profile`, else the one its status says it was last reconciled with (which its
+/// directory groups may have chosen), else `default_profile`; a deleted User uses none.
 fn index_profiles(
     index: &ProfileIndex,
     default_profile: Option<&str>,
@@ -221,7 +252,13 @@ fn index_profiles(
 ) {
     match event {
         Ok(watcher::Event::Apply(user) | watcher::Event::InitApply(user)) => {
-            let profile = user.spec.profile.as_deref().or(default_profile);
+            let applied = user.status.as_ref().and_then(|s| s.profile.as_ref());
+            let profile = user
+                .spec
+                .profile
+                .as_deref()
+                .or(applied.map(|a| a.name.as_str()))
+                .or(default_profile);
             index.set(&user.name_any(), profile);
         }
         Ok(watcher::Event::Delete(user)) => index.set(&user.name_any(), None),

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use homestead_api::Profile;
+use homestead_api::{DirectoryGroup, Profile};
 use k8s_openapi::api::core::v1::{LimitRange, ResourceQuota};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Client;
@@ -176,6 +176,8 @@ pub struct Caches {
     pub network_policies: Store<NetworkPolicy>,
     /// Every Profile.
     pub profiles: Store<Profile>,
+    /// Every DirectoryGroup.
+    pub groups: Store<DirectoryGroup>,
     /// Namespaces this replica created that the Namespace watch has not delivered yet.
     pub created_namespaces: Arc<OwnCreates<CachedNamespace>>,
     /// RoleBindings this replica created that the RoleBinding watch has not delivered yet.
@@ -297,6 +299,7 @@ pub(crate) mod test {
         pub limit_ranges: Writer<LimitRange>,
         pub network_policies: Writer<NetworkPolicy>,
         pub profiles: Writer<Profile>,
+        pub groups: Writer<DirectoryGroup>,
     }
 
     impl Writers {
@@ -326,6 +329,7 @@ pub(crate) mod test {
             let (limit_ranges, limit_range_writer) = reflector::store();
             let (network_policies, network_policy_writer) = reflector::store();
             let (profiles, profile_writer) = reflector::store();
+            let (groups, group_writer) = reflector::store();
             let registry = prometheus::Registry::new();
             let context = Self::new(
                 client,
@@ -342,6 +346,7 @@ pub(crate) mod test {
                     limit_ranges,
                     network_policies,
                     profiles,
+                    groups,
                     created_namespaces: Arc::default(),
                     created_role_bindings: Arc::default(),
                 },
@@ -355,6 +360,7 @@ pub(crate) mod test {
                 limit_ranges: limit_range_writer,
                 network_policies: network_policy_writer,
                 profiles: profile_writer,
+                groups: group_writer,
             };
             (context, server, writers)
         }

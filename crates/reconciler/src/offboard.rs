@@ -19,7 +19,6 @@ use crate::context::Context;
 use crate::desired::retained_namespace;
 use crate::error::{Error, Result};
 use crate::ownership::is_owned_by;
-use crate::profile::resolve;
 use crate::provision::{cached_bindings_in, revoke};
 use crate::status::{Change, Outcome, Reason, terminating_message};
 use crate::validate::namespace_name;
@@ -141,8 +140,7 @@ async fn retain_namespace(
     let name = namespace.name_any();
     // The Namespace keeps what its Profile gave it (Pod Security, labels); without the Profile,
     // what the User and the operator's flags say.
-    let profiles = &ctx.caches.profiles;
-    let retained = match resolve(user, &ctx.config, |p| profiles.get(&ObjectRef::new(p))) {
+    let retained = match ctx.resolve(user) {
         Ok(resolved) => retained_namespace(
             &resolved.user,
             &name,

@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use homestead_api::{
-    AppliedProfile, CONDITION_READY, FIELD_MANAGER, NetworkIsolation, Profile, ProfileStatus, User,
-    UserOverride,
+    AppliedProfile, CONDITION_READY, DirectoryGroup, DirectoryGroupStatus, FIELD_MANAGER,
+    NetworkIsolation, Profile, ProfileStatus, User, UserOverride,
 };
 use k8s_openapi::api::core::v1::LimitRangeSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -46,23 +46,78 @@ pub struct Resolved {
     pub applied: Option<AppliedProfile>,
 }
 
-/// The name of the Profile `user` uses: `spec.profile`, else the operator's
-/// `--default-profile`, else none.
-pub fn profile_name<'a>(user: &'a User, config: &'a Config) -> Option<&'a str> {
-    user.spec
-        .profile
-        .as_deref()
-        .or(config.default_profile.as_deref())
+/// Which Profile a User uses, and the DirectoryGroup whose membership chose it, if one did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Choice {
+    /// The Profile's name.
+    pub profile: String,
+    /// The DirectoryGroup (`metadata.name`) that chose it; `None` for `spec.profile` or the
+    /// operator's `--default-profile`.
+    pub group: Option<String>,
 }
 
-/// Applies the Profile `user` uses, found by `lookup` (name to Profile, from a cache).
+/// The Profile `user` uses: its `spec.profile`; else, among `profiles` whose
+/// `spec.directory.groups` name (by `spec.displayName`) one of `groups` that has `user` as a
+/// member, the one of highest `priority` (on a tie, the first by name), chosen by the first
+/// such group by name; else the operator's `--default-profile`; else none. Only Profiles the
+/// platform marked with `spec.directory` can be chosen by the directory.
+pub fn choose(
+    user: &User,
+    config: &Config,
+    profiles: &[Arc<Profile>],
+    groups: &[Arc<DirectoryGroup>],
+) -> Option<Choice> {
+    if let Some(profile) = &user.spec.profile {
+        return Some(Choice {
+            profile: profile.clone(),
+            group: None,
+        });
+    }
+    let name = user.name_any();
+    let mut best: Option<(&Profile, i32, &DirectoryGroup)> = None;
+    for profile in profiles {
+        let Some(directory) = &profile.spec.directory else {
+            continue;
+        };
+        let outranks = best.is_none_or(|(chosen, priority, _)| {
+            (
+                directory.priority,
+                std::cmp::Reverse(profile.metadata.name.as_ref()),
+            ) > (priority, std::cmp::Reverse(chosen.metadata.name.as_ref()))
+        });
+        if !outranks {
+            continue;
+        }
+        let group = groups
+            .iter()
+            .filter(|g| directory.groups.contains(&g.spec.display_name) && g.spec.has_member(&name))
+            .min_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        if let Some(group) = group {
+            best = Some((profile, directory.priority, group));
+        }
+    }
+    match best {
+        Some((profile, _, group)) => Some(Choice {
+            profile: profile.name_any(),
+            group: Some(group.name_any()),
+        }),
+        None => config.default_profile.clone().map(|profile| Choice {
+            profile,
+            group: None,
+        }),
+    }
+}
+
+/// Applies the Profile `choice` names (from [`choose`]; `None`: no Profile), found by `lookup`
+/// (name to Profile, from a cache).
 ///
 /// # Errors
-/// [`Refusal::ProfileNotFound`] when `user` names a Profile `lookup` does not know;
+/// [`Refusal::ProfileNotFound`] when `choice` names a Profile `lookup` does not know;
 /// [`Refusal::OverrideNotAllowed`] when `user` sets a field differently from the Profile and
 /// the Profile's `userOverrides` does not allow it.
 pub fn resolve<P: AsRef<Profile>>(
     user: &User,
+    choice: Option<&Choice>,
     config: &Config,
     lookup: impl FnOnce(&str) -> Option<P>,
 ) -> Result<Resolved, Refusal> {
@@ -73,9 +128,14 @@ pub fn resolve<P: AsRef<Profile>>(
         isolation: None,
         applied: None,
     };
-    let Some(name) = profile_name(user, config) else {
+    let Some(Choice {
+        profile: name,
+        group,
+    }) = choice
+    else {
         return Ok(resolved);
     };
+    let name = name.as_str();
     let profile = lookup(name).ok_or_else(|| Refusal::ProfileNotFound(name.to_owned()))?;
     let profile = profile.as_ref();
     let spec = &profile.spec;
@@ -121,6 +181,7 @@ pub fn resolve<P: AsRef<Profile>>(
     resolved.applied = Some(AppliedProfile {
         name: profile.name_any(),
         observed_generation: profile.metadata.generation,
+        group: group.clone(),
     });
     Ok(resolved)
 }
@@ -208,14 +269,12 @@ pub fn profile_status<'a>(
     now: Time,
 ) -> ProfileStatus {
     let generation = profile.metadata.generation;
-    let current = AppliedProfile {
-        name: profile.name_any(),
-        observed_generation: generation,
-    };
+    let name = profile.name_any();
     let (mut count, mut up_to_date) = (0, 0);
     for user in users {
         count += 1;
-        if user.status.as_ref().and_then(|s| s.profile.as_ref()) == Some(&current) {
+        let applied = user.status.as_ref().and_then(|s| s.profile.as_ref());
+        if applied.is_some_and(|a| a.name == name && a.observed_generation == generation) {
             up_to_date += 1;
         }
     }
@@ -278,9 +337,44 @@ pub fn profile_status_matches(current: Option<&ProfileStatus>, desired: &Profile
     })
 }
 
+/// The status of `group`: its member count and the Profile of highest priority (on a tie, the
+/// first by name) among `profiles` that names its `spec.displayName` in `spec.directory.groups`.
+pub fn group_status(group: &DirectoryGroup, profiles: &[Arc<Profile>]) -> DirectoryGroupStatus {
+    let display_name = &group.spec.display_name;
+    let profile = profiles
+        .iter()
+        .filter_map(|p| Some((p, p.spec.directory.as_ref()?)))
+        .filter(|(_, d)| d.groups.contains(display_name))
+        .max_by(|(a, da), (b, db)| {
+            (da.priority, std::cmp::Reverse(&a.metadata.name))
+                .cmp(&(db.priority, std::cmp::Reverse(&b.metadata.name)))
+        })
+        .map(|(p, _)| p.name_any());
+    DirectoryGroupStatus {
+        observed_generation: group.metadata.generation,
+        members: i64::try_from(group.spec.members.len()).unwrap_or(i64::MAX),
+        profile,
+    }
+}
+
 impl Context {
+    /// `user` with its Profile applied: the Profile [`choose`] picks from the cached Profiles
+    /// and DirectoryGroups, then [`resolve`]d.
+    ///
+    /// # Errors
+    /// The [`Refusal`]s of [`resolve`].
+    pub fn resolve(&self, user: &User) -> Result<Resolved, Refusal> {
+        let profiles = self.caches.profiles.state();
+        let groups = self.caches.groups.state();
+        let choice = choose(user, &self.config, &profiles, &groups);
+        resolve(user, choice.as_ref(), &self.config, |name| {
+            self.caches.profiles.get(&ObjectRef::new(name))
+        })
+    }
+
     /// Writes the status of every Profile whose status is not what its Users say
-    /// ([`profile_status`]), by server-side apply on the status subresource (field manager
+    /// ([`profile_status`]), then of every DirectoryGroup whose status is not its
+    /// [`group_status`], by server-side apply on the status subresource (field manager
     /// `homestead`); reads caches only, and writes nothing when every status is current. Returns
     /// how many statuses it wrote.
     ///
@@ -293,7 +387,8 @@ impl Context {
         index: &ProfileIndex,
     ) -> crate::Result<usize> {
         let mut written = 0;
-        for profile in self.caches.profiles.state() {
+        let profiles = self.caches.profiles.state();
+        for profile in profiles.iter().cloned() {
             let name = profile.name_any();
             let members: Vec<Arc<User>> = index
                 .users_of(&name)
@@ -323,6 +418,30 @@ impl Context {
                 })?;
             written += 1;
         }
+        for group in self.caches.groups.state() {
+            let desired = group_status(&group, &profiles);
+            if group.status.as_ref() == Some(&desired) {
+                continue;
+            }
+            let name = group.name_any();
+            self.fenced()?;
+            let patch = serde_json::json!({
+                "apiVersion": DirectoryGroup::api_version(&()),
+                "kind": DirectoryGroup::kind(&()),
+                "status": desired,
+            });
+            Api::<DirectoryGroup>::all(self.client.clone())
+                .patch_status(
+                    &name,
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(&patch),
+                )
+                .await
+                .map_err(|source| {
+                    Error::kube(Verb::PatchStatus, DirectoryGroup::kind(&()), &name, source)
+                })?;
+            written += 1;
+        }
         Ok(written)
     }
 }
@@ -345,7 +464,8 @@ mod tests {
     }
 
     fn resolve_with(u: &User, p: &Profile) -> Result<Resolved, Refusal> {
-        resolve(u, &Config::default(), |name| {
+        let choice = choose(u, &Config::default(), &[], &[]);
+        resolve(u, choice.as_ref(), &Config::default(), |name| {
             (name == "engineer").then(|| std::sync::Arc::new(p.clone()))
         })
     }
@@ -387,7 +507,8 @@ mod tests {
             r.applied,
             Some(AppliedProfile {
                 name: "engineer".into(),
-                observed_generation: Some(3)
+                observed_generation: Some(3),
+                group: None,
             })
         );
     }
@@ -439,16 +560,16 @@ mod tests {
 
     #[test]
     fn a_missing_profile_is_refused_and_no_profile_changes_nothing() {
+        let none = |_: &str| None::<std::sync::Arc<Profile>>;
+        let chosen = |u: &User, config: &Config| choose(u, config, &[], &[]);
         let u = user("carol", json!({ "profile": "ghost" }));
+        let config = Config::default();
         assert_eq!(
-            resolve(&u, &Config::default(), |_| None::<std::sync::Arc<Profile>>),
+            resolve(&u, chosen(&u, &config).as_ref(), &config, none),
             Err(Refusal::ProfileNotFound("ghost".into()))
         );
         let plain = user("carol", json!({}));
-        let r = resolve(&plain, &Config::default(), |_| {
-            None::<std::sync::Arc<Profile>>
-        })
-        .unwrap();
+        let r = resolve(&plain, chosen(&plain, &config).as_ref(), &config, none).unwrap();
         assert_eq!(r.user, plain);
         assert_eq!(r.applied, None);
         let defaulted = Config {
@@ -456,10 +577,113 @@ mod tests {
             ..Config::default()
         };
         assert_eq!(
-            resolve(&plain, &defaulted, |_| None::<std::sync::Arc<Profile>>),
+            resolve(
+                &plain,
+                chosen(&plain, &defaulted).as_ref(),
+                &defaulted,
+                none
+            ),
             Err(Refusal::ProfileNotFound("engineer".into())),
             "the operator's default Profile applies to a User that names none"
         );
+    }
+
+    fn named_profile(name: &str, directory: serde_json::Value) -> Arc<Profile> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "homestead.dev/v1alpha1", "kind": "Profile",
+                "metadata": { "name": name }, "spec": { "directory": directory },
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn group(name: &str, display_name: &str, members: &[&str]) -> Arc<DirectoryGroup> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "homestead.dev/v1alpha1", "kind": "DirectoryGroup",
+                "metadata": { "name": name, "generation": 2 },
+                "spec": { "displayName": display_name, "members": members },
+            }))
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn directory_groups_choose_among_the_profiles_that_name_them() {
+        let profiles = [
+            named_profile(
+                "data-science",
+                json!({ "groups": ["Data Science"], "priority": 10 }),
+            ),
+            named_profile("interns", json!({ "groups": ["Interns", "Summer"] })),
+            named_profile("also-interns", json!({ "groups": ["Summer"] })),
+            named_profile("platform", serde_json::Value::Null),
+        ];
+        let groups = [
+            group("data-science", "Data Science", &["ada", "bob"]),
+            group("interns", "Interns", &["ada", "cy"]),
+            group("summer", "Summer", &["eve"]),
+            group("platform", "platform", &["dee"]),
+        ];
+        let config = Config {
+            default_profile: Some("engineer".into()),
+            ..Config::default()
+        };
+        let choice = |name: &str, spec: serde_json::Value| {
+            let chosen = choose(&user(name, spec), &config, &profiles, &groups).unwrap();
+            (chosen.profile, chosen.group)
+        };
+        let by_group = |p: &str, g: &str| (p.to_owned(), Some(g.to_owned()));
+        assert_eq!(
+            choice("ada", json!({})),
+            by_group("data-science", "data-science"),
+            "the highest priority wins"
+        );
+        assert_eq!(choice("cy", json!({})), by_group("interns", "interns"));
+        assert_eq!(
+            choice("eve", json!({})),
+            by_group("also-interns", "summer"),
+            "on a tie, the first Profile by name"
+        );
+        assert_eq!(
+            choice("dee", json!({})),
+            ("engineer".to_owned(), None),
+            "a group no Profile names grants nothing, and a Profile without spec.directory is never chosen by the directory"
+        );
+        assert_eq!(
+            choice("ada", json!({ "profile": "platform" })),
+            ("platform".to_owned(), None),
+            "spec.profile wins over every group"
+        );
+        assert_eq!(
+            choose(
+                &user("zed", json!({})),
+                &Config::default(),
+                &profiles,
+                &groups
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn a_group_status_counts_members_and_names_the_profile_it_selects() {
+        let profiles = [
+            named_profile("low", json!({ "groups": ["Eng"], "priority": -1 })),
+            named_profile("high", json!({ "groups": ["Eng"], "priority": 5 })),
+        ];
+        let status = group_status(&group("eng", "Eng", &["a", "b", "c"]), &profiles);
+        assert_eq!(
+            status,
+            DirectoryGroupStatus {
+                observed_generation: Some(2),
+                members: 3,
+                profile: Some("high".into()),
+            }
+        );
+        let unnamed = group_status(&group("ops", "Ops", &[]), &profiles);
+        assert_eq!((unnamed.members, unnamed.profile), (0, None));
     }
 
     #[test]
@@ -488,6 +712,7 @@ mod tests {
                 profile: generation.map(|g| AppliedProfile {
                     name: "engineer".into(),
                     observed_generation: Some(g),
+                    group: None,
                 }),
                 ..Default::default()
             });

@@ -28,7 +28,7 @@ use crate::drift::{limit_range_matches, network_policy_matches, quota_matches};
 use crate::error::{Error, Result, Verb};
 use crate::expiry::Expiry;
 use crate::ownership::{is_owned_by, labelled_for};
-use crate::profile::{Resolved, resolve};
+use crate::profile::Resolved;
 use crate::status::{Change, Outcome, Reason, convergence_print, terminating_message};
 use crate::validate::{Refusal, namespace_name, validate};
 
@@ -60,8 +60,7 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
             .is_some_and(|ns| is_owned_by(&ns.facts, user))
     };
     let expired = expiry == Expiry::Passed;
-    let profiles = &ctx.caches.profiles;
-    let resolved = match resolve(user, &ctx.config, |p| profiles.get(&ObjectRef::new(p))) {
+    let resolved = match ctx.resolve(user) {
         Ok(resolved) => resolved,
         Err(refusal) => {
             let name = namespace_name(user, &ctx.config, owned);
@@ -74,6 +73,9 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
         return refuse(user, ctx, name, &refusal, expiry).await;
     }
     let mut changes = Vec::new();
+    if let Some(note) = profile_move(user, resolved.applied.as_ref(), ctx) {
+        changes.push((Change::ProfileChanged, note));
+    }
     match converge(&resolved, ctx, &name, &mut changes, expired).await {
         Ok(Step::Done(outcome, recheck)) => {
             let outcome = outcome
@@ -128,6 +130,47 @@ fn respecified(user: &User, applied: Option<&AppliedProfile>, ctx: &Context) -> 
         let name = user.name_any();
         ctx.recent_convergence.unconfirmed(&name, print).is_none()
     }
+}
+
+/// The note of a `ProfileChanged` Event when `applied` (the Profile and the directory group
+/// that chose it) differs from what `user`'s status says its objects reflect, such as
+/// `Profile "engineer" (the operator's default) -> "data-science" (directory group
+/// data-science)`; `None` when it is the same, when the User was never reconciled, or when this
+/// replica converged the User with `applied` moments ago (the cache has not shown that status
+/// yet).
+fn profile_move(user: &User, applied: Option<&AppliedProfile>, ctx: &Context) -> Option<String> {
+    let status = user.status.as_ref()?;
+    user.ready_condition()?;
+    let before = status.profile.as_ref();
+    let key = |p: Option<&AppliedProfile>| p.map(|p| (p.name.clone(), p.group.clone()));
+    if key(before) == key(applied) {
+        return None;
+    }
+    let print = convergence_print(user.metadata.generation, applied);
+    if ctx
+        .recent_convergence
+        .unconfirmed(&user.name_any(), print)
+        .is_some()
+    {
+        return None;
+    }
+    let describe = |p: Option<&AppliedProfile>| match p {
+        None => "none".to_owned(),
+        Some(AppliedProfile {
+            name,
+            group: Some(group),
+            ..
+        }) => format!("{name:?} (directory group {group})"),
+        Some(AppliedProfile { name, .. }) if user.spec.profile.as_ref() == Some(name) => {
+            format!("{name:?} (spec.profile)")
+        }
+        Some(AppliedProfile { name, .. }) => format!("{name:?}"),
+    };
+    Some(format!(
+        "Profile {} -> {}",
+        describe(before),
+        describe(applied)
+    ))
 }
 
 /// What a reconcile changed so far, each with a note for the Event that reports it.

@@ -164,6 +164,9 @@ pub enum Change {
     NamespaceRetained,
     /// Offboarding finished: nothing of the User's remains.
     Offboarded,
+    /// The User moved to another Profile (its `spec.profile`, its directory groups or the
+    /// operator's default changed).
+    ProfileChanged,
 }
 
 impl Change {
@@ -186,6 +189,7 @@ impl Change {
             Self::NamespaceDeleting => "NamespaceDeleting",
             Self::NamespaceRetained => "NamespaceRetained",
             Self::Offboarded => "Offboarded",
+            Self::ProfileChanged => "ProfileChanged",
         }
     }
 }

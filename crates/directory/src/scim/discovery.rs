@@ -1,7 +1,7 @@
-//! The discovery endpoints (RFC 7644 §4): what this service provider supports, the one
-//! resource type it serves (`User`), and its schema: RFC 7643's core User schema trimmed to the
-//! attributes Homestead keeps (see [`super::resource`]), so a client never sends a value that
-//! would silently vanish.
+//! The discovery endpoints (RFC 7644 §4): what this service provider supports, the resource
+//! types it serves (`User`, `Group`), and their schemas: RFC 7643's core User schema trimmed to
+//! the attributes Homestead keeps (see [`super::resource`]), so a client never sends a value
+//! that would silently vanish, and the core Group schema.
 
 use scim_v2::models::scim_schema::get_schemas;
 use scim_v2::schema_urns;
@@ -53,6 +53,34 @@ pub fn user_resource_type(base: &str) -> Value {
         "schema": schema_urns::USER,
         "meta": {"resourceType": "ResourceType", "location": format!("{base}/ResourceTypes/User")}
     })
+}
+
+/// The `Group` resource type (RFC 7643 §6).
+pub fn group_resource_type(base: &str) -> Value {
+    json!({
+        "schemas": [schema_urns::RESOURCE_TYPE],
+        "id": "Group",
+        "name": "Group",
+        "endpoint": "/Groups",
+        "description": "A directory group (a homestead.dev/v1alpha1 DirectoryGroup); Profiles may name it",
+        "schema": schema_urns::GROUP,
+        "meta": {"resourceType": "ResourceType", "location": format!("{base}/ResourceTypes/Group")}
+    })
+}
+
+/// The core Group schema (RFC 7643 §8.7.1), all of which this service keeps.
+pub fn group_schema(base: &str) -> Value {
+    let schema = get_schemas(vec!["group"])
+        .ok()
+        .and_then(|mut s| s.pop())
+        .expect("scim_v2 embeds the core Group schema");
+    let mut schema = serde_json::to_value(schema).expect("a schema serializes");
+    schema["schemas"] = json!([schema_urns::SCHEMA]);
+    schema["meta"] = json!({
+        "resourceType": "Schema",
+        "location": format!("{base}/Schemas/{}", schema_urns::GROUP)
+    });
+    schema
 }
 
 /// The core User schema (RFC 7643 §8.7.1) with only the attributes this service keeps.

@@ -1,5 +1,6 @@
 //! The SCIM service's Prometheus metrics, served on its own `/metrics` (no token, like
-//! `/healthz`): requests by method and status, their latency, and how many Users it manages.
+//! `/healthz`): requests by method and status, their latency, and how many Users and groups it
+//! manages.
 //! Names follow the Prometheus naming conventions (`_total` counters, `_seconds` histograms).
 
 use std::time::Instant;
@@ -28,6 +29,9 @@ pub struct Metrics {
     /// `homestead_scim_users`: Users the service manages (labelled `homestead.dev/writer=scim`,
     /// not being deleted), counted at each scrape from the cache.
     users: IntGauge,
+    /// `homestead_scim_groups`: DirectoryGroups the service manages (labelled
+    /// `homestead.dev/writer=scim`), counted at each scrape from the cache.
+    groups: IntGauge,
 }
 
 impl Metrics {
@@ -61,10 +65,16 @@ impl Metrics {
             "Users the SCIM service manages (labelled homestead.dev/writer=scim, not being deleted).",
         )
         .expect("a valid metric");
+        let groups = IntGauge::new(
+            "homestead_scim_groups",
+            "DirectoryGroups the SCIM service manages (labelled homestead.dev/writer=scim).",
+        )
+        .expect("a valid metric");
         for collector in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(duration.clone()),
             Box::new(users.clone()),
+            Box::new(groups.clone()),
         ] {
             registry.register(collector).expect("unique metric names");
         }
@@ -73,6 +83,7 @@ impl Metrics {
             requests,
             duration,
             users,
+            groups,
         }
     }
 }
@@ -84,8 +95,9 @@ impl Default for Metrics {
 }
 
 /// The routes a request is labelled with; any other path is `other`.
-const ROUTES: [&str; 9] = [
+const ROUTES: [&str; 10] = [
     "/scim/v2/Users",
+    "/scim/v2/Groups",
     "/scim/v2/Users/.search",
     "/scim/v2/.search",
     "/scim/v2/ServiceProviderConfig",
@@ -104,6 +116,7 @@ fn route_of(path: &str) -> &'static str {
     }
     for (prefix, template) in [
         ("/scim/v2/Users/", "/scim/v2/Users/{id}"),
+        ("/scim/v2/Groups/", "/scim/v2/Groups/{id}"),
         ("/scim/v2/ResourceTypes/", "/scim/v2/ResourceTypes/{id}"),
         ("/scim/v2/Schemas/", "/scim/v2/Schemas/{id}"),
     ] {
@@ -164,6 +177,10 @@ pub(crate) async fn serve(State(scim): State<Scim>) -> Response {
     scim.metrics
         .users
         .set(i64::try_from(managed).unwrap_or(i64::MAX));
+    let groups = scim.groups.state().len();
+    scim.metrics
+        .groups
+        .set(i64::try_from(groups).unwrap_or(i64::MAX));
     let mut body = Vec::new();
     let encoder = prometheus::TextEncoder::new();
     match encoder.encode(&scim.metrics.registry.gather(), &mut body) {
@@ -184,6 +201,7 @@ mod tests {
     fn a_label_holds_a_route_never_an_id() {
         assert_eq!(route_of("/scim/v2/Users"), "/scim/v2/Users");
         assert_eq!(route_of("/scim/v2/Users/7f0c-11"), "/scim/v2/Users/{id}");
+        assert_eq!(route_of("/scim/v2/Groups/7f0c-12"), "/scim/v2/Groups/{id}");
         assert_eq!(route_of("/scim/v2/Users/.search"), "/scim/v2/Users/.search");
         assert_eq!(route_of("/scim/v2/Schemas/urn:x"), "/scim/v2/Schemas/{id}");
         assert_eq!(route_of("/scim/v2/Users/a/b"), "other");

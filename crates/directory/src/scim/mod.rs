@@ -1,13 +1,13 @@
 //! A SCIM 2.0 service provider (RFC 7643, RFC 7644) for identity providers (Okta, Entra ID,
 //! Google Workspace, Keycloak): people pushed over SCIM become Homestead `User` objects.
 //!
-//! It serves, under `/scim/v2`: `/ServiceProviderConfig`, `/ResourceTypes`, `/Schemas`, and
+//! It serves, under `/scim/v2`: `/ServiceProviderConfig`, `/ResourceTypes`, `/Schemas`;
 //! `/Users` with GET (list, `filter`, `startIndex`/`count`, `attributes`/`excludedAttributes`),
-//! POST, `/.search`, and GET, PUT, PATCH and DELETE by `id`. Every endpoint needs a bearer
-//! token ([`Tokens`]); `/healthz` and `/readyz` (outside `/scim/v2`) do not. `/Groups` is not
-//! served: a User's `spec.identity.groups` are the groups bound in that person's own
-//! Namespace, not directory groups with members, so mapping SCIM Groups onto them would
-//! pretend a meaning they do not have.
+//! POST, `/.search`, and GET, PUT, PATCH and DELETE by `id`; and `/Groups` alike, as
+//! DirectoryGroups ([`groups`]), whose members the platform's Profiles may map to a Profile.
+//! Every endpoint needs a bearer token ([`Tokens`]); `/healthz`, `/readyz` and `/metrics`
+//! (outside `/scim/v2`) do not. SCIM Groups are not a User's `spec.identity.groups` (the RBAC
+//! groups bound in that person's own Namespace), and never become them.
 //!
 //! Writers own what they wrote: the service sees and changes only the Users labelled
 //! `homestead.dev/writer=scim` (those it created, or that the platform handed to it by adding
@@ -23,6 +23,7 @@
 
 pub mod discovery;
 pub mod error;
+pub mod groups;
 pub mod metrics;
 pub mod patch;
 pub mod query;
@@ -42,7 +43,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::StreamExt as _;
-use homestead_api::{LABEL_WRITER, User, WRITER_SCIM};
+use homestead_api::{DirectoryGroup, LABEL_WRITER, User, WRITER_SCIM};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -130,11 +131,13 @@ fn digest(token: &str) -> [u8; 32] {
     out
 }
 
-/// The service: the Users API, the cache, the tokens and the settings.
+/// The service: the Users and DirectoryGroups APIs, their caches, the tokens and the settings.
 #[derive(Clone)]
 pub struct Scim {
     api: Api<User>,
     store: Store<User>,
+    groups_api: Api<DirectoryGroup>,
+    groups: Store<DirectoryGroup>,
     ready: Arc<AtomicBool>,
     tokens: Arc<Tokens>,
     settings: Arc<Settings>,
@@ -142,16 +145,20 @@ pub struct Scim {
 }
 
 impl Scim {
-    /// A service writing through `client` and reading from `store` (from [`watch_users`]).
+    /// A service writing through `client` and reading from `store` (from [`watch_users`]) and
+    /// `groups` (from [`groups::watch_groups`]).
     pub fn new(
         client: Client,
         store: Store<User>,
+        groups: Store<DirectoryGroup>,
         tokens: Arc<Tokens>,
         settings: Settings,
     ) -> Self {
         Self {
-            api: Api::all(client),
+            api: Api::all(client.clone()),
             store,
+            groups_api: Api::all(client),
+            groups,
             ready: Arc::default(),
             tokens,
             settings: Arc::new(settings),
@@ -159,10 +166,12 @@ impl Scim {
         }
     }
 
-    /// Waits until the cache holds every User (the initial list is done); `/readyz` answers
-    /// 200 from then on.
+    /// Waits until the caches hold every User and DirectoryGroup (the initial lists are done);
+    /// `/readyz` answers 200 from then on.
     pub async fn wait_until_ready(&self) {
-        if self.store.wait_until_ready().await.is_ok() {
+        if self.store.wait_until_ready().await.is_ok()
+            && self.groups.wait_until_ready().await.is_ok()
+        {
             self.ready.store(true, Ordering::Relaxed);
         }
     }
@@ -177,29 +186,47 @@ fn owned() -> String {
 /// and the future that keeps it (run it until shutdown). Cached Users carry no `managedFields`
 /// beyond the latest change time (for `meta.lastModified`) and no last-applied annotation.
 pub fn watch_users(client: Client) -> (Store<User>, impl Future<Output = ()> + Send + 'static) {
+    watch_owned(client, "Users")
+}
+
+/// A cache of the objects of kind `K` labelled `homestead.dev/writer=scim`, trimmed as
+/// [`watch_users`] says, and the future that keeps it; `kind` names them in logs.
+fn watch_owned<K>(
+    client: Client,
+    kind: &'static str,
+) -> (Store<K>, impl Future<Output = ()> + Send + 'static)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
     let (store, writer) = reflector::store();
     let stream = watcher(
-        Api::<User>::all(client),
+        Api::<K>::all(client),
         watcher::Config::default().labels(&owned()),
     )
     .default_backoff()
-    .modify(|user: &mut User| {
-        let latest = user
+    .modify(|object: &mut K| {
+        let latest = object
             .managed_fields()
             .iter()
             .filter_map(|f| f.time.clone())
             .max_by_key(|t| t.0);
-        user.metadata.managed_fields = latest.map(|time| {
+        object.meta_mut().managed_fields = latest.map(|time| {
             vec![ManagedFieldsEntry {
                 time: Some(time),
                 ..ManagedFieldsEntry::default()
             }]
         });
-        user.annotations_mut().remove(LAST_APPLIED);
+        object.annotations_mut().remove(LAST_APPLIED);
     });
-    let keep = reflector::reflector(writer, stream).for_each(|event| async move {
+    let keep = reflector::reflector(writer, stream).for_each(move |event| async move {
         if let Err(error) = event {
-            tracing::warn!(%error, "watching Users failed; retrying");
+            tracing::warn!(%error, "watching {kind} failed; retrying");
         }
     });
     (store, keep)
@@ -224,6 +251,14 @@ pub fn router(scim: Scim) -> Router {
                 .patch(patch_user)
                 .delete(delete_user),
         )
+        .route("/Groups", get(groups::list).post(groups::create))
+        .route(
+            "/Groups/{id}",
+            get(groups::get)
+                .put(groups::replace)
+                .patch(groups::patch)
+                .delete(groups::delete),
+        )
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(scim.clone(), authenticate));
     Router::new()
@@ -246,7 +281,7 @@ async fn readyz(State(scim): State<Scim>) -> Response {
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            "the User cache is not synced yet",
+            "the User and DirectoryGroup caches are not synced yet",
         )
             .into_response()
     }
@@ -336,7 +371,10 @@ async fn service_provider_config(
 async fn resource_types(Extension(Base(base)): Extension<Base>) -> Response {
     reply(
         StatusCode::OK,
-        &discovery::list_of(vec![discovery::user_resource_type(&base)]),
+        &discovery::list_of(vec![
+            discovery::user_resource_type(&base),
+            discovery::group_resource_type(&base),
+        ]),
     )
 }
 
@@ -344,16 +382,23 @@ async fn resource_type(
     Extension(Base(base)): Extension<Base>,
     Path(id): Path<String>,
 ) -> Result<Response, ScimError> {
-    if id != "User" {
-        return Err(ScimError::not_found(format!("no resource type {id}")));
+    match id.as_str() {
+        "User" => Ok(reply(StatusCode::OK, &discovery::user_resource_type(&base))),
+        "Group" => Ok(reply(
+            StatusCode::OK,
+            &discovery::group_resource_type(&base),
+        )),
+        _ => Err(ScimError::not_found(format!("no resource type {id}"))),
     }
-    Ok(reply(StatusCode::OK, &discovery::user_resource_type(&base)))
 }
 
 async fn schemas(Extension(Base(base)): Extension<Base>) -> Response {
     reply(
         StatusCode::OK,
-        &discovery::list_of(vec![discovery::user_schema(&base)]),
+        &discovery::list_of(vec![
+            discovery::user_schema(&base),
+            discovery::group_schema(&base),
+        ]),
     )
 }
 
@@ -361,10 +406,13 @@ async fn schema(
     Extension(Base(base)): Extension<Base>,
     Path(id): Path<String>,
 ) -> Result<Response, ScimError> {
-    if !id.eq_ignore_ascii_case(schema_urns::USER) {
-        return Err(ScimError::not_found(format!("no schema {id}")));
+    if id.eq_ignore_ascii_case(schema_urns::USER) {
+        Ok(reply(StatusCode::OK, &discovery::user_schema(&base)))
+    } else if id.eq_ignore_ascii_case(schema_urns::GROUP) {
+        Ok(reply(StatusCode::OK, &discovery::group_schema(&base)))
+    } else {
+        Err(ScimError::not_found(format!("no schema {id}")))
     }
-    Ok(reply(StatusCode::OK, &discovery::user_schema(&base)))
 }
 
 /// What a list or search asks for.
@@ -401,63 +449,84 @@ impl Scim {
         }
     }
 
-    /// Waits until the cache holds User `name` with `uid` at `resource_version` or later (or,
-    /// when `gone`, no longer holds it live), at most [`CACHE_WAIT`]. Resource versions are
-    /// compared as the integers etcd issues; where one does not parse, equality is required.
+    /// Waits until the User cache holds User `name` with `uid` at `resource_version` or later
+    /// (or, when `gone`, no longer holds it live), at most [`CACHE_WAIT`] ([`caught_up`]).
     async fn caught_up(&self, name: &str, uid: &str, resource_version: &str, gone: bool) {
-        let wanted = resource_version.parse::<u64>().ok();
-        let key = ObjectRef::new(name);
-        let deadline = tokio::time::Instant::now() + CACHE_WAIT;
-        loop {
-            let cached = self.store.get(&key);
-            let done = match cached.as_deref() {
-                None => gone,
-                Some(u) if u.uid().as_deref() != Some(uid) => gone,
-                Some(u) if gone => u.metadata.deletion_timestamp.is_some(),
-                Some(u) => {
-                    let rv = u.resource_version().unwrap_or_default();
-                    match (rv.parse::<u64>().ok(), wanted) {
-                        (Some(have), Some(want)) => have >= want,
-                        _ => rv == resource_version,
-                    }
-                }
-            };
-            if done || tokio::time::Instant::now() >= deadline {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        caught_up(&self.store, name, uid, resource_version, gone).await;
     }
 
     /// A ListResponse of the live Users matching `search`, ordered by name.
     fn search(&self, search: &Search, base: &str) -> Value {
-        let mut users: Vec<Arc<User>> = self
-            .store
-            .state()
-            .into_iter()
-            .filter(|u| u.metadata.deletion_timestamp.is_none())
-            .collect();
-        users.sort_unstable_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        let matching: Vec<Value> = users
-            .iter()
-            .map(|u| representation(u, base))
-            .filter(|r| search.filter.as_ref().is_none_or(|f| query::matches(f, r)))
-            .collect();
-        let total = matching.len();
-        let page: Vec<Value> = matching
-            .into_iter()
-            .skip(search.start_index - 1)
-            .take(search.count)
-            .map(|r| query::project(r, &search.attributes, &search.excluded))
-            .collect();
-        json!({
-            "schemas": [schema_urns::LIST_RESPONSE],
-            "totalResults": total,
-            "startIndex": search.start_index,
-            "itemsPerPage": page.len(),
-            "Resources": page,
-        })
+        let users = live(&self.store);
+        list_response(search, users.iter().map(|u| representation(u, base)))
     }
+}
+
+/// The objects in `store` that are not being deleted, ordered by name.
+fn live<K: kube::Resource<DynamicType = ()> + Clone>(store: &Store<K>) -> Vec<Arc<K>> {
+    let mut objects: Vec<Arc<K>> = store
+        .state()
+        .into_iter()
+        .filter(|o| o.meta().deletion_timestamp.is_none())
+        .collect();
+    objects.sort_unstable_by(|a, b| a.meta().name.cmp(&b.meta().name));
+    objects
+}
+
+/// Waits until `store` holds the object `name` with `uid` at `resource_version` or later (or,
+/// when `gone`, no longer holds it live), at most [`CACHE_WAIT`]. Resource versions are
+/// compared as the integers etcd issues; where one does not parse, equality is required.
+async fn caught_up<K: kube::Resource<DynamicType = ()> + Clone>(
+    store: &Store<K>,
+    name: &str,
+    uid: &str,
+    resource_version: &str,
+    gone: bool,
+) {
+    let wanted = resource_version.parse::<u64>().ok();
+    let key = ObjectRef::new(name);
+    let deadline = tokio::time::Instant::now() + CACHE_WAIT;
+    loop {
+        let cached = store.get(&key);
+        let done = match cached.as_deref().map(kube::Resource::meta) {
+            None => gone,
+            Some(m) if m.uid.as_deref() != Some(uid) => gone,
+            Some(m) if gone => m.deletion_timestamp.is_some(),
+            Some(m) => {
+                let rv = m.resource_version.as_deref().unwrap_or_default();
+                match (rv.parse::<u64>().ok(), wanted) {
+                    (Some(have), Some(want)) => have >= want,
+                    _ => rv == resource_version,
+                }
+            }
+        };
+        if done || tokio::time::Instant::now() >= deadline {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A ListResponse (RFC 7644 §3.4.2) of the `resources` (SCIM JSON, in order) that match
+/// `search`'s filter, paged and projected as it asks.
+fn list_response(search: &Search, resources: impl Iterator<Item = Value>) -> Value {
+    let matching: Vec<Value> = resources
+        .filter(|r| search.filter.as_ref().is_none_or(|f| query::matches(f, r)))
+        .collect();
+    let total = matching.len();
+    let page: Vec<Value> = matching
+        .into_iter()
+        .skip(search.start_index - 1)
+        .take(search.count)
+        .map(|r| query::project(r, &search.attributes, &search.excluded))
+        .collect();
+    json!({
+        "schemas": [schema_urns::LIST_RESPONSE],
+        "totalResults": total,
+        "startIndex": search.start_index,
+        "itemsPerPage": page.len(),
+        "Resources": page,
+    })
 }
 
 /// The SCIM JSON of User `user`.
@@ -503,19 +572,40 @@ fn number(params: &HashMap<String, String>, name: &str) -> Result<Option<i64>, S
         .transpose()
 }
 
+impl Search {
+    /// The search a list request's query parameters ask for (`filter`, `startIndex`, `count`,
+    /// `attributes`, `excludedAttributes`).
+    ///
+    /// # Errors
+    /// 400 `invalidFilter` for a malformed filter, `invalidValue` for a non-integer number.
+    fn from_query(params: &HashMap<String, String>) -> Result<Self, ScimError> {
+        let (start_index, count) = page(number(params, "startIndex")?, number(params, "count")?);
+        Ok(Self {
+            filter: params.get("filter").map(|f| parse_filter(f)).transpose()?,
+            start_index,
+            count,
+            attributes: query::attribute_list(params.get("attributes").map(String::as_str)),
+            excluded: query::attribute_list(params.get("excludedAttributes").map(String::as_str)),
+        })
+    }
+}
+
+/// `resource` with only the attributes the request's `attributes` / `excludedAttributes` ask
+/// for.
+fn projected(resource: Value, params: &HashMap<String, String>) -> Value {
+    query::project(
+        resource,
+        &query::attribute_list(params.get("attributes").map(String::as_str)),
+        &query::attribute_list(params.get("excludedAttributes").map(String::as_str)),
+    )
+}
+
 async fn list_users(
     State(scim): State<Scim>,
     Extension(Base(base)): Extension<Base>,
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ScimError> {
-    let (start_index, count) = page(number(&params, "startIndex")?, number(&params, "count")?);
-    let search = Search {
-        filter: params.get("filter").map(|f| parse_filter(f)).transpose()?,
-        start_index,
-        count,
-        attributes: query::attribute_list(params.get("attributes").map(String::as_str)),
-        excluded: query::attribute_list(params.get("excludedAttributes").map(String::as_str)),
-    };
+    let search = Search::from_query(&params)?;
     Ok(reply(StatusCode::OK, &scim.search(&search, &base)))
 }
 
@@ -547,12 +637,10 @@ async fn get_user(
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ScimError> {
     let user = scim.find(&id)?;
-    let resource = query::project(
-        representation(&user, &base),
-        &query::attribute_list(params.get("attributes").map(String::as_str)),
-        &query::attribute_list(params.get("excludedAttributes").map(String::as_str)),
-    );
-    Ok(reply(StatusCode::OK, &resource))
+    Ok(reply(
+        StatusCode::OK,
+        &projected(representation(&user, &base), &params),
+    ))
 }
 
 /// A SCIM message from a request body, attribute names matched case-insensitively; a body
@@ -701,15 +789,13 @@ async fn replace_user(
     finish(&scim, &base, &updated).await
 }
 
-async fn patch_user(
-    State(scim): State<Scim>,
-    Extension(Base(base)): Extension<Base>,
-    Path(id): Path<String>,
-    bytes: Result<Bytes, BytesRejection>,
-) -> Result<Response, ScimError> {
-    let name = scim.find(&id)?.name_any();
-    let bytes = body(bytes)?;
-    let patch: PatchOp = parse_json(&bytes)?;
+/// A PatchOp request body (RFC 7644 §3.5.2).
+///
+/// # Errors
+/// 400 `invalidSyntax` for a body that is not one, `invalidValue` for one that breaks its rules
+/// or carries more than [`MAX_PATCH_OPERATIONS`] operations.
+fn parse_patch(bytes: &[u8]) -> Result<PatchOp, ScimError> {
+    let patch: PatchOp = parse_json(bytes)?;
     patch
         .validate()
         .map_err(|e| ScimError::invalid_value(e.to_string()))?;
@@ -719,6 +805,17 @@ async fn patch_user(
             patch.operations.len()
         )));
     }
+    Ok(patch)
+}
+
+async fn patch_user(
+    State(scim): State<Scim>,
+    Extension(Base(base)): Extension<Base>,
+    Path(id): Path<String>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Response, ScimError> {
+    let name = scim.find(&id)?.name_any();
+    let patch = parse_patch(&body(bytes)?)?;
     for _ in 0..PATCH_ATTEMPTS {
         // Read fresh, apply, write guarded by the version read: a concurrent change makes the
         // write fail with 409, and the PATCH is applied again to the newer User.

@@ -63,8 +63,8 @@ fn set(resource: &mut Value, target: &OperationTarget, op: Op) -> Result<(), Sci
     match target {
         OperationTarget::WithoutPath { value } => {
             for (key, value) in value {
-                // The core schema URN as a key holds attributes of that schema.
-                if key.eq_ignore_ascii_case(scim_v2::schema_urns::USER) {
+                // A core schema URN as a key holds attributes of that schema.
+                if is_core_uri(Some(key)) && key.contains(':') {
                     if let Value::Object(inner) = value {
                         set(
                             resource,

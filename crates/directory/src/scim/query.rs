@@ -233,9 +233,12 @@ pub fn get<'a>(object: &'a Value, name: &str) -> Option<&'a Value> {
         .map(|(_, v)| v)
 }
 
-/// Whether a path's schema URN (if any) is the core User schema this service serves.
+/// The core schemas this service serves (User and Group).
+const CORE_URNS: [&str; 2] = [schema_urns::USER, schema_urns::GROUP];
+
+/// Whether a path's schema URN (if any) is a core schema this service serves (User, Group).
 pub fn is_core_uri(uri: Option<&str>) -> bool {
-    uri.is_none_or(|u| u.eq_ignore_ascii_case(schema_urns::USER))
+    uri.is_none_or(|u| CORE_URNS.iter().any(|c| u.eq_ignore_ascii_case(c)))
 }
 
 /// The values `path` names in `resource`: for a multi-valued attribute, one per element (its
@@ -263,17 +266,18 @@ fn values<'a>(resource: &'a Value, path: &AttrPath, root: bool) -> Vec<&'a Value
 }
 
 /// One entry of `attributes` or `excludedAttributes`: a top-level attribute name and maybe a
-/// sub-attribute, with the core User schema URN prefix removed.
+/// sub-attribute, with a core schema's URN prefix removed.
 fn split(attribute: &str) -> (String, Option<String>) {
     let attribute = attribute.trim();
-    let prefix = format!("{}:", schema_urns::USER);
-    let bare = if attribute.len() > prefix.len()
-        && attribute[..prefix.len()].eq_ignore_ascii_case(&prefix)
-    {
-        &attribute[prefix.len()..]
-    } else {
-        attribute
-    };
+    let bare = CORE_URNS
+        .iter()
+        .find_map(|urn| {
+            let prefix = format!("{urn}:");
+            (attribute.len() > prefix.len()
+                && attribute[..prefix.len()].eq_ignore_ascii_case(&prefix))
+            .then(|| &attribute[prefix.len()..])
+        })
+        .unwrap_or(attribute);
     match bare.split_once('.') {
         Some((top, sub)) => (top.to_ascii_lowercase(), Some(sub.to_ascii_lowercase())),
         None => (bare.to_ascii_lowercase(), None),

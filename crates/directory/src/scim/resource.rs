@@ -287,21 +287,34 @@ fn primary(emails: &[Email]) -> Option<&str> {
 /// another person already has the plain name.
 pub fn object_name(user_name: &str, disambiguate: bool) -> String {
     let local = user_name.split('@').next().unwrap_or_default();
-    let mut name = String::with_capacity(local.len());
-    for c in local.chars().flat_map(char::to_lowercase) {
+    slug(local, user_name, "person", NAME_MAX_LEN, disambiguate)
+}
+
+/// `text` lower-cased, with every run of characters outside `[a-z0-9]` turned into one `-`,
+/// trimmed of `-`, at most `max_len` characters; `fallback` if nothing is left. With
+/// `disambiguate`, a `-` and 8 hex digits of the SHA-256 of `source` are appended.
+pub(crate) fn slug(
+    text: &str,
+    source: &str,
+    fallback: &str,
+    max_len: usize,
+    disambiguate: bool,
+) -> String {
+    let mut name = String::with_capacity(text.len());
+    for c in text.chars().flat_map(char::to_lowercase) {
         if c.is_ascii_lowercase() || c.is_ascii_digit() {
             name.push(c);
         } else if !name.ends_with('-') {
             name.push('-');
         }
     }
-    let mut name: String = name.trim_matches('-').chars().take(NAME_MAX_LEN).collect();
+    let mut name: String = name.trim_matches('-').chars().take(max_len).collect();
     name = name.trim_end_matches('-').to_owned();
     if name.is_empty() {
-        name = "person".to_owned();
+        fallback.clone_into(&mut name);
     }
     if disambiguate {
-        let digest = ring::digest::digest(&ring::digest::SHA256, user_name.as_bytes());
+        let digest = ring::digest::digest(&ring::digest::SHA256, source.as_bytes());
         let hex: String = digest.as_ref()[..4]
             .iter()
             .map(|b| format!("{b:02x}"))
