@@ -110,7 +110,7 @@ up: control-plane
     set -euo pipefail
     just _cluster --node
     {{kubectl}} apply -f manifests/namespace.yaml -f manifests/crd.yaml
-    {{kubectl}} wait --for condition=Established --timeout=60s crd/users.homestead.dev crd/profiles.homestead.dev
+    {{kubectl}} wait --for condition=Established --timeout=60s crd/users.homestead.dev crd/profiles.homestead.dev crd/directorygroups.homestead.dev
     {{kubectl}} apply -k rbac/
     # The admission policy's namespace names, in step with the operator's --allowed-namespace below.
     {{kubectl}} -n homestead-system patch configmap homestead-operator-bounds --type merge \

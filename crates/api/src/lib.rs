@@ -261,6 +261,16 @@ pub struct UserSpec {
     #[schemars(length(max = 256))]
     pub display_name: Option<String>,
 
+    /// The person's given name (SCIM `name.givenName`), for humans. Not used by Homestead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
+    pub given_name: Option<String>,
+
+    /// The person's family name (SCIM `name.familyName`), for humans. Not used by Homestead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
+    pub family_name: Option<String>,
+
     /// The person's e-mail address, for humans. Not used by Homestead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 320))]

@@ -24,6 +24,10 @@ pub enum Column {
     Email,
     /// `spec.displayName`.
     DisplayName,
+    /// `spec.givenName`.
+    GivenName,
+    /// `spec.familyName`.
+    FamilyName,
     /// `spec.profile`.
     Profile,
     /// `spec.role`.
@@ -36,11 +40,13 @@ pub enum Column {
 
 impl Column {
     /// Every column, in the order the README documents them.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 10] = [
         Self::Name,
         Self::Username,
         Self::Email,
         Self::DisplayName,
+        Self::GivenName,
+        Self::FamilyName,
         Self::Profile,
         Self::Role,
         Self::Groups,
@@ -54,6 +60,8 @@ impl Column {
             Self::Username => "username",
             Self::Email => "email",
             Self::DisplayName => "displayName",
+            Self::GivenName => "givenName",
+            Self::FamilyName => "familyName",
             Self::Profile => "profile",
             Self::Role => "role",
             Self::Groups => "groups",
@@ -80,7 +88,7 @@ pub enum RosterError {
     },
     /// The header names columns Homestead does not know.
     #[error(
-        "unknown column(s) {0:?}; the columns are name, username, email, displayName, profile, role, groups, validUntil"
+        "unknown column(s) {0:?}; the columns are name, username, email, displayName, givenName, familyName, profile, role, groups, validUntil"
     )]
     UnknownColumns(Vec<String>),
     /// The header lacks required columns.
@@ -205,6 +213,8 @@ impl Row {
         for (column, field) in [
             (Column::Email, "email"),
             (Column::DisplayName, "displayName"),
+            (Column::GivenName, "givenName"),
+            (Column::FamilyName, "familyName"),
             (Column::Profile, "profile"),
             (Column::Role, "role"),
             (Column::ValidUntil, "validUntil"),
@@ -225,6 +235,17 @@ impl Row {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn given_and_family_names_are_columns() {
+        let csv = "name,username,givenName,familyName\nada,ada@example.com,Ada,Lovelace\n";
+        let (rows, _) = parse(csv.as_bytes()).unwrap();
+        let user = rows[0].user("hr");
+        assert_eq!(
+            (&user["spec"]["givenName"], &user["spec"]["familyName"]),
+            (&json!("Ada"), &json!("Lovelace"))
+        );
+    }
 
     #[test]
     fn rows_become_users_and_bad_rows_are_reported_by_line() {

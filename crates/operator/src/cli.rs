@@ -202,7 +202,8 @@ pub struct ScimArgs {
 #[derive(Debug, clap::Args)]
 pub struct ImportArgs {
     /// The roster: CSV with a header naming the columns name, username (both required), email,
-    /// displayName, profile, role, groups (separated by `;`) and validUntil (RFC 3339).
+    /// displayName, givenName, familyName, profile, role, groups (separated by `;`) and
+    /// validUntil (RFC 3339).
     pub roster: std::path::PathBuf,
 
     /// The roster's name, set on every User as the label `homestead.dev/roster-source`; prune

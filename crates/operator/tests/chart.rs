@@ -287,10 +287,18 @@ async fn helm_install_yields_a_working_crd_rbac_and_admission_policy() {
         ),
         "yes"
     );
-    // The SCIM identity: Users and nothing else.
+    // The SCIM identity: Users and DirectoryGroups, nothing else.
     assert_eq!(
         can_i(&plane, SCIM, &["create", "users.homestead.dev"]),
         "yes"
+    );
+    assert_eq!(
+        can_i(&plane, SCIM, &["create", "directorygroups.homestead.dev"]),
+        "yes"
+    );
+    assert_eq!(
+        can_i(&plane, SCIM, &["create", "profiles.homestead.dev"]),
+        "no"
     );
     assert_eq!(can_i(&plane, SCIM, &["create", "namespaces"]), "no");
 
@@ -320,7 +328,7 @@ async fn helm_install_yields_a_working_crd_rbac_and_admission_policy() {
         &["create", "--dry-run=server", "-f", "-"],
         Some(user),
     );
-    assert!(!ok && out.contains("may not set role"), "{out}");
+    assert!(!ok && out.contains("may not set profile, role"), "{out}");
     plane.stop();
 }
 

@@ -68,13 +68,22 @@ pub fn group_resource_type(base: &str) -> Value {
     })
 }
 
-/// The core Group schema (RFC 7643 §8.7.1), all of which this service keeps.
+/// The core Group schema (RFC 7643 §8.7.1), all of which this service keeps, with
+/// `displayName` required and unique (RFC 7643 leaves it optional).
 pub fn group_schema(base: &str) -> Value {
     let schema = get_schemas(vec!["group"])
         .ok()
         .and_then(|mut s| s.pop())
         .expect("scim_v2 embeds the core Group schema");
     let mut schema = serde_json::to_value(schema).expect("a schema serializes");
+    // Profiles select groups by displayName: it is required here, and unique among the
+    // service's groups.
+    if let Some(Value::Array(attributes)) = schema.get_mut("attributes") {
+        for attribute in attributes.iter_mut().filter(|a| a["name"] == "displayName") {
+            attribute["required"] = json!(true);
+            attribute["uniqueness"] = json!("server");
+        }
+    }
     schema["schemas"] = json!([schema_urns::SCHEMA]);
     schema["meta"] = json!({
         "resourceType": "Schema",

@@ -10,7 +10,8 @@
 //!
 //! A member must be one of the service's own Users; an `id` it does not know is dropped (and
 //! logged), so one stale member does not lose a whole request. Members are served with
-//! `value`, `display` (the User's `userName`), `type` `User` and `$ref`. A new group's
+//! `value`, `type` `User` and `$ref` (the sub-attributes of RFC 7643 §8.7.1; a `display` sent
+//! is not kept). A new group's
 //! `metadata.name` comes from its `displayName` ([`group_name`]), and it carries the label
 //! `homestead.dev/writer=scim`; the admission policy `homestead-scim-groups` keeps the SCIM
 //! identity to the groups labelled so.
@@ -179,7 +180,7 @@ impl Scim {
 
     /// The SCIM JSON of `group`, with `meta.location` under `base`. Members that are no User of
     /// the service's (any more) are left out.
-    fn group_representation(&self, group: &DirectoryGroup, base: &str) -> Value {
+    pub(super) fn group_representation(&self, group: &DirectoryGroup, base: &str) -> Value {
         let id = group.uid().unwrap_or_default();
         let members: Vec<Value> = group
             .spec
@@ -192,7 +193,6 @@ impl Scim {
                 let uid = user.uid()?;
                 Some(json!({
                     "value": uid,
-                    "display": user.spec.identity.username,
                     "type": "User",
                     "$ref": format!("{base}/Users/{uid}"),
                 }))
@@ -285,6 +285,18 @@ pub(super) async fn list(
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ScimError> {
     let search = Search::from_query(&params)?;
+    let groups = live(&scim.groups);
+    let resources = groups.iter().map(|g| scim.group_representation(g, &base));
+    Ok(reply(StatusCode::OK, &list_response(&search, resources)))
+}
+
+/// `POST /Groups/.search`: as [`list`], with the search in the body.
+pub(super) async fn search(
+    State(scim): State<Scim>,
+    Extension(Base(base)): Extension<Base>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Response, ScimError> {
+    let search = Search::from_body(bytes)?;
     let groups = live(&scim.groups);
     let resources = groups.iter().map(|g| scim.group_representation(g, &base));
     Ok(reply(StatusCode::OK, &list_response(&search, resources)))

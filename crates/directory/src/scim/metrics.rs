@@ -95,9 +95,10 @@ impl Default for Metrics {
 }
 
 /// The routes a request is labelled with; any other path is `other`.
-const ROUTES: [&str; 10] = [
+const ROUTES: [&str; 11] = [
     "/scim/v2/Users",
     "/scim/v2/Groups",
+    "/scim/v2/Groups/.search",
     "/scim/v2/Users/.search",
     "/scim/v2/.search",
     "/scim/v2/ServiceProviderConfig",

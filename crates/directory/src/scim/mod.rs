@@ -243,7 +243,7 @@ pub fn router(scim: Scim) -> Router {
         .route("/Schemas/{id}", get(schema))
         .route("/Users", get(list_users).post(create_user))
         .route("/Users/.search", axum::routing::post(search_users))
-        .route("/.search", axum::routing::post(search_users))
+        .route("/.search", axum::routing::post(search_all))
         .route(
             "/Users/{id}",
             get(get_user)
@@ -252,6 +252,7 @@ pub fn router(scim: Scim) -> Router {
                 .delete(delete_user),
         )
         .route("/Groups", get(groups::list).post(groups::create))
+        .route("/Groups/.search", axum::routing::post(groups::search))
         .route(
             "/Groups/{id}",
             get(groups::get)
@@ -609,25 +610,51 @@ async fn list_users(
     Ok(reply(StatusCode::OK, &scim.search(&search, &base)))
 }
 
+impl Search {
+    /// The search a `/.search` request body (RFC 7644 §3.4.3) asks for.
+    ///
+    /// # Errors
+    /// 400 `invalidSyntax` for a body that is not a SearchRequest, `invalidFilter` for a
+    /// malformed filter.
+    fn from_body(bytes: Result<Bytes, BytesRejection>) -> Result<Self, ScimError> {
+        let request: TolerantSearchRequest = parse_json(&body(bytes)?)?;
+        let request = request.into_strict().map_err(|e| {
+            ScimError::bad_request(ScimType::InvalidFilter, format!("{}: {}", e.raw, e.error))
+        })?;
+        let (start_index, count) = page(request.start_index, request.count);
+        Ok(Self {
+            filter: request.filter,
+            start_index,
+            count,
+            attributes: request.attributes,
+            excluded: request.excluded_attributes,
+        })
+    }
+}
+
 async fn search_users(
     State(scim): State<Scim>,
     Extension(Base(base)): Extension<Base>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ScimError> {
-    let bytes = body(bytes)?;
-    let request: TolerantSearchRequest = parse_json(&bytes)?;
-    let request = request.into_strict().map_err(|e| {
-        ScimError::bad_request(ScimType::InvalidFilter, format!("{}: {}", e.raw, e.error))
-    })?;
-    let (start_index, count) = page(request.start_index, request.count);
-    let search = Search {
-        filter: request.filter,
-        start_index,
-        count,
-        attributes: request.attributes,
-        excluded: request.excluded_attributes,
-    };
+    let search = Search::from_body(bytes)?;
     Ok(reply(StatusCode::OK, &scim.search(&search, &base)))
+}
+
+/// `POST /.search` at the root: Users, then groups, matching the search (RFC 7644 §3.4.3).
+async fn search_all(
+    State(scim): State<Scim>,
+    Extension(Base(base)): Extension<Base>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Response, ScimError> {
+    let search = Search::from_body(bytes)?;
+    let users = live(&scim.store);
+    let groups = live(&scim.groups);
+    let resources = users
+        .iter()
+        .map(|u| representation(u, &base))
+        .chain(groups.iter().map(|g| scim.group_representation(g, &base)));
+    Ok(reply(StatusCode::OK, &list_response(&search, resources)))
 }
 
 async fn get_user(

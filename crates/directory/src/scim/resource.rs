@@ -5,6 +5,7 @@
 //! | `id` | `metadata.uid` (stable across restarts, never reused) |
 //! | `userName` | `spec.identity.username` (the RBAC subject) |
 //! | `displayName` | `spec.displayName` |
+//! | `name.givenName`, `name.familyName` | `spec.givenName`, `spec.familyName` (and, with the rest of `name`, the annotation) |
 //! | `emails` (the primary one, else the first) | `spec.email` |
 //! | `active` | `spec.directory.active` (an absent `active` changes nothing; see below) |
 //! | `externalId`, `name`, the whole `emails` list | annotation [`ANNOTATION_ATTRIBUTES`] (JSON) |
@@ -137,7 +138,19 @@ impl Person {
         Self {
             user_name: spec.identity.username.clone(),
             external_id: kept.external_id,
-            name: kept.name,
+            name: kept.name.or_else(|| {
+                (spec.given_name.is_some() || spec.family_name.is_some()).then(|| Name {
+                    given_name: spec
+                        .given_name
+                        .clone()
+                        .map_or(Asserted::absent(), Asserted::set),
+                    family_name: spec
+                        .family_name
+                        .clone()
+                        .map_or(Asserted::absent(), Asserted::set),
+                    ..Name::default()
+                })
+            }),
             display_name: spec.display_name.clone(),
             emails,
             active: if spec.directory.as_ref().is_some_and(|d| !d.active) {
@@ -148,6 +161,11 @@ impl Person {
                 None
             },
         }
+    }
+
+    /// A part of `name` (`givenName`, `familyName`), for `spec.givenName`/`spec.familyName`.
+    fn name_part(&self, part: impl Fn(&Name) -> &Asserted<String>) -> Option<&str> {
+        self.name.as_ref().and_then(|n| part(n).as_deref())
     }
 
     /// The e-mail address that becomes `spec.email`: the primary one, else the first.
@@ -186,6 +204,8 @@ impl Person {
         let directory = (self.active == Some(false)).then(|| json!({ "active": false }));
         let spec: UserSpec = serde_json::from_value(json!({
             "displayName": self.display_name,
+            "givenName": self.name_part(|n| &n.given_name),
+            "familyName": self.name_part(|n| &n.family_name),
             "email": self.email(),
             "identity": { "username": self.user_name },
             "profile": profile,
@@ -215,6 +235,8 @@ impl Person {
         let mut spec = json!({
             "identity": { "username": self.user_name },
             "displayName": self.display_name,
+            "givenName": self.name_part(|n| &n.given_name),
+            "familyName": self.name_part(|n| &n.family_name),
             "email": self.email(),
         });
         if let Some(active) = self.active {
@@ -371,6 +393,8 @@ mod tests {
         };
         let user = person.new_user("ada", None);
         assert_eq!(user.spec.email.as_deref(), Some("ada@example.com"));
+        assert_eq!(user.spec.given_name.as_deref(), Some("Ada"));
+        assert_eq!(user.spec.family_name, None);
         assert!(!user.spec.suspended, "SCIM never sets HR's switch");
         assert_eq!(
             user.spec.suspension(),
@@ -397,6 +421,17 @@ mod tests {
         let emails = Person::from_user(&edited).emails;
         assert_eq!(emails.len(), 1);
         assert_eq!(emails[0].value.as_deref(), Some("ada@new.example"));
+
+        // A User HR made (no SCIM annotation) serves the names HR gave it (Okta's test reads
+        // name.givenName and name.familyName of the first User listed).
+        let mut from_hr = User::new("grace", user.spec.clone());
+        from_hr.spec.given_name = Some("Grace".into());
+        from_hr.spec.family_name = Some("Hopper".into());
+        let name = Person::from_user(&from_hr).name.unwrap();
+        assert_eq!(
+            (name.given_name.as_deref(), name.family_name.as_deref()),
+            (Some("Grace"), Some("Hopper"))
+        );
     }
 
     #[test]
