@@ -719,6 +719,23 @@ async fn a_directory_group_chooses_a_profile_for_its_members_and_leaving_it_move
         "yes",
         "ben left the group"
     );
+    // Both moves stay visible: the move back is an Event of its own, not folded into the first.
+    eventually("ben's Event for moving back", 30, || async {
+        let (ok, notes) = kubectl(
+            &[
+                "get",
+                "events",
+                "-A",
+                "--field-selector",
+                "involvedObject.name=ben-grp,reason=ProfileChanged",
+                "-o",
+                "jsonpath={.items[*].message}",
+            ],
+            "",
+        );
+        (ok && notes.contains("(directory group analysts-e2e) -> none")).then_some(())
+    })
+    .await;
     assert_eq!(
         can_create_configmaps(people[0].0, "user-ann-grp"),
         "no",

@@ -7,7 +7,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use homestead_api::{FIELD_MANAGER, User};
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
 
 use crate::cache::CachedNamespace;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
@@ -290,6 +290,21 @@ impl Context {
     /// which publishes it in the background: Events are best effort and never hold up a
     /// reconcile. Nothing is queued while this replica may not write.
     pub(crate) fn publish(&self, user: &User, type_: EventType, reason: &str, note: String) {
+        self.publish_related(user, type_, reason, note, None);
+    }
+
+    /// [`Context::publish`] with `related` as the Event's related object (`secondary`). The
+    /// Recorder folds Events that differ only in their note into one series that keeps the
+    /// first note, so a related object is what tells, say, a move to one Profile from a move
+    /// back.
+    pub(crate) fn publish_related(
+        &self,
+        user: &User,
+        type_: EventType,
+        reason: &str,
+        note: String,
+        related: Option<ObjectReference>,
+    ) {
         if !self.fence.is_held() {
             return;
         }
@@ -298,7 +313,7 @@ impl Context {
             reason: reason.to_owned(),
             note: Some(note),
             action: "Reconcile".to_owned(),
-            secondary: None,
+            secondary: related,
         };
         self.events.publish(user, event);
     }

@@ -8,8 +8,9 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
 
 use homestead_api::{
-    AppliedProfile, CONDITION_EXPIRING, CONDITION_READY, FIELD_MANAGER, User, UserStatus,
+    AppliedProfile, CONDITION_EXPIRING, CONDITION_READY, FIELD_MANAGER, Profile, User, UserStatus,
 };
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
@@ -274,6 +275,16 @@ pub fn fingerprint(status: &UserStatus) -> u64 {
 /// The longest Event note the API server accepts (`events.k8s.io/v1`), in bytes.
 const MAX_NOTE_BYTES: usize = 1024;
 
+/// A reference to the Profile `applied` names, for an Event's related object.
+fn profile_reference(applied: &AppliedProfile) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(Profile::api_version(&()).into_owned()),
+        kind: Some(Profile::kind(&()).into_owned()),
+        name: Some(applied.name.clone()),
+        ..ObjectReference::default()
+    }
+}
+
 /// The Events that report `outcome`, as (type, reason, note). A `transition` of `Ready` (its
 /// status or reason changes; see [`is_transition`]) is one Event with the new reason, the
 /// message and every change made on the way, so provisioning a User costs one Event, not one
@@ -455,7 +466,11 @@ impl Context {
             self.metrics.observe_ready(user, outcome.reason);
         }
         for (type_, reason, note) in events_for(transition, &outcome) {
-            self.publish(user, type_, reason, note);
+            // A move between Profiles is related to the Profile moved to.
+            let related = (reason == Change::ProfileChanged.as_str())
+                .then(|| outcome.profile.as_ref().map(profile_reference))
+                .flatten();
+            self.publish_related(user, type_, reason, note, related);
         }
         if let Some((true, _, message)) = &outcome.expiring
             && written
