@@ -50,8 +50,9 @@ pub struct Controllers {
 
 /// The Controller over Users, triggered also by every change to a managed object, by every
 /// change to a Profile's spec (for exactly that Profile's Users, from `index`, and the members of
-/// the directory groups it names), by every change to a DirectoryGroup's spec (for its members
-/// and the Users whose Profile it chose, so leaving it moves them back) and, for all
+/// the directory groups it names), by every change to a DirectoryGroup's spec (for the members
+/// who joined or left it, all of them when it is renamed or deleted: [`GroupMemberships`]) and,
+/// for all
 /// Users at once, every [`RESYNC`], with `concurrency` reconciles at once (0: unbounded); the
 /// Controller over retained Namespaces, triggered by their own watch (few objects) and by every
 /// RoleBinding that appears in one, through the one RoleBinding watch both share; and the
@@ -99,7 +100,15 @@ pub fn controllers(
     let profile_events = changes_of(profile_events, |p: &Profile| {
         fingerprint(&p.metadata.generation)
     });
-    // Likewise a DirectoryGroup's status (its member count, written by Homestead).
+    // Likewise a DirectoryGroup's status (its member count, written by Homestead). A deleted
+    // group is passed on as a group with no members: everyone in it left.
+    let group_events = group_events.map_ok(|event| match event {
+        watcher::Event::Delete(mut group) => {
+            group.spec.members.clear();
+            watcher::Event::Delete(group)
+        }
+        other => other,
+    });
     let group_events = changes_of(group_events, |g: &DirectoryGroup| {
         fingerprint(&g.metadata.generation)
     });
@@ -140,7 +149,7 @@ pub fn controllers(
         });
     let members = index.clone();
     let in_groups = groups.clone();
-    let chosen_by = users.clone();
+    let memberships = GroupMemberships::default();
     let controller = Controller::for_stream(user_events, users)
         .with_config(controller::Config::default().concurrency(concurrency))
         .trigger_backoff(EachWatchOnItsOwn)
@@ -170,13 +179,10 @@ pub fn controllers(
             users.into_iter().map(|user| ObjectRef::new(&user))
         })
         .watches_stream(group_events, move |group| {
-            let name = group.name_any();
-            let mut users: HashSet<String> = group.spec.members.iter().cloned().collect();
-            users.extend(chosen_by.state().iter().filter_map(|user| {
-                let applied = user.status.as_ref()?.profile.as_ref()?;
-                (applied.group.as_deref() == Some(name.as_str())).then(|| user.name_any())
-            }));
-            users.into_iter().map(|user| ObjectRef::new(&user))
+            memberships
+                .affected(&group)
+                .into_iter()
+                .map(|user| ObjectRef::new(&user))
         })
         .reconcile_all_on(every(RESYNC));
     let caches = Caches {
@@ -263,6 +269,36 @@ fn index_profiles(
         }
         Ok(watcher::Event::Delete(user)) => index.set(&user.name_any(), None),
         _ => {}
+    }
+}
+
+/// The members of each DirectoryGroup as the last change of it showed them, to tell which
+/// Users a change concerns: those who joined or left (everyone in it when its name changed,
+/// since the Profiles that name it may then be others). Without this, a change to a group of
+/// 10,000 would reconcile all 10,000 for each member added.
+#[derive(Default)]
+struct GroupMemberships(std::sync::Mutex<HashMap<String, (String, HashSet<String>)>>);
+
+impl GroupMemberships {
+    /// The names of the Users `group`'s change concerns (a deleted group comes with no
+    /// members), and `group` remembered as it is now.
+    fn affected(&self, group: &DirectoryGroup) -> Vec<String> {
+        let name = group.name_any();
+        let members: HashSet<String> = group.spec.members.iter().cloned().collect();
+        let mut known = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (display_name, before) = known.remove(&name).unwrap_or_default();
+        let affected = if display_name == group.spec.display_name {
+            before.symmetric_difference(&members).cloned().collect()
+        } else {
+            before.union(&members).cloned().collect()
+        };
+        if !members.is_empty() {
+            known.insert(name, (group.spec.display_name.clone(), members));
+        }
+        affected
     }
 }
 
@@ -484,4 +520,53 @@ where
         .await
         .is_err()
     {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(display_name: &str, members: &[&str]) -> DirectoryGroup {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "homestead.dev/v1alpha1", "kind": "DirectoryGroup",
+            "metadata": { "name": "eng" },
+            "spec": { "displayName": display_name, "members": members },
+        }))
+        .unwrap()
+    }
+
+    fn affected(memberships: &GroupMemberships, group: &DirectoryGroup) -> Vec<String> {
+        let mut users = memberships.affected(group);
+        users.sort();
+        users
+    }
+
+    #[test]
+    fn a_group_change_concerns_who_joined_or_left_or_everyone_on_a_rename() {
+        let memberships = GroupMemberships::default();
+        assert_eq!(
+            affected(&memberships, &group("Eng", &["a", "b"])),
+            ["a", "b"]
+        );
+        assert_eq!(
+            affected(&memberships, &group("Eng", &["b", "c"])),
+            ["a", "c"],
+            "a left, c joined; b is where it was"
+        );
+        assert_eq!(
+            affected(&memberships, &group("Engineering", &["b", "c"])),
+            ["b", "c"],
+            "renamed: other Profiles may name it now"
+        );
+        assert_eq!(
+            affected(&memberships, &group("Engineering", &[])),
+            ["b", "c"],
+            "deleted (no members)"
+        );
+        assert_eq!(
+            affected(&memberships, &group("Engineering", &["d"])),
+            ["d"],
+            "forgotten once empty"
+        );
+    }
 }
