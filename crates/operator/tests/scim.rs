@@ -992,3 +992,106 @@ async fn a_stolen_scim_token_cannot_choose_a_profile_or_take_a_group() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn the_work_email_and_names_answer_entra_id_and_okta_request_shapes() {
+    let app = service().await;
+    let admin = admin().await;
+    let users: Api<User> = Api::all(admin.clone());
+    let scenario = Scenario::new();
+    for name in ["eve-mail", "hal-hr"] {
+        scenario.track(name);
+        scenario.track_namespace(&format!("user-{name}"));
+    }
+    let patch = |operations: Value| {
+        json!({
+            "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+            "Operations": operations,
+        })
+    };
+    // Entra ID creates a person without an e-mail, then adds the work e-mail by value path.
+    let (status, created) = call(
+        &app,
+        "POST",
+        "/Users",
+        Some(TOKEN),
+        Some(scim_user("eve.mail@example.com")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let eve = created["id"].as_str().unwrap().to_owned();
+    let (status, body) = call(
+        &app,
+        "PATCH",
+        &format!("/Users/{eve}"),
+        Some(TOKEN),
+        Some(patch(json!([
+            { "op": "Add", "path": "emails[type eq \"work\"].value", "value": "eve@example.com" }
+        ]))),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        users.get("eve-mail").await.unwrap().spec.email.as_deref(),
+        Some("eve@example.com")
+    );
+    // ... finds the person by it ...
+    let lookup =
+        "/Users?filter=emails%5Btype%20eq%20%22work%22%5D.value%20eq%20%22eve@example.com%22";
+    let (status, list) = call(&app, "GET", lookup, Some(TOKEN), None).await;
+    assert_eq!(
+        (status, list["totalResults"].as_u64()),
+        (StatusCode::OK, Some(1)),
+        "{list}"
+    );
+    // ... and removes it with its value.
+    let (status, body) = call(
+        &app,
+        "PATCH",
+        &format!("/Users/{eve}"),
+        Some(TOKEN),
+        Some(patch(json!([
+            { "op": "Remove", "path": "emails[type eq \"work\"].value", "value": "eve@example.com" }
+        ]))),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(users.get("eve-mail").await.unwrap().spec.email, None);
+
+    // A person HR made, with an e-mail (no type) and names, handed over to SCIM.
+    let mut hr = user(
+        "hal-hr",
+        json!({
+            "email": "hal@example.com", "givenName": "Hal", "familyName": "Abelson",
+        }),
+    );
+    hr.metadata.labels = Some([("homestead.dev/writer".to_owned(), "scim".to_owned())].into());
+    scenario.create(&admin, &hr).await;
+    let by_name = "/Users?filter=userName%20eq%20%22hal-hr@example.com%22";
+    let found = eventually("the service to see hal-hr", 30, || async {
+        let (_, list) = call(&app, "GET", by_name, Some(TOKEN), None).await;
+        (list["totalResults"] == 1).then(|| list["Resources"][0].clone())
+    })
+    .await;
+    // Okta reads the names; Entra ID replaces the work e-mail.
+    assert_eq!(
+        found["name"],
+        json!({"givenName": "Hal", "familyName": "Abelson"}),
+        "{found}"
+    );
+    assert_eq!(
+        found["emails"][0],
+        json!({"value": "hal@example.com", "type": "work", "primary": true})
+    );
+    let hal = found["id"].as_str().unwrap();
+    let (status, body) = call(&app, "PATCH", &format!("/Users/{hal}"), Some(TOKEN), Some(patch(json!([
+        { "op": "Replace", "path": "emails[type eq \"work\"].value", "value": "hal@mit.example" }
+    ])))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let stored = users.get("hal-hr").await.unwrap().spec;
+    assert_eq!(
+        (stored.email.as_deref(), stored.given_name.as_deref()),
+        (Some("hal@mit.example"), Some("Hal")),
+        "the e-mail replaced, the names kept"
+    );
+}
