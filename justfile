@@ -41,7 +41,7 @@ build:
 # Regenerate manifests/crd.yaml (and the chart's copy) from the Rust types.
 generate:
     cargo run -q -p homestead-api --bin crdgen > manifests/crd.yaml
-    cp manifests/crd.yaml charts/homestead/crds/crd.yaml
+    cp manifests/crd.yaml charts/homestead/files/crds.yaml
 
 # Format the code.
 fmt:

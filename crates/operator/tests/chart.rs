@@ -66,13 +66,30 @@ fn read(path: &str) -> Vec<Value> {
     documents(&std::fs::read_to_string(root().join(path)).unwrap())
 }
 
-/// An object without what may differ between the two paths: labels, annotations, comments.
+/// An object without what may differ between the two paths: labels, annotations, comments, and
+/// whether a whole number is written `1000` or `1000.0` (Helm's `toYaml` writes the first, the
+/// CRD generator the second).
 fn essence(object: &Value) -> Value {
+    fn whole_numbers(value: &mut Value) {
+        match value {
+            Value::Number(n) => {
+                if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && n.is_f64()) {
+                    #[allow(clippy::cast_possible_truncation)]
+                    let whole = f as i64;
+                    *value = Value::from(whole);
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(whole_numbers),
+            Value::Object(map) => map.values_mut().for_each(whole_numbers),
+            _ => {}
+        }
+    }
     let mut object = object.clone();
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.remove("labels");
         meta.remove("annotations");
     }
+    whole_numbers(&mut object);
     object
 }
 
@@ -131,9 +148,9 @@ fn the_chart_renders_what_the_kustomize_path_installs() {
     }
     // The CRDs are the very file `just generate` writes.
     assert_eq!(
-        std::fs::read_to_string(root().join("charts/homestead/crds/crd.yaml")).unwrap(),
+        std::fs::read_to_string(root().join("charts/homestead/files/crds.yaml")).unwrap(),
         std::fs::read_to_string(root().join("manifests/crd.yaml")).unwrap(),
-        "charts/homestead/crds/crd.yaml is stale: copy manifests/crd.yaml (just generate does)"
+        "charts/homestead/files/crds.yaml is stale: copy manifests/crd.yaml (just generate does)"
     );
 }
 
@@ -221,8 +238,8 @@ async fn helm_install_yields_a_working_crd_rbac_and_admission_policy() {
         "monitoring.prometheusRule.enabled=true",
         "monitoring.dashboard.enabled=true",
     ]);
-    // Homestead's CRDs are part of the output (--include-crds); the chart renders no object of
-    // them, so a dry run that does not really create them is complete.
+    // Homestead's CRDs are part of the output (templates); the chart renders no object of them,
+    // so a dry run that does not really create them is complete.
     let (ok, out) = kubectl(
         &plane,
         ADMIN,
@@ -343,4 +360,147 @@ fn alerts_pass_promtool_checks_and_their_unit_tests() {
             common::run_with_stdin(Command::new(&promtool).args(&args).current_dir(root()), "");
         assert!(ok, "promtool {args:?}: {out}");
     }
+}
+
+/// `helm` with `args` against `plane`'s API server as the admin; returns its output, panics
+/// with it if Helm fails.
+fn helm_on(plane: &ControlPlane, args: &[&str]) -> String {
+    let kubeconfig = plane
+        .write_kubeconfig(ADMIN, &plane.dir().join("helm.kubeconfig"))
+        .unwrap();
+    let out = helm()
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "helm {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A copy of the chart at `dir` as an earlier release had it: CRDs without the DirectoryGroup
+/// CRD and without the User fields `givenName` and `familyName` (both added since).
+fn previous_release(dir: &Path) {
+    let (ok, out) = common::run_with_stdin(
+        Command::new("cp")
+            .arg("-r")
+            .arg(root().join("charts/homestead"))
+            .arg(dir),
+        "",
+    );
+    assert!(ok, "{out}");
+    let crds = dir.join("files/crds.yaml");
+    let older: Vec<String> = documents(&std::fs::read_to_string(&crds).unwrap())
+        .into_iter()
+        .filter(|crd| crd["metadata"]["name"] != "directorygroups.homestead.dev")
+        .map(|mut crd| {
+            if crd["metadata"]["name"] == "users.homestead.dev" {
+                let spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+                    ["spec"]["properties"]
+                    .as_object_mut()
+                    .unwrap();
+                assert!(spec.remove("givenName").is_some() && spec.remove("familyName").is_some());
+            }
+            serde_saphyr::to_string(&crd).unwrap()
+        })
+        .collect();
+    assert_eq!(older.len(), 2);
+    std::fs::write(&crds, older.join("---\n")).unwrap();
+}
+
+#[tokio::test]
+async fn helm_upgrade_brings_new_crd_fields_and_uninstall_keeps_crds_and_users() {
+    let plane = ControlPlane::start(Options::default()).await.unwrap();
+    let previous = plane.dir().join("chart-previous");
+    previous_release(&previous);
+    let release = ["--namespace", "homestead-system", "--create-namespace"];
+    let _ = helm_on(
+        &plane,
+        &[
+            &["install", "homestead", previous.to_str().unwrap()],
+            &release[..],
+        ]
+        .concat(),
+    );
+    established(&plane, &["users.homestead.dev", "profiles.homestead.dev"]);
+    let (ok, _) = kubectl(
+        &plane,
+        ADMIN,
+        &["get", "crd", "directorygroups.homestead.dev"],
+        None,
+    );
+    assert!(!ok, "the earlier release has no DirectoryGroups");
+    let named = "apiVersion: homestead.dev/v1alpha1\nkind: User\nmetadata:\n  name: probe\nspec:\n  identity:\n    username: ada@example.com\n  givenName: Ada\n";
+    let given_name = |plane: &ControlPlane| {
+        let (ok, out) = kubectl(
+            plane,
+            ADMIN,
+            &[
+                "create",
+                "--dry-run=server",
+                "--validate=ignore",
+                "-o",
+                "jsonpath={.spec.givenName}",
+                "-f",
+                "-",
+            ],
+            Some(named),
+        );
+        assert!(ok, "{out}");
+        out
+    };
+    assert_eq!(given_name(&plane), "", "the earlier CRD prunes givenName");
+    let (ok, out) = kubectl(
+        &plane,
+        ADMIN,
+        &["create", "-f", "-"],
+        Some(
+            &named
+                .replace("  givenName: Ada\n", "")
+                .replace("probe", "ada"),
+        ),
+    );
+    assert!(ok, "{out}");
+
+    // The upgrade brings the new CRD and the new field, and its notes say how to check it and
+    // how kube-prometheus-stack picks monitoring up.
+    let notes = helm_on(
+        &plane,
+        &[&["upgrade", "homestead", "charts/homestead"], &release[..]].concat(),
+    );
+    assert!(
+        notes.contains("rollout status deployment/homestead")
+            && notes.contains("monitoring.serviceMonitor.enabled=true"),
+        "{notes}"
+    );
+    established(&plane, &["directorygroups.homestead.dev"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while given_name(&plane) != "Ada" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "givenName is not served after the upgrade"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    // Uninstalling keeps the CRDs and every User (helm.sh/resource-policy: keep).
+    let _ = helm_on(
+        &plane,
+        &["uninstall", "homestead", "--namespace", "homestead-system"],
+    );
+    for crd in [
+        "users.homestead.dev",
+        "profiles.homestead.dev",
+        "directorygroups.homestead.dev",
+    ] {
+        let (ok, out) = kubectl(&plane, ADMIN, &["get", "crd", crd], None);
+        assert!(ok, "{crd} is gone after helm uninstall: {out}");
+    }
+    let (ok, out) = kubectl(&plane, ADMIN, &["get", "user", "ada"], None);
+    assert!(ok, "the User is gone after helm uninstall: {out}");
+    plane.stop();
 }
