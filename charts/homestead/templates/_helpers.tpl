@@ -15,9 +15,36 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
-{{/* The container image. */}}
+{{/* The container image: [registry/]repository, then @digest if set, else :tag (default: the
+chart's appVersion). */}}
 {{- define "homestead.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- $repository := .Values.image.repository -}}
+{{- with .Values.image.registry }}{{ $repository = printf "%s/%s" . $repository }}{{ end -}}
+{{- if .Values.image.digest -}}
+{{ $repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ $repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end -}}
+
+{{/* Pod-level settings both Deployments share from `pod`, a map with nodeSelector,
+tolerations, affinity and priorityClassName. */}}
+{{- define "homestead.placement" -}}
+{{- with .priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}
 
 {{/* The operator's user name, as the admission policy matches it. */}}
