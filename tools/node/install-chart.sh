@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs Homestead on a local cluster with a node the way a platform team installs it: the
 # image built here (tools/image/build.sh, no registry) loaded into the node's containerd, the
-# SCIM service's Secrets, then the Helm chart with two operator replicas and the SCIM service.
+# SCIM service's Secrets, then the Helm chart with two operator replicas, the SCIM service and
+# Homestead's own NetworkPolicies.
 # Waits until every Pod is Ready through its probes. Used by `just deploy` and the node tests.
 #
 #   install-chart.sh <kubeconfig> <containerd-socket> <homestead-binary> <state-dir> [helm args...]
@@ -48,8 +49,16 @@ kubectl -n "$namespace" create secret tls homestead-scim-tls --cert "$state/scim
 kubectl -n "$namespace" create secret generic homestead-scim-tokens \
   --from-file=tokens="$state/scim-service-token" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 
+# Homestead's own NetworkPolicies (kube-router enforces them on the node): egress only to the
+# API server, by the address and port its EndpointSlice names (policies see traffic after the
+# Service's DNAT), and DNS.
+api=$(kubectl -n default get endpointslices -l kubernetes.io/service-name=kubernetes \
+  -o jsonpath='{.items[0].endpoints[0].addresses[0]} {.items[0].ports[0].port}')
+read -r api_address api_port <<<"$api"
 "$helm" upgrade --install homestead "$root/charts/homestead" --kubeconfig "$kubeconfig" \
   --namespace "$namespace" --set image.repository=homestead.local/homestead \
   --set image.tag="$tag" --set image.pullPolicy=Never --set scim.enabled=true \
+  --set networkPolicy.enabled=true --set "networkPolicy.apiServerPorts={$api_port}" \
+  --set "networkPolicy.apiServerCIDRs={$api_address/32}" \
   --wait --timeout 180s "$@" >&2
 echo "homestead.local/homestead:$tag"

@@ -77,3 +77,25 @@ admission policy: globs user-*,research-* become ^(user-.*|research-.*)$. */}}
 {{- $patterns := .Values.operator.allowedNamespaces | default (list (printf "%s*" .Values.operator.namespacePrefix)) -}}
 ^({{ range $i, $p := $patterns }}{{ if $i }}|{{ end }}{{ regexQuoteMeta $p | replace "\\*" ".*" | replace "\\?" "." }}{{ end }})$
 {{- end -}}
+
+{{/* The egress rules of Homestead's own NetworkPolicies: the API server and DNS. */}}
+{{- define "homestead.egress" -}}
+egress:
+  - ports:
+      {{- range .Values.networkPolicy.apiServerPorts }}
+      - protocol: TCP
+        port: {{ . }}
+      {{- end }}
+    {{- with .Values.networkPolicy.apiServerCIDRs }}
+    to:
+      {{- range . }}
+      - ipBlock:
+          cidr: {{ . }}
+      {{- end }}
+    {{- end }}
+  - ports:
+      - protocol: UDP
+        port: 53
+      - protocol: TCP
+        port: 53
+{{- end -}}
