@@ -168,6 +168,10 @@ up-chart: control-plane
     echo "SCIM through its Service: CA {{state}}/chart/scim-service-ca.crt, token {{state}}/chart/scim-service-token,"
     echo "  https://homestead-scim.homestead-system.svc:8443/scim/v2 at ClusterIP \$(kubectl -n homestead-system get svc homestead-scim -o jsonpath='{.spec.clusterIP}')"
 
+# Scan what the Helm chart renders with checkov and kube-score (pinned, installed once); fails on any finding tools/scan/run.sh does not name as a decision.
+scan:
+    tools/scan/run.sh
+
 # Run the SCIM compliance checker scim2-tester (PyPI, installed into a cached virtualenv) against the SCIM service of `just up`.
 scim-check:
     tools/scim/check.sh https://{{scim_address}}/scim/v2 {{state}}/scim-token {{state}}/scim-ca.crt

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Scans what the Helm chart renders, every optional part on (the SCIM service, NetworkPolicies,
+# monitoring), with checkov and kube-score (tools/scan/install.sh), and fails on any finding
+# but the ones below, each a decision written down here:
+#   CPU limit (CKV_K8S_11, kube-score container-resources' CPU limit): none, on purpose; a CPU
+#     limit throttles a reconcile burst or a SCIM sync while the node has CPU to spare. Memory
+#     is limited.
+#   imagePullPolicy Always (CKV_K8S_15, container-image-pull-policy): IfNotPresent; pin an
+#     immutable tag or image.digest instead.
+#   image digest (CKV_K8S_43): image.digest pins one; the default names the chart's appVersion.
+#   the default namespace (CKV_K8S_21): the Role homestead-events is there because Events about
+#     cluster-scoped Users are written there, and only create/patch Events is granted.
+#   ServiceAccount token mounted (CKV_K8S_38): the operator and the SCIM service are API clients.
+#   host podAntiAffinity (deployment-has-host-podantiaffinity): topologySpreadConstraints over
+#     hosts and zones do it, without making a second replica unschedulable on one node.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin=$("$root/tools/scan/install.sh")
+helm=$("$root/tools/helm/install.sh")
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+"$helm" template homestead "$root/charts/homestead" --namespace homestead-system \
+  --set scim.enabled=true --set networkPolicy.enabled=true \
+  --set monitoring.serviceMonitor.enabled=true --set monitoring.prometheusRule.enabled=true \
+  --set monitoring.dashboard.enabled=true >"$out/chart.yaml"
+echo "checkov:"
+"$bin/checkov" --file "$out/chart.yaml" --framework kubernetes --quiet --compact \
+  --skip-download --skip-check CKV_K8S_11,CKV_K8S_15,CKV_K8S_21,CKV_K8S_38,CKV_K8S_43
+echo "kube-score:"
+"$bin/kube-score" score "$out/chart.yaml" --output-format ci --ignore-container-cpu-limit \
+  --ignore-test container-image-pull-policy,deployment-has-host-podantiaffinity |
+  grep -v '^\[OK\]\|^\[SKIPPED\]' | tee "$out/kube-score.txt" || true
+if [ -s "$out/kube-score.txt" ]; then
+  echo "kube-score found the above" >&2
+  exit 1
+fi
+echo "no findings"
