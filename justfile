@@ -42,6 +42,7 @@ build:
 generate:
     cargo run -q -p homestead-api --bin crdgen > manifests/crd.yaml
     cp manifests/crd.yaml charts/homestead/files/crds.yaml
+    tools/helm/docs.sh
 
 # Format the code.
 fmt:
@@ -167,6 +168,10 @@ up-chart: control-plane
     echo "  kubectl apply -f manifests/samples/ && kubectl get users"
     echo "SCIM through its Service: CA {{state}}/chart/scim-service-ca.crt, token {{state}}/chart/scim-service-token,"
     echo "  https://homestead-scim.homestead-system.svc:8443/scim/v2 at ClusterIP \$(kubectl -n homestead-system get svc homestead-scim -o jsonpath='{.spec.clusterIP}')"
+
+# Package the Helm chart as a release artifact: target/chart/homestead-<version>.tgz.
+package:
+    "$(tools/helm/install.sh)" package charts/homestead --destination target/chart
 
 # Scan what the Helm chart renders with checkov and kube-score (pinned, installed once); fails on any finding tools/scan/run.sh does not name as a decision.
 scan:

@@ -504,3 +504,44 @@ async fn helm_upgrade_brings_new_crd_fields_and_uninstall_keeps_crds_and_users()
     assert!(ok, "the User is gone after helm uninstall: {out}");
     plane.stop();
 }
+
+#[test]
+fn the_chart_readme_is_generated_from_its_values() {
+    let (ok, out) = common::run_with_stdin(
+        Command::new(root().join("tools/helm/docs.sh")).arg("--check"),
+        "",
+    );
+    assert!(ok, "{out}");
+}
+
+#[test]
+fn the_packaged_chart_lints_and_renders() {
+    let dir = std::env::temp_dir().join(format!("homestead-package-{}", std::process::id()));
+    let out = helm()
+        .args(["package", "charts/homestead", "--destination"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let chart = read("charts/homestead/Chart.yaml").remove(0);
+    let package = dir.join(format!(
+        "homestead-{}.tgz",
+        chart["version"].as_str().unwrap()
+    ));
+    for args in [
+        vec!["lint", "--strict"],
+        vec!["template", "homestead", "--set", "scim.enabled=true"],
+    ] {
+        let out = helm().args(&args).arg(&package).output().unwrap();
+        assert!(
+            out.status.success(),
+            "helm {args:?} of the package: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
