@@ -359,4 +359,79 @@ mod tests {
         let error = Cli::try_parse_from(["homestead", "--retained-count-interval=0s"]).unwrap_err();
         assert!(error.to_string().contains("more than 0"), "{error}");
     }
+
+    /// The chart's `values.yaml` passes every operator and SCIM flag explicitly; its defaults
+    /// must be the flags' own, so an install by Helm and one from `manifests/` (which passes
+    /// few flags) behave alike.
+    #[test]
+    fn the_charts_defaults_are_the_flags_defaults() {
+        let values: serde_json::Value =
+            serde_saphyr::from_str(include_str!("../../../charts/homestead/values.yaml")).unwrap();
+        let strings = |v: &serde_json::Value| -> Vec<String> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap().to_owned())
+                .collect()
+        };
+        let cli = Cli::try_parse_from(["homestead"]).unwrap();
+        let operator = &values["operator"];
+        assert_eq!(operator["namespacePrefix"], cli.namespace_prefix.as_str());
+        assert_eq!(strings(&operator["reservedKeys"]), cli.reserved_keys);
+        assert_eq!(strings(&operator["allowedRoles"]), cli.allowed_roles);
+        assert_eq!(
+            strings(&operator["allowedNamespaces"]),
+            cli.allowed_namespaces
+        );
+        assert_eq!(
+            strings(&operator["reservedNamespaces"]),
+            cli.reserved_namespaces
+        );
+        assert_eq!(
+            super::parse_duration(operator["expiryWarning"].as_str().unwrap()),
+            Ok(cli.expiry_warning)
+        );
+        assert_eq!(
+            super::parse_duration(operator["retainedCountInterval"].as_str().unwrap()),
+            Ok(cli.retained_count_interval)
+        );
+        let levels = &operator["podSecurity"];
+        for (value, flag) in [
+            (&levels["enforce"], cli.pod_security_enforce),
+            (&levels["warn"], cli.pod_security_warn),
+            (&levels["audit"], cli.pod_security_audit),
+        ] {
+            assert_eq!(value.as_str().unwrap().parse(), Ok(flag));
+        }
+        assert_eq!(operator["defaultProfile"], "", "no default Profile");
+        assert_eq!(cli.default_profile, None);
+        assert_eq!(operator["logFormat"], "json");
+        assert!(matches!(cli.log_format, super::LogFormat::Json));
+        assert_eq!(operator["logLevel"], cli.log_level.as_str());
+        assert!(
+            operator["concurrency"].is_null(),
+            "null: the chart leaves --concurrency to the operator"
+        );
+
+        let scim = Cli::try_parse_from([
+            "homestead",
+            "scim",
+            "--token-file=t",
+            "--tls-cert=c",
+            "--tls-key=k",
+        ])
+        .unwrap();
+        let Some(super::Command::Scim(scim)) = scim.command else {
+            panic!("not the scim command");
+        };
+        let values = &values["scim"];
+        assert_eq!(
+            values["maxBodyBytes"].as_u64(),
+            u64::try_from(scim.max_body_bytes).ok()
+        );
+        assert_eq!(values["profile"], "");
+        assert_eq!(scim.profile, None);
+        assert_eq!(values["baseUrl"], "");
+        assert_eq!(scim.base_url, None);
+    }
 }
