@@ -400,22 +400,7 @@ impl Context {
             if profile_status_matches(profile.status.as_ref(), &desired) {
                 continue;
             }
-            self.fenced()?;
-            let patch = serde_json::json!({
-                "apiVersion": Profile::api_version(&()),
-                "kind": Profile::kind(&()),
-                "status": desired,
-            });
-            Api::<Profile>::all(self.client.clone())
-                .patch_status(
-                    &name,
-                    &PatchParams::apply(FIELD_MANAGER).force(),
-                    &Patch::Apply(&patch),
-                )
-                .await
-                .map_err(|source| {
-                    Error::kube(Verb::PatchStatus, Profile::kind(&()), &name, source)
-                })?;
+            self.apply_status::<Profile>(&name, &desired).await?;
             written += 1;
         }
         for group in self.caches.groups.state() {
@@ -424,25 +409,40 @@ impl Context {
                 continue;
             }
             let name = group.name_any();
-            self.fenced()?;
-            let patch = serde_json::json!({
-                "apiVersion": DirectoryGroup::api_version(&()),
-                "kind": DirectoryGroup::kind(&()),
-                "status": desired,
-            });
-            Api::<DirectoryGroup>::all(self.client.clone())
-                .patch_status(
-                    &name,
-                    &PatchParams::apply(FIELD_MANAGER).force(),
-                    &Patch::Apply(&patch),
-                )
-                .await
-                .map_err(|source| {
-                    Error::kube(Verb::PatchStatus, DirectoryGroup::kind(&()), &name, source)
-                })?;
+            self.apply_status::<DirectoryGroup>(&name, &desired).await?;
             written += 1;
         }
         Ok(written)
+    }
+
+    /// Sets the status of the cluster-scoped `K` named `name` to `status`, by server-side apply
+    /// on its status subresource (field manager `homestead`), if this replica may write.
+    ///
+    /// # Errors
+    /// [`Error::NotLeader`] when it may not; [`Error::Kube`] with
+    /// [`Verb::PatchStatus`] when the API server refuses.
+    async fn apply_status<K>(&self, name: &str, status: &impl serde::Serialize) -> crate::Result<()>
+    where
+        K: Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        self.fenced()?;
+        let patch = serde_json::json!({
+            "apiVersion": K::api_version(&()),
+            "kind": K::kind(&()),
+            "status": status,
+        });
+        Api::<K>::all(self.client.clone())
+            .patch_status(
+                name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&patch),
+            )
+            .await
+            .map_err(|source| Error::kube(Verb::PatchStatus, K::kind(&()), name, source))?;
+        Ok(())
     }
 }
 

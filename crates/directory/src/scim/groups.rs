@@ -225,6 +225,15 @@ impl Scim {
         value
     }
 
+    /// A ListResponse of the live groups matching `search`, ordered by name.
+    fn search_groups(&self, search: &Search, base: &str) -> Value {
+        let groups = live(&self.groups);
+        list_response(
+            search,
+            groups.iter().map(|g| self.group_representation(g, base)),
+        )
+    }
+
     /// The merge patch (RFC 7386) that makes a DirectoryGroup say what `team` says, guarded by
     /// `uid` and, if given, `resource_version`.
     fn group_patch(&self, team: &Team, uid: &str, resource_version: Option<&str>) -> Value {
@@ -285,9 +294,7 @@ pub(super) async fn list(
     Query(params): Query<HashMap<String, String>>,
 ) -> Result<Response, ScimError> {
     let search = Search::from_query(&params)?;
-    let groups = live(&scim.groups);
-    let resources = groups.iter().map(|g| scim.group_representation(g, &base));
-    Ok(reply(StatusCode::OK, &list_response(&search, resources)))
+    Ok(reply(StatusCode::OK, &scim.search_groups(&search, &base)))
 }
 
 /// `POST /Groups/.search`: as [`list`], with the search in the body.
@@ -297,9 +304,7 @@ pub(super) async fn search(
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ScimError> {
     let search = Search::from_body(bytes)?;
-    let groups = live(&scim.groups);
-    let resources = groups.iter().map(|g| scim.group_representation(g, &base));
-    Ok(reply(StatusCode::OK, &list_response(&search, resources)))
+    Ok(reply(StatusCode::OK, &scim.search_groups(&search, &base)))
 }
 
 /// `GET /Groups/{id}`.
