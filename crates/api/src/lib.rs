@@ -1,6 +1,7 @@
-//! The `homestead.dev/v1alpha1` API: the cluster-scoped [`User`] and [`Profile`] custom resources
-//! (spec, status and conditions), the constants every part of Homestead shares (group, finalizer, labels,
-//! annotations, field manager), and name validation.
+//! The `homestead.dev/v1alpha1` API: the cluster-scoped [`User`], [`Profile`] and
+//! [`DirectoryGroup`] custom resources (spec, status and conditions), the constants every part
+//! of Homestead shares (group, finalizer, labels, annotations, field manager), and name
+//! validation.
 //!
 //! Admission-time validation lives in the schema generated from these types (patterns, lengths,
 //! enums) and in CEL rules (`x-kubernetes-validations`), so `kubectl apply` refuses a bad User

@@ -1,6 +1,5 @@
-//! Prints the `users.homestead.dev` and `profiles.homestead.dev` CustomResourceDefinitions as
-//! YAML; `just generate` writes it
-//! to `manifests/crd.yaml`.
+//! Prints the `users`, `profiles` and `directorygroups.homestead.dev` CustomResourceDefinitions
+//! as YAML; `just generate` writes it to `manifests/crd.yaml`.
 
 fn main() {
     print!("{}", homestead_api::crd_yaml());
