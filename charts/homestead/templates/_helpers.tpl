@@ -47,9 +47,14 @@ affinity:
 {{- end }}
 {{- end -}}
 
-{{/* The operator's user name, as the admission policy matches it. */}}
+{{/* The operator's ServiceAccount: operator.serviceAccount.name, default homestead. */}}
+{{- define "homestead.serviceAccountName" -}}
+{{ .Values.operator.serviceAccount.name | default "homestead" }}
+{{- end -}}
+
+{{/* The operator's user name, as the admission policies match it. */}}
 {{- define "homestead.operatorUser" -}}
-system:serviceaccount:{{ .Release.Namespace }}:homestead
+system:serviceaccount:{{ .Release.Namespace }}:{{ include "homestead.serviceAccountName" . }}
 {{- end -}}
 
 {{/* Refuses values Homestead never accepts. */}}
