@@ -12,7 +12,7 @@
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -58,21 +58,9 @@ fn chart() -> &'static Chart {
             .write_kubeconfig(ADMIN, &plane.dir().join("chart-admin.kubeconfig"))
             .unwrap();
         let started = Instant::now();
-        let out = std::process::Command::new(root().join("tools/node/install-chart.sh"))
-            .arg(&kubeconfig)
-            .arg(node.containerd_socket())
-            .arg(env!("CARGO_BIN_EXE_homestead"))
-            .arg(&state)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "install-chart.sh: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let image = install_chart(&kubeconfig, &node.containerd_socket(), &state, &[]);
         println!(
-            "image {} built, loaded and the chart installed with every Pod Ready in {:.1} s",
-            String::from_utf8_lossy(&out.stdout).trim(),
+            "image {image} built, loaded and the chart installed with every Pod Ready in {:.1} s",
             started.elapsed().as_secs_f64()
         );
         Chart {
@@ -83,6 +71,25 @@ fn chart() -> &'static Chart {
                 .to_owned(),
         }
     })
+}
+
+/// Runs `tools/node/install-chart.sh` (`helm upgrade --install`, waiting for every Pod to be
+/// Ready) with the extra Helm arguments `helm`; returns the image it installed.
+fn install_chart(kubeconfig: &Path, socket: &Path, state: &Path, helm: &[&str]) -> String {
+    let out = std::process::Command::new(root().join("tools/node/install-chart.sh"))
+        .arg(kubeconfig)
+        .arg(socket)
+        .arg(env!("CARGO_BIN_EXE_homestead"))
+        .arg(state)
+        .args(helm)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "install-chart.sh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 fn root() -> PathBuf {
@@ -354,6 +361,61 @@ async fn two_operator_pods_elect_one_leader_and_the_other_takes_over_when_it_die
          {:.1} s later",
         took_over.as_secs_f64(),
         killed.elapsed().as_secs_f64()
+    );
+
+    // A `helm upgrade` that rolls both operator Pods (a new Pod label): the User stays as it is,
+    // and neither the Pods going nor the new leader's first reconcile of every User writes to
+    // it, its status or anything in its namespace.
+    let audit = cluster().dir().join("audit.log");
+    let mark = std::fs::read_to_string(&audit).unwrap().lines().count();
+    let before: Vec<String> = ready_operator_pods().into_iter().map(|(n, _)| n).collect();
+    let plane = cluster();
+    let kubeconfig = plane.dir().join("chart-admin.kubeconfig");
+    let state = plane.dir().join("chart");
+    let socket = plane.node().unwrap().containerd_socket();
+    install_chart(
+        &kubeconfig,
+        &socket,
+        &state,
+        &["--set", "operator.podLabels.rollout=upgraded"],
+    );
+    let upgraded = eventually("two new Ready operator Pods, one leading", 120, || {
+        let pods = leadership();
+        let fresh = pods.iter().all(|(n, _)| !before.contains(n));
+        let leading = pods.iter().filter(|(_, l)| *l == 1.0).count();
+        (pods.len() == 2 && fresh && leading == 1).then_some(pods)
+    })
+    .await;
+    // The new leader reconciles every User when its caches are synced, within seconds.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    wait_ready("node-failover", "True/Provisioned").await;
+    let operator = format!("system:serviceaccount:{SYSTEM}:homestead");
+    let log = std::fs::read_to_string(&audit).unwrap();
+    let operator_writes = |lines: &mut dyn Iterator<Item = &str>| -> Vec<String> {
+        lines
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|e| {
+                let r = &e["objectRef"];
+                let about_the_user = (r["resource"] == "users" && r["name"] == "node-failover")
+                    || (r["resource"] == "namespaces" && r["name"] == "user-node-failover")
+                    || r["namespace"] == "user-node-failover";
+                e["user"]["username"] == operator.as_str()
+                    && ["create", "update", "patch", "delete"]
+                        .contains(&e["verb"].as_str().unwrap_or(""))
+                    && about_the_user
+            })
+            .map(|e| format!("{} {}", e["verb"], e["requestURI"]))
+            .collect()
+    };
+    assert!(
+        !operator_writes(&mut log.lines().take(mark)).is_empty(),
+        "the audit log shows the operator provisioning the User before the upgrade"
+    );
+    let writes = operator_writes(&mut log.lines().skip(mark));
+    println!("after the upgrade: {upgraded:?}");
+    assert!(
+        writes.is_empty(),
+        "the upgrade rewrote the User's objects: {writes:#?}"
     );
     kubectl(&["delete", "user", "node-failover", "--wait=false"]);
 }
