@@ -2,8 +2,9 @@
 //! kubelet, kube-proxy, kube-router enforcing NetworkPolicy; see `homestead_testenv::node`).
 //!
 //! Homestead is installed as a platform team installs it: the image built here with no registry,
-//! the Helm chart with two operator replicas and the SCIM service (`tools/node/install-chart.sh`).
-//! Then: leader failover between Pods, SCIM through its Service's ClusterIP, a person's
+//! the Helm chart with two operator replicas, the SCIM service and Homestead's own NetworkPolicies
+//! (`tools/node/install-chart.sh`). Then: leader failover between Pods and a `helm upgrade` that
+//! rolls them without rewriting a User, SCIM through its Service's ClusterIP, a person's
 //! workloads under their own credentials, network isolation with real traffic between Pods, and
 //! a suspended person's running Pod losing its API access.
 //!
@@ -307,7 +308,8 @@ fn cluster_ip(namespace: &str, service: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn two_operator_pods_elect_one_leader_and_the_other_takes_over_when_it_dies() {
+async fn two_operator_pods_elect_a_leader_survive_its_death_and_an_upgrade_without_rewriting_a_user()
+ {
     chart();
     let leaders = eventually("two Ready operator Pods, exactly one leading", 120, || {
         let pods = leadership();
