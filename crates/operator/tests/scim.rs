@@ -176,10 +176,7 @@ async fn a_person_is_created_suspended_and_offboarded_over_scim() {
     assert_eq!(error["scimType"], "invalidFilter");
 
     // PATCH active: false (the form Entra ID sends): suspended, access revoked, namespace kept.
-    let patch = json!({
-        "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
-        "Operations": [{"op": "Replace", "path": "active", "value": "False"}]
-    });
+    let patch = patch_op(json!([{"op": "Replace", "path": "active", "value": "False"}]));
     let (status, patched) = call(
         &app,
         "PATCH",
@@ -522,6 +519,14 @@ async fn a_create_while_the_previous_user_is_offboarding_says_when_to_retry() {
     }
 }
 
+/// A PatchOp request (RFC 7644 §3.5.2) with `operations`.
+fn patch_op(operations: Value) -> Value {
+    json!({
+        "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+        "Operations": operations,
+    })
+}
+
 /// A SCIM User for `user_name`, active.
 fn scim_user(user_name: &str) -> Value {
     json!({
@@ -706,10 +711,9 @@ async fn a_directory_group_chooses_a_profile_for_its_members_and_leaving_it_move
         "PATCH",
         &format!("/Groups/{group_id}"),
         Some(TOKEN),
-        Some(json!({
-            "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
-            "Operations": [{ "op": "Remove", "path": "members", "value": [{ "value": ids[1] }] }],
-        })),
+        Some(patch_op(json!([
+            { "op": "Remove", "path": "members", "value": [{ "value": ids[1] }] }
+        ]))),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -783,12 +787,6 @@ async fn groups_answer_the_request_shapes_of_entra_id_okta_and_jumpcloud() {
             "members": members.iter().map(|id| json!({ "value": id, "display": "x" })).collect::<Vec<_>>(),
         })
     };
-    let patch = |operations: Value| {
-        json!({
-            "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
-            "Operations": operations,
-        })
-    };
 
     // Okta's Group Push: create with members; a second group with the same name is a conflict.
     let (status, created) = call(
@@ -841,7 +839,7 @@ async fn groups_answer_the_request_shapes_of_entra_id_okta_and_jumpcloud() {
         "PATCH",
         &format!("/Groups/{id}"),
         Some(TOKEN),
-        Some(patch(json!([
+        Some(patch_op(json!([
             { "op": "Add", "path": "members", "value": [{ "value": hal }] }
         ]))),
     )
@@ -857,7 +855,7 @@ async fn groups_answer_the_request_shapes_of_entra_id_okta_and_jumpcloud() {
         "PATCH",
         &format!("/Groups/{id}"),
         Some(TOKEN),
-        Some(patch(json!([
+        Some(patch_op(json!([
             { "op": "replace", "value": { "id": id, "displayName": "Shapes 2" } },
             { "op": "remove", "path": format!("members[value eq \"{gus}\"]") }
         ]))),
@@ -891,7 +889,7 @@ async fn groups_answer_the_request_shapes_of_entra_id_okta_and_jumpcloud() {
         "PATCH",
         &format!("/Groups/{id}"),
         Some(TOKEN),
-        Some(patch(json!([
+        Some(patch_op(json!([
             { "op": "Replace", "path": "members", "value": [] }
         ]))),
     )
@@ -1003,12 +1001,6 @@ async fn the_work_email_and_names_answer_entra_id_and_okta_request_shapes() {
         scenario.track(name);
         scenario.track_namespace(&format!("user-{name}"));
     }
-    let patch = |operations: Value| {
-        json!({
-            "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
-            "Operations": operations,
-        })
-    };
     // Entra ID creates a person without an e-mail, then adds the work e-mail by value path.
     let (status, created) = call(
         &app,
@@ -1025,7 +1017,7 @@ async fn the_work_email_and_names_answer_entra_id_and_okta_request_shapes() {
         "PATCH",
         &format!("/Users/{eve}"),
         Some(TOKEN),
-        Some(patch(json!([
+        Some(patch_op(json!([
             { "op": "Add", "path": "emails[type eq \"work\"].value", "value": "eve@example.com" }
         ]))),
     )
@@ -1050,7 +1042,7 @@ async fn the_work_email_and_names_answer_entra_id_and_okta_request_shapes() {
         "PATCH",
         &format!("/Users/{eve}"),
         Some(TOKEN),
-        Some(patch(json!([
+        Some(patch_op(json!([
             { "op": "Remove", "path": "emails[type eq \"work\"].value", "value": "eve@example.com" }
         ]))),
     )
@@ -1084,7 +1076,7 @@ async fn the_work_email_and_names_answer_entra_id_and_okta_request_shapes() {
         json!({"value": "hal@example.com", "type": "work", "primary": true})
     );
     let hal = found["id"].as_str().unwrap();
-    let (status, body) = call(&app, "PATCH", &format!("/Users/{hal}"), Some(TOKEN), Some(patch(json!([
+    let (status, body) = call(&app, "PATCH", &format!("/Users/{hal}"), Some(TOKEN), Some(patch_op(json!([
         { "op": "Replace", "path": "emails[type eq \"work\"].value", "value": "hal@mit.example" }
     ])))).await;
     assert_eq!(status, StatusCode::OK, "{body}");
