@@ -1,6 +1,20 @@
+{{/* The app.kubernetes.io/name of the operator's objects: nameOverride, default homestead
+(the SCIM service's is this with -scim). */}}
+{{- define "homestead.name" -}}
+{{ .Values.nameOverride | default "homestead" | trunc 50 | trimSuffix "-" }}
+{{- end -}}
+
+{{/* The prefix of every object name: fullnameOverride, default homestead (not the release
+name: the cluster-scoped objects, the admission policies among them, keep one name whatever the
+release is called). Lowercase letters, digits and '-', at most 40 characters (values.schema.json),
+so every suffixed name stays a DNS label. */}}
+{{- define "homestead.fullname" -}}
+{{ .Values.fullnameOverride | default "homestead" }}
+{{- end -}}
+
 {{/* Labels on every object of the chart. */}}
 {{- define "homestead.labels" -}}
-app.kubernetes.io/name: homestead
+app.kubernetes.io/name: {{ include "homestead.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
@@ -8,7 +22,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 
 {{/* Labels of the SCIM service's objects. */}}
 {{- define "homestead.scimLabels" -}}
-app.kubernetes.io/name: homestead-scim
+app.kubernetes.io/name: {{ include "homestead.name" . }}-scim
 app.kubernetes.io/part-of: homestead
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
@@ -49,7 +63,7 @@ affinity:
 
 {{/* The operator's ServiceAccount: operator.serviceAccount.name, default homestead. */}}
 {{- define "homestead.serviceAccountName" -}}
-{{ .Values.operator.serviceAccount.name | default "homestead" }}
+{{ .Values.operator.serviceAccount.name | default (include "homestead.fullname" .) }}
 {{- end -}}
 
 {{/* The operator's user name, as the admission policies match it. */}}

@@ -545,3 +545,76 @@ fn the_packaged_chart_lints_and_renders() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn full_and_name_overrides_rename_every_object_and_what_refers_to_it() {
+    let objects = documents(&template(&[
+        "fullnameOverride=hs",
+        "nameOverride=hsn",
+        "scim.enabled=true",
+        "networkPolicy.enabled=true",
+        "monitoring.serviceMonitor.enabled=true",
+        "monitoring.prometheusRule.enabled=true",
+        "monitoring.dashboard.enabled=true",
+    ]));
+    for object in objects
+        .iter()
+        .filter(|o| o["kind"] != "CustomResourceDefinition")
+    {
+        let name = object["metadata"]["name"].as_str().unwrap();
+        assert!(name.starts_with("hs"), "{:?} keeps its name", key(object));
+    }
+    let find = |kind: &str, name: &str| {
+        objects
+            .iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no {kind} {name}"))
+    };
+    // The identities the admission policies match are the ServiceAccounts the Pods run as.
+    let operator = find("Deployment", "hs");
+    let scim = find("Deployment", "hs-scim");
+    assert_eq!(
+        operator["spec"]["template"]["spec"]["serviceAccountName"],
+        "hs"
+    );
+    assert_eq!(
+        scim["spec"]["template"]["spec"]["serviceAccountName"],
+        "hs-scim"
+    );
+    let policies =
+        serde_json::to_string(&find("ValidatingAdmissionPolicy", "hs-operator-bounds")).unwrap();
+    assert!(
+        policies.contains("system:serviceaccount:homestead-system:hs'"),
+        "{policies}"
+    );
+    let scim_bounds =
+        serde_json::to_string(&find("ValidatingAdmissionPolicy", "hs-scim-bounds")).unwrap();
+    assert!(scim_bounds.contains("system:serviceaccount:homestead-system:hs-scim'"));
+    // Selectors select the Pods, and the Lease the operator takes is the one it may update.
+    for deployment in [operator, scim] {
+        let selector = deployment["spec"]["selector"]["matchLabels"]
+            .as_object()
+            .unwrap();
+        let labels = &deployment["spec"]["template"]["metadata"]["labels"];
+        for (k, v) in selector {
+            assert_eq!(&labels[k], v, "{k}");
+        }
+    }
+    assert_eq!(
+        operator["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"],
+        "hsn"
+    );
+    let args =
+        serde_json::to_string(&operator["spec"]["template"]["spec"]["containers"][0]["args"])
+            .unwrap();
+    assert!(args.contains("--lease-name=hs-leader"), "{args}");
+    let role = find("Role", "hs-leader-election");
+    assert!(
+        serde_json::to_string(role)
+            .unwrap()
+            .contains("\"hs-leader\"")
+    );
+    let binding = find("ClusterRoleBinding", "hs");
+    assert_eq!(binding["subjects"][0]["name"], "hs");
+    assert_eq!(binding["roleRef"]["name"], "hs");
+}
