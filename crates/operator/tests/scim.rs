@@ -865,6 +865,19 @@ async fn groups_answer_the_request_shapes_of_entra_id_okta_and_jumpcloud() {
     assert_eq!(body["displayName"], "Shapes 2");
     assert_eq!(body["members"].as_array().map(Vec::len), Some(1), "{body}");
     assert_eq!(body["members"][0]["value"], hal.as_str());
+    // Removing gus again (a provider retrying, or catching up after gus left) succeeds.
+    let (status, body) = call(
+        &app,
+        "PATCH",
+        &format!("/Groups/{id}"),
+        Some(TOKEN),
+        Some(patch_op(json!([
+            { "op": "remove", "path": format!("members[value eq \"{gus}\"]") }
+        ]))),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["members"].as_array().map(Vec::len), Some(1), "{body}");
 
     // JumpCloud and Okta replace the whole group with PUT; an unknown member id is dropped, not
     // an error that loses the request.

@@ -333,7 +333,10 @@ fn remove(resource: &mut Value, path: &PatchPath, value: Option<&Value>) -> Resu
                 }
                 _ => items.retain(|i| !(val_matches(&path.filter, i) && named(i))),
             }
-            if whole && items.len() == before {
+            // Removing someone who is not a member succeeds: a provider may remove a person
+            // from a group after the person is gone (Entra ID and Okta retry failures forever).
+            let idempotent = path.attr.name.eq_ignore_ascii_case("members");
+            if whole && items.len() == before && !idempotent {
                 return Err(ScimError::bad_request(
                     ScimType::NoTarget,
                     format!("no value of {} matches the filter", path.attr.name),
@@ -416,6 +419,18 @@ mod tests {
             ],
         });
         apply(&mut resource, &patch).map(|()| resource)
+    }
+
+    #[test]
+    fn removing_a_non_member_from_a_group_succeeds_and_changes_nothing() {
+        let patch: PatchOp = serde_json::from_value(json!({
+            "schemas": [scim_v2::schema_urns::PATCH_OP],
+            "Operations": [{"op": "remove", "path": "members[value eq \"gone\"]"}],
+        }))
+        .unwrap();
+        let mut group = json!({"displayName": "Eng", "members": [{"value": "u1"}]});
+        apply(&mut group, &patch).unwrap();
+        assert_eq!(group["members"], json!([{"value": "u1"}]));
     }
 
     #[test]
