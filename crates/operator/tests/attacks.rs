@@ -790,3 +790,57 @@ async fn scim_and_operator_bounds_hold_at_the_api_server() {
         .await;
     assert!(forbidden(patched, "privileged"));
 }
+
+/// Who may change which directory groups exist and who is in them: the SCIM identity (its own
+/// groups only, see the scim tests) and cluster administrators. Not HR with its users-only
+/// role, nor a person, even one with `admin` in their own namespace (a RoleBinding cannot
+/// grant cluster-scoped objects); both may not write Profiles either.
+#[tokio::test]
+async fn neither_hr_nor_a_person_can_write_directory_groups_or_profiles() {
+    let _hr = hr().await;
+    let s = Scenario::new();
+    let admin = admin().await;
+    s.create(&admin, &user("grp-tenant", json!({ "role": "admin" })))
+        .await;
+    wait_reason(&admin, "grp-tenant", "Provisioned").await;
+    let can_i = |who: &[&str], args: &[&str]| {
+        let mut all = vec!["auth", "can-i"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(who);
+        let (_, out) = kubectl(&all, "");
+        out.lines().next().unwrap_or_default().trim().to_owned()
+    };
+    let hr_as = [
+        &format!("--as={HR}")[..],
+        &format!("--as-group={HR_GROUP}")[..],
+    ];
+    let person = ["--as=grp-tenant@example.com"];
+    assert_eq!(
+        can_i(&person, &["create", "pods", "-n", "user-grp-tenant"]),
+        "yes",
+        "the person really is admin in their namespace"
+    );
+    for who in [&hr_as[..], &person[..]] {
+        for verb in ["create", "patch", "update", "delete"] {
+            for resource in [
+                "directorygroups.homestead.dev",
+                "directorygroups.homestead.dev/status",
+                "profiles.homestead.dev",
+            ] {
+                assert_eq!(
+                    can_i(who, &[verb, resource]),
+                    "no",
+                    "{who:?} {verb} {resource}"
+                );
+            }
+        }
+    }
+    assert_eq!(
+        can_i(&hr_as, &["list", "directorygroups.homestead.dev"]),
+        "yes"
+    );
+    assert_eq!(
+        can_i(&person, &["list", "directorygroups.homestead.dev"]),
+        "no"
+    );
+}
