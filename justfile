@@ -59,7 +59,7 @@ test: control-plane
     just _no-leftovers
     just _no-node-leftovers
 
-# Homestead against a floor client on one local control plane (release build): time to all Ready and to offboard, requests per User, memory steady and during a re-list, writes in steady state. Options HOMESTEAD_BENCH_QUICK, HOMESTEAD_BENCH_FLOOR_EVENT and HOMESTEAD_BENCH_PPROF: see the README, Performance.
+# Homestead against a floor client on one local control plane (release build): time to all Ready and to offboard, requests per User, memory steady and during a re-list, writes in steady state. Options HOMESTEAD_BENCH_QUICK, HOMESTEAD_BENCH_FLOOR_EVENT and HOMESTEAD_BENCH_PPROF: see docs/performance.md.
 bench users="1000": control-plane
     HOMESTEAD_BENCH_USERS={{users}} cargo bench -p homestead --bench converge
 
@@ -129,7 +129,7 @@ up: control-plane
     echo $! > {{state}}/scim.pid
     for _ in $(seq 60); do curl -fs --cacert {{state}}/scim-ca.crt https://{{scim_address}}/readyz >/dev/null 2>&1 && break; sleep 0.5; done
     {{kubectl}} apply -f manifests/samples/
-    # Wait until every sample User has a Ready condition (True or False, as README.md expects).
+    # Wait until every sample User has a Ready condition (True or False, as the README's tour expects).
     for _ in $(seq 120); do
       missing=$({{kubectl}} get users -o jsonpath='{range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c '=$' || true)
       [ "$missing" = 0 ] && break; sleep 0.5

@@ -39,7 +39,7 @@ pub enum Column {
 }
 
 impl Column {
-    /// Every column, in the order the README documents them.
+    /// Every column, in the order docs/directory.md documents them.
     pub const ALL: [Self; 10] = [
         Self::Name,
         Self::Username,

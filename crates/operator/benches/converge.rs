@@ -27,9 +27,9 @@
 //! resource, per User. Memory is the operator's resident set from `/proc`; CPU is each process's
 //! user and system time from `/proc/<pid>/stat` (etcd, kube-apiserver, kube-controller-manager,
 //! the operator, the benchmark's own client), per User while provisioning. Figures, not
-//! assertions: the output is meant to be compared between runs and with the README.
+//! assertions: the output is meant to be compared between runs and with docs/performance.md.
 //!
-//! Options, as environment variables (the README's Performance section has them too):
+//! Options, as environment variables (docs/performance.md has them too):
 //! `HOMESTEAD_BENCH_QUICK` (`1`, `floor`, `homestead` or `used`: parts of the run only),
 //! `HOMESTEAD_BENCH_FLOOR_EVENT=1` (the floor publishes Homestead's one Event per User too) and
 //! `HOMESTEAD_BENCH_PPROF=DIR` (kube-apiserver CPU profiles of the provisioning phases).

@@ -15,7 +15,7 @@ mod watches;
 use clap::Parser;
 
 /// jemalloc returns freed memory to the system within seconds (its decay), where glibc's
-/// allocator keeps what the initial lists needed: see README "Performance".
+/// allocator keeps what the initial lists needed: see docs/performance.md.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

@@ -1,5 +1,5 @@
 //! What a person can really do, checked with their own token and with `kubectl auth can-i`
-//! against the real aggregated `admin`/`edit`/`view` roles (DESIGN.md semantics 12 to 15):
+//! against the real aggregated `admin`/`edit`/`view` roles (docs/design.md rules 12 to 15):
 //! access to their namespace and nowhere else, revocation that leaves no way back in, creation
 //! that never takes over a namespace, Pod Security, and the admission policy that bounds the
 //! operator itself.

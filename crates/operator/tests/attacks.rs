@@ -1,4 +1,4 @@
-//! Homestead's promises tried as an adversary would (README, Security model), on the real
+//! Homestead's promises tried as an adversary would (docs/security.md), on the real
 //! control plane: a person with `admin` in their namespace (their own token, or `kubectl --as`),
 //! whoever holds the SCIM bearer token (over HTTPS, against a running `homestead scim`), and an
 //! HR identity bound to `rbac/hr.yaml`'s `homestead-hr`, which may write Users and nothing else.

@@ -1,4 +1,4 @@
-//! Bad input gets a clear answer and loses nothing (DESIGN.md semantic 16): every User the
+//! Bad input gets a clear answer and loses nothing (docs/design.md rule 16): every User the
 //! API server would later refuse is refused by `kubectl apply` with the rule named, or reported
 //! as `Ready=False` with a reason, a message and a Warning Event, with nothing created for it;
 //! what only the server knows (a cluster's admission policy) is reported the same way; inputs

@@ -1,4 +1,4 @@
-//! The semantics of DESIGN.md, each proven on the real local control plane with the operator
+//! The rules of docs/design.md, each proven on the real local control plane with the operator
 //! binary running as `system:serviceaccount:homestead-system:homestead` under `rbac/`.
 
 mod common;

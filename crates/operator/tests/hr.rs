@@ -262,7 +262,7 @@ async fn access_ends_at_valid_until_and_expiring_says_so_before() {
     let until: Timestamp = until.parse().unwrap();
     assert!(at >= until, "access ended early: {at} < {until}");
     // The reconcile is requeued for the moment itself; the bound here is generous for a busy
-    // test machine, the README gives the precision measured.
+    // test machine, docs/directory.md gives the precision measured.
     assert!(
         at.duration_since(until) < SignedDuration::from_secs(10),
         "access ended at {at}, {} after validUntil",

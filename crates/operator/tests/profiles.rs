@@ -310,7 +310,7 @@ async fn what_a_profile_adds_is_repaired_and_removed_when_it_stops_asking() {
     })
     .await;
     // The isolation cannot drift at all: the API server refuses anyone but the operator,
-    // the cluster admin included, a change to it (README, Security model).
+    // the cluster admin included, a change to it (docs/security.md).
     let refused = policies
         .delete("homestead-isolation", &DeleteParams::default())
         .await;

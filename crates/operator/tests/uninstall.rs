@@ -1,4 +1,4 @@
-//! Uninstall safety (DESIGN.md semantic 7): deleting the `users.homestead.dev` CRD while the
+//! Uninstall safety (docs/design.md rule 7): deleting the `users.homestead.dev` CRD while the
 //! operator runs releases every User as `Retain`; no person's namespace is deleted, even those
 //! whose User says `deletionPolicy: Delete` and whose Namespace carried an owner reference.
 //! Its own test binary, hence its own control plane: it deletes the CRD.

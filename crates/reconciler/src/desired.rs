@@ -41,8 +41,8 @@ const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 /// (the Profile's `networkIsolation`), which the admission policy `homestead-tenant-isolation`
 /// keys on; and an owner reference
 /// to the User only under `deletionPolicy: Delete` (then garbage collection is the safety net;
-/// under `Retain` there is none, so foreground deletion cannot race the finalizer; DESIGN.md
-/// semantic 8).
+/// under `Retain` there is none, so foreground deletion cannot race the finalizer;
+/// docs/design.md rule 8).
 pub fn desired_namespace(
     user: &User,
     name: &str,

@@ -1,5 +1,5 @@
 //! Comparisons of the desired state with the cached one: whether a write is needed at all
-//! (DESIGN.md semantic 10: steady state costs no write). Every desired label, annotation and
+//! (docs/design.md rule 10: steady state costs no write). Every desired label, annotation and
 //! owner reference must be there with its value; keys others added are left alone. Caches keep
 //! no `managedFields` ([`crate::trim`]), so a key Homestead applied earlier and no longer wants
 //! is not seen here: that happens only when the User's spec changes, and the Namespace is then

@@ -1,8 +1,8 @@
 //! Homestead's reconciler: everything between "a User changed" and "the cluster matches it".
 //! One module per concern:
 //!
-//! - [`context`]: the operator [`Config`] and the shared [`Context`] (client, recorder, metrics,
-//!   caches, backoff).
+//! - [`context`]: the operator [`Config`] and the shared [`Context`] (client, Event queue,
+//!   metrics, caches, backoff).
 //! - [`error`]: the [`Error`] type with typed verbs, metric labels and per-User backoff.
 //! - [`client`]: typed get / create / apply / delete and queueing Events.
 //! - [`events`]: the queue that publishes Events off the reconcile path.
@@ -16,6 +16,7 @@
 //! - [`expiry`]: access that ends on a date (`validUntil`, `onExpiry`).
 //! - [`profile`]: applying a User's Profile (precedence, overrides, what only Profiles set).
 //! - [`provision`]: the live-User path (namespace, access, quota).
+//! - [`cache`]: the compact forms Namespaces and RoleBindings are cached in.
 //! - [`trim`]: what the caches keep of each object.
 //! - [`offboard`]: the finalizer's cleanup (Delete, Retain, uninstall).
 //! - [`reconcile()`] / [`error_policy`]: the kube-runtime entry points.

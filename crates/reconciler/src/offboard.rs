@@ -2,7 +2,7 @@
 //! `Delete` deletes the User's Namespace and holds the finalizer until it is gone; `Retain`
 //! revokes access and releases the Namespace with its data. While the `users.homestead.dev`
 //! CRD itself is being deleted (uninstall), every User is treated as `Retain`, so uninstalling
-//! Homestead never deletes anyone's namespace (DESIGN.md semantic 7).
+//! Homestead never deletes anyone's namespace (docs/design.md rule 7).
 
 use homestead_api::{CRD_NAME, DeletionPolicy, LABEL_RETAINED_FROM, User};
 use k8s_openapi::api::core::v1::Namespace;

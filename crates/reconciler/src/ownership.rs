@@ -14,7 +14,7 @@ use crate::cache::Facts;
 
 /// Whether an object with `facts` (from the cache, [`crate::cache`]) belongs to `user`: label
 /// `app.kubernetes.io/managed-by=homestead`, label `homestead.dev/user=<name>` and annotation
-/// `homestead.dev/user-uid=<uid>` (DESIGN.md semantic 2). A name match alone is never ownership.
+/// `homestead.dev/user-uid=<uid>` (docs/design.md rule 2). A name match alone is never ownership.
 pub fn is_owned_by(facts: &Facts, user: &User) -> bool {
     user.uid().is_some_and(|uid| {
         facts.has_label(LABEL_MANAGED_BY, MANAGED_BY)

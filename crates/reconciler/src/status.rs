@@ -1,7 +1,7 @@
 //! The User's status and Events: one [`Reason`] enum for every `Ready` condition reason, one
 //! [`Change`] enum for every Event about a change Homestead made, the pure [`desired_status`]
 //! (following the Kubernetes API conventions for conditions), and the status write that sends
-//! it only when it changed, with an Event on every transition (DESIGN.md semantics 9, 11, 16).
+//! it only when it changed, with an Event on every transition (docs/design.md rules 9, 11, 16).
 
 use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
