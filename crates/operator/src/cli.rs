@@ -6,7 +6,10 @@ use std::net::SocketAddr;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use homestead_reconciler::Config;
-use homestead_reconciler::context::{PodSecurity, PodSecurityLevel};
+use homestead_reconciler::context::{
+    DEFAULT_ALLOWED_ROLES, DEFAULT_NAMESPACE_PREFIX, DEFAULT_OPERATOR_NAMESPACE,
+    DEFAULT_POD_SECURITY, DEFAULT_RESERVED_KEYS, PodSecurity, PodSecurityLevel,
+};
 
 /// Log output format.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -25,8 +28,26 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
 
+    /// What Homestead may create and grant: the reconciler's [`Config`].
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+
+    /// How the operator runs: concurrency, intervals, metrics, logs.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+
+    /// Leader election through a Lease.
+    #[command(flatten)]
+    pub election: ElectionArgs,
+}
+
+/// The flags that become the reconciler's [`Config`]; each default is a `DEFAULT_*` constant of
+/// `homestead_reconciler::context`, which [`Config::default`] uses too.
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Policy")]
+pub struct PolicyArgs {
     /// Prefix of derived namespace names: `<prefix><User name>`.
-    #[arg(long, env = "HOMESTEAD_NAMESPACE_PREFIX", default_value = "user-")]
+    #[arg(long, env = "HOMESTEAD_NAMESPACE_PREFIX", default_value = DEFAULT_NAMESPACE_PREFIX)]
     pub namespace_prefix: String,
 
     /// Shell-style patterns (`*`, `?`, `[a-z]`) that a name in `spec.namespace.name` must match
@@ -46,7 +67,7 @@ pub struct Cli {
         long = "reserved-key",
         env = "HOMESTEAD_RESERVED_KEYS",
         value_delimiter = ',',
-        default_values_t = ["istio-injection".to_owned(), "istio.io/".to_owned(), "linkerd.io/".to_owned()]
+        default_values = DEFAULT_RESERVED_KEYS
     )]
     pub reserved_keys: Vec<String>,
 
@@ -55,7 +76,7 @@ pub struct Cli {
     #[arg(
         long,
         env = "HOMESTEAD_POD_SECURITY_ENFORCE",
-        default_value = "baseline"
+        default_value = DEFAULT_POD_SECURITY.enforce.as_str()
     )]
     pub pod_security_enforce: PodSecurityLevel,
 
@@ -63,7 +84,7 @@ pub struct Cli {
     #[arg(
         long,
         env = "HOMESTEAD_POD_SECURITY_WARN",
-        default_value = "restricted"
+        default_value = DEFAULT_POD_SECURITY.warn.as_str()
     )]
     pub pod_security_warn: PodSecurityLevel,
 
@@ -71,12 +92,12 @@ pub struct Cli {
     #[arg(
         long,
         env = "HOMESTEAD_POD_SECURITY_AUDIT",
-        default_value = "restricted"
+        default_value = DEFAULT_POD_SECURITY.audit.as_str()
     )]
     pub pod_security_audit: PodSecurityLevel,
 
-    /// The Profile of every User that names none in `spec.profile`. Unset: such Users get only
-    /// what their own spec says.
+    /// The Profile of every User that names none in `spec.profile` and is in no directory group
+    /// a Profile names. Unset: such Users get only what their own spec says.
     #[arg(long, env = "HOMESTEAD_DEFAULT_PROFILE")]
     pub default_profile: Option<String>,
 
@@ -87,7 +108,12 @@ pub struct Cli {
 
     /// ClusterRoles a User may ask for (repeat the flag or separate with commas).
     /// `cluster-admin` is refused at start-up.
-    #[arg(long = "allowed-role", env = "HOMESTEAD_ALLOWED_ROLES", value_delimiter = ',', default_values_t = ["admin".to_owned(), "edit".to_owned(), "view".to_owned()])]
+    #[arg(
+        long = "allowed-role",
+        env = "HOMESTEAD_ALLOWED_ROLES",
+        value_delimiter = ',',
+        default_values = DEFAULT_ALLOWED_ROLES
+    )]
     pub allowed_roles: Vec<String>,
 
     /// Namespaces never touched, beyond `default`, `kube-*` and the operator's own
@@ -100,9 +126,14 @@ pub struct Cli {
     pub reserved_namespaces: Vec<String>,
 
     /// The namespace the operator runs in: reserved, and home of the leader-election Lease.
-    #[arg(long, env = "POD_NAMESPACE", default_value = "homestead-system")]
+    #[arg(long, env = "POD_NAMESPACE", default_value = DEFAULT_OPERATOR_NAMESPACE)]
     pub operator_namespace: String,
+}
 
+/// How the operator process runs.
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Runtime")]
+pub struct RuntimeArgs {
     /// How many Users are reconciled at once (0 = unbounded). The default is measured on the
     /// local control plane: 10,000 new Users were all Ready in 137.1-144.1 s with 32, 145.3 s
     /// with 64 and 158.9 s with 16; at 1,000 Users 8 was slower and 16 to 64 within noise of
@@ -131,7 +162,12 @@ pub struct Cli {
     /// Log filter, in `tracing` EnvFilter syntax (RUST_LOG takes precedence).
     #[arg(long, env = "HOMESTEAD_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
+}
 
+/// Leader election: one replica reconciles, the others wait for its Lease.
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Leader election")]
+pub struct ElectionArgs {
     /// Elect a leader through a Lease, so several replicas can run and only one reconciles.
     #[arg(long, env = "HOMESTEAD_LEADER_ELECTION", default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_election: bool,
@@ -237,7 +273,7 @@ pub enum PruneMode {
     Delete,
 }
 
-impl Cli {
+impl PolicyArgs {
     /// The reconciler configuration these flags describe.
     ///
     /// # Errors
@@ -253,13 +289,13 @@ impl Cli {
         } else {
             self.allowed_namespaces.clone()
         };
-        let namespace_patterns = patterns
+        let allowed_namespaces = patterns
             .iter()
             .map(|p| glob::Pattern::new(p).with_context(|| format!("--allowed-namespace {p:?}")))
             .collect::<anyhow::Result<_>>()?;
         Ok(Config {
             namespace_prefix: self.namespace_prefix.clone(),
-            namespace_patterns,
+            allowed_namespaces,
             reserved_keys: self.reserved_keys.clone(),
             pod_security: PodSecurity {
                 enforce: self.pod_security_enforce,
@@ -277,7 +313,9 @@ impl Cli {
             expiry_warning: self.expiry_warning,
         })
     }
+}
 
+impl RuntimeArgs {
     /// Installs the global `tracing` subscriber: JSON or text lines on stdout, filtered by
     /// `RUST_LOG` if set, else by `--log-level`.
     pub fn init_tracing(&self) {
@@ -340,11 +378,20 @@ mod tests {
             "--retained-count-interval=2m",
         ])
         .unwrap();
-        assert_eq!(cli.expiry_warning, Duration::from_secs(36 * 3_600));
-        assert_eq!(cli.retained_count_interval, Duration::from_secs(120));
+        assert_eq!(cli.policy.expiry_warning, Duration::from_secs(36 * 3_600));
+        assert_eq!(
+            cli.runtime.retained_count_interval,
+            Duration::from_secs(120)
+        );
         let defaults = Cli::try_parse_from(["homestead"]).unwrap();
-        assert_eq!(defaults.expiry_warning, Duration::from_secs(14 * 86_400));
-        assert_eq!(defaults.retained_count_interval, Duration::from_secs(60));
+        assert_eq!(
+            defaults.policy.expiry_warning,
+            Duration::from_secs(14 * 86_400)
+        );
+        assert_eq!(
+            defaults.runtime.retained_count_interval,
+            Duration::from_secs(60)
+        );
         for bad in [
             "--expiry-warning=14",
             "--expiry-warning=d",
@@ -358,6 +405,26 @@ mod tests {
         }
         let error = Cli::try_parse_from(["homestead", "--retained-count-interval=0s"]).unwrap_err();
         assert!(error.to_string().contains("more than 0"), "{error}");
+    }
+
+    /// The flags' defaults are [`Config::default`] (both from the `DEFAULT_*` constants), so a
+    /// unit test's configuration is the one an operator started without flags runs with.
+    #[test]
+    fn the_flags_defaults_are_the_default_config() {
+        let cli = Cli::try_parse_from(["homestead"]).unwrap();
+        assert_eq!(
+            cli.policy.config().unwrap(),
+            homestead_reconciler::Config::default()
+        );
+        let refused = Cli::try_parse_from(["homestead", "--allowed-role=admin,cluster-admin"])
+            .unwrap()
+            .policy
+            .config()
+            .unwrap_err();
+        assert!(
+            refused.to_string().contains("cluster-admin is refused"),
+            "{refused}"
+        );
     }
 
     /// The chart's `values.yaml` passes every operator and SCIM flag explicitly; its defaults
@@ -376,38 +443,41 @@ mod tests {
         };
         let cli = Cli::try_parse_from(["homestead"]).unwrap();
         let operator = &values["operator"];
-        assert_eq!(operator["namespacePrefix"], cli.namespace_prefix.as_str());
-        assert_eq!(strings(&operator["reservedKeys"]), cli.reserved_keys);
-        assert_eq!(strings(&operator["allowedRoles"]), cli.allowed_roles);
+        assert_eq!(
+            operator["namespacePrefix"],
+            cli.policy.namespace_prefix.as_str()
+        );
+        assert_eq!(strings(&operator["reservedKeys"]), cli.policy.reserved_keys);
+        assert_eq!(strings(&operator["allowedRoles"]), cli.policy.allowed_roles);
         assert_eq!(
             strings(&operator["allowedNamespaces"]),
-            cli.allowed_namespaces
+            cli.policy.allowed_namespaces
         );
         assert_eq!(
             strings(&operator["reservedNamespaces"]),
-            cli.reserved_namespaces
+            cli.policy.reserved_namespaces
         );
         assert_eq!(
             super::parse_duration(operator["expiryWarning"].as_str().unwrap()),
-            Ok(cli.expiry_warning)
+            Ok(cli.policy.expiry_warning)
         );
         assert_eq!(
             super::parse_duration(operator["retainedCountInterval"].as_str().unwrap()),
-            Ok(cli.retained_count_interval)
+            Ok(cli.runtime.retained_count_interval)
         );
         let levels = &operator["podSecurity"];
         for (value, flag) in [
-            (&levels["enforce"], cli.pod_security_enforce),
-            (&levels["warn"], cli.pod_security_warn),
-            (&levels["audit"], cli.pod_security_audit),
+            (&levels["enforce"], cli.policy.pod_security_enforce),
+            (&levels["warn"], cli.policy.pod_security_warn),
+            (&levels["audit"], cli.policy.pod_security_audit),
         ] {
             assert_eq!(value.as_str().unwrap().parse(), Ok(flag));
         }
         assert_eq!(operator["defaultProfile"], "", "no default Profile");
-        assert_eq!(cli.default_profile, None);
+        assert_eq!(cli.policy.default_profile, None);
         assert_eq!(operator["logFormat"], "json");
-        assert!(matches!(cli.log_format, super::LogFormat::Json));
-        assert_eq!(operator["logLevel"], cli.log_level.as_str());
+        assert!(matches!(cli.runtime.log_format, super::LogFormat::Json));
+        assert_eq!(operator["logLevel"], cli.runtime.log_level.as_str());
         assert!(
             operator["concurrency"].is_null(),
             "null: the chart leaves --concurrency to the operator"

@@ -1,6 +1,8 @@
 //! Leader election through a `coordination.k8s.io/v1` Lease, with kube-lease-manager: only the
 //! holder reconciles; a standby waits. The Lease lasts 15 s and is renewed in the background;
-//! on shutdown it is released, so a standby takes over at once rather than after expiry.
+//! on shutdown it is released (no holder), so the standby's next look finds it free: that look
+//! comes when the old Lease would have expired (kube-lease-manager's standby sleeps until
+//! then), so a take-over waits at most the Lease's 15 s either way.
 //!
 //! kube-lease-manager reports a lost Lease only once it reaches the API server again, so a
 //! leader that was paused, or cut off from the API server, would go on writing. Homestead
@@ -53,9 +55,9 @@ impl Leadership {
         identity: &str,
         shutdown: &CancellationToken,
     ) -> anyhow::Result<Option<Self>> {
-        let leases = Api::namespaced(client.clone(), &cli.operator_namespace);
-        let manager = LeaseManagerBuilder::new(client, &cli.lease_name)
-            .with_namespace(&cli.operator_namespace)
+        let leases = Api::namespaced(client.clone(), &cli.policy.operator_namespace);
+        let manager = LeaseManagerBuilder::new(client, &cli.election.lease_name)
+            .with_namespace(&cli.policy.operator_namespace)
             .with_identity(identity)
             .with_duration(LEASE_DURATION_SECONDS)
             .with_grace(LEASE_GRACE_SECONDS)
@@ -63,7 +65,7 @@ impl Leadership {
             .await
             .context("setting up leader election")?;
         let (mut is_leader, manager) = manager.watch().await;
-        tracing::info!(%identity, lease = %cli.lease_name, "waiting for leadership");
+        tracing::info!(%identity, lease = %cli.election.lease_name, "waiting for leadership");
         let leading = tokio::select! {
             changed = is_leader.wait_for(|leader| *leader) => {
                 changed.map(drop).context("leader election stopped")?;
@@ -78,7 +80,7 @@ impl Leadership {
             manager,
             fence,
             leases,
-            lease_name: cli.lease_name.clone(),
+            lease_name: cli.election.lease_name.clone(),
             identity: identity.to_owned(),
         };
         if leading {

@@ -22,7 +22,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[tokio::main]
 async fn main() -> anyhow::Result<std::process::ExitCode> {
     let mut cli = cli::Cli::parse();
-    cli.init_tracing();
+    cli.runtime.init_tracing();
     match cli.command.take() {
         Some(cli::Command::Import(args)) => import::run(args).await,
         Some(cli::Command::Scim(args)) => scim::run(args)

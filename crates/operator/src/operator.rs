@@ -32,7 +32,7 @@ use crate::watches;
 /// Bad flags, the metrics address already in use, no reachable API server, a failed Lease
 /// manager, or lost leadership.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    let config = cli.config()?;
+    let config = cli.policy.config()?;
     let registry = Registry::new();
     // process_resident_memory_bytes, process_cpu_seconds_total, open file descriptors.
     registry.register(Box::new(
@@ -40,15 +40,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     ))?;
     let metrics = Metrics::new(&registry)?;
     let health = Health::new(registry, metrics.clone());
-    let server = Server::bind(cli.metrics_address).await?;
-    let identity = cli.lease_identity.clone().unwrap_or_else(default_identity);
+    let server = Server::bind(cli.runtime.metrics_address).await?;
+    let identity = cli
+        .election
+        .lease_identity
+        .clone()
+        .unwrap_or_else(default_identity);
     let client = client(&identity).await?;
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     let server = tokio::spawn(server.serve(health.clone(), shutdown.clone()));
 
     let stop = shutdown.child_token();
-    let leadership = if cli.leader_election {
+    let leadership = if cli.election.leader_election {
         health.set_ready(true); // a healthy standby is ready: it serves and waits
         let leadership = Leadership::acquire(&cli, client.clone(), &identity, &shutdown).await?;
         health.set_ready(false);
@@ -112,7 +116,7 @@ async fn reconcile_users(
         users: controller,
         retained,
         caches,
-    } = watches::controllers(&client, cli.concurrency, &config, &index);
+    } = watches::controllers(&client, cli.runtime.concurrency, &config, &index);
     let users = controller.store();
     health.set_user_store(users.clone());
     let reporter = Reporter {
@@ -130,7 +134,7 @@ async fn reconcile_users(
     ));
     tokio::spawn(keep_retained_count(
         ctx.clone(),
-        cli.retained_count_interval,
+        cli.runtime.retained_count_interval,
         stop.clone(),
     ));
     tokio::spawn(keep_profile_statuses(

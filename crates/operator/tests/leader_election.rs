@@ -4,10 +4,12 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use common::*;
 use homestead_testenv::free_port;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
 use serde_json::json;
 
 #[tokio::test]
@@ -41,16 +43,26 @@ async fn standby_takes_over_when_the_leader_stops() {
         "the leader did not shut down cleanly: {status:?}"
     );
 
+    // The leader released the Lease on shutdown: it names no holder until the standby takes
+    // it (kube-lease-manager's standby looks again when the old Lease would have expired, so
+    // the take-over itself waits up to the Lease's 15 s either way; printed, not asserted).
+    let lease = Api::<Lease>::namespaced(c.clone(), "homestead-system")
+        .get("homestead-leader")
+        .await
+        .unwrap();
+    let holder = lease.spec.and_then(|s| s.holder_identity);
+    assert!(
+        holder.as_deref() != Some("homestead-test"),
+        "the stopped leader still holds the Lease: {holder:?}"
+    );
     s.create(&c, &user("ha-two", json!({}))).await;
     wait_reason(&c, "ha-two", "Provisioned").await;
     assert!(
         reconciles(&standby_address) > 0,
         "the standby never took over"
     );
-    // The leader released the Lease on shutdown: no wait for its 15 s expiry.
-    assert!(
-        stopped.elapsed() < Duration::from_secs(15),
-        "take-over took {:?}",
+    println!(
+        "take-over: a new User Provisioned {:?} after the leader stopped",
         stopped.elapsed()
     );
     assert!(standby.log_tail(200).contains("became leader"));

@@ -20,7 +20,26 @@ use crate::recent::OwnCreates;
 
 pub use homestead_api::PodSecurityLevel;
 
-/// The Pod Security admission levels every managed Namespace is labelled with.
+/// `--namespace-prefix`: derived Namespace names are `user-<User name>`.
+pub const DEFAULT_NAMESPACE_PREFIX: &str = "user-";
+/// `--reserved-key`: the service meshes' keys, which would move a tenant's Pods in or out of a
+/// mesh, beyond the keys Homestead always reserves.
+pub const DEFAULT_RESERVED_KEYS: [&str; 3] = ["istio-injection", "istio.io/", "linkerd.io/"];
+/// `--allowed-role`: Kubernetes' aggregated user-facing ClusterRoles.
+pub const DEFAULT_ALLOWED_ROLES: [&str; 3] = ["admin", "edit", "view"];
+/// `--operator-namespace` (`POD_NAMESPACE` in a Pod).
+pub const DEFAULT_OPERATOR_NAMESPACE: &str = "homestead-system";
+/// `--expiry-warning`: 14 days, in seconds as a [`Duration`](std::time::Duration).
+pub const DEFAULT_EXPIRY_WARNING: std::time::Duration = std::time::Duration::from_secs(14 * 86_400);
+/// `--pod-security-enforce|warn|audit`: enforce `baseline`, warn and audit `restricted`.
+pub const DEFAULT_POD_SECURITY: PodSecurity = PodSecurity {
+    enforce: PodSecurityLevel::Baseline,
+    warn: PodSecurityLevel::Restricted,
+    audit: PodSecurityLevel::Restricted,
+};
+
+/// The Pod Security admission levels every managed Namespace is labelled with (the API's
+/// [`homestead_api::PodSecurityLevels`] with every level decided).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PodSecurity {
     /// `pod-security.kubernetes.io/enforce`: Pods violating it are refused. Default `baseline`.
@@ -34,22 +53,19 @@ pub struct PodSecurity {
 
 impl Default for PodSecurity {
     fn default() -> Self {
-        Self {
-            enforce: PodSecurityLevel::Baseline,
-            warn: PodSecurityLevel::Restricted,
-            audit: PodSecurityLevel::Restricted,
-        }
+        DEFAULT_POD_SECURITY
     }
 }
 
-/// The operator's configuration, from its command-line flags.
-#[derive(Clone, Debug)]
+/// The operator's configuration, from its command-line flags. [`Config::default`] is what the
+/// flags default to (the `DEFAULT_*` constants; a test of the CLI checks they agree).
+#[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// Prefix of derived Namespace names: `<prefix><User name>`. Default `user-`.
     pub namespace_prefix: String,
     /// Shell-style patterns (`*`, `?`, `[...]`) a Namespace name given in
     /// `spec.namespace.name` must match one of. Default: `<prefix>*`.
-    pub namespace_patterns: Vec<glob::Pattern>,
+    pub allowed_namespaces: Vec<glob::Pattern>,
     /// Extra label and annotation keys Users may not set (see
     /// [`homestead_api::key_matches`]): a `domain/` prefix with its subdomains, or an exact key.
     pub reserved_keys: Vec<String>,
@@ -72,15 +88,18 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Self {
-            namespace_prefix: "user-".to_owned(),
-            namespace_patterns: vec![glob::Pattern::new("user-*").expect("a valid pattern")],
-            reserved_keys: Vec::new(),
-            pod_security: PodSecurity::default(),
-            allowed_roles: ["admin", "edit", "view"].map(String::from).into(),
+            namespace_prefix: DEFAULT_NAMESPACE_PREFIX.to_owned(),
+            allowed_namespaces: vec![
+                glob::Pattern::new(&format!("{DEFAULT_NAMESPACE_PREFIX}*"))
+                    .expect("a valid pattern"),
+            ],
+            reserved_keys: DEFAULT_RESERVED_KEYS.map(String::from).into(),
+            pod_security: DEFAULT_POD_SECURITY,
+            allowed_roles: DEFAULT_ALLOWED_ROLES.map(String::from).into(),
             reserved_namespaces: BTreeSet::new(),
-            operator_namespace: "homestead-system".to_owned(),
+            operator_namespace: DEFAULT_OPERATOR_NAMESPACE.to_owned(),
             default_profile: None,
-            expiry_warning: std::time::Duration::from_secs(14 * 86_400),
+            expiry_warning: DEFAULT_EXPIRY_WARNING,
         }
     }
 }
@@ -96,9 +115,9 @@ impl Config {
     }
 
     /// Whether a Namespace name given in `spec.namespace.name` is one the platform allows
-    /// (matches one of [`Config::namespace_patterns`]).
+    /// (matches one of [`Config::allowed_namespaces`]).
     pub fn allows_namespace(&self, namespace: &str) -> bool {
-        self.namespace_patterns.iter().any(|p| p.matches(namespace))
+        self.allowed_namespaces.iter().any(|p| p.matches(namespace))
     }
 
     /// Whether a label or annotation key is reserved, by Homestead itself

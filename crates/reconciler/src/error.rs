@@ -86,20 +86,41 @@ pub enum Error {
 /// Result with the reconciler's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Every value [`Error::metric_label`] returns, so `homestead_reconcile_errors_total` starts
-/// each at 0 (a counter that appears only at its first error cannot be rated or alerted on).
-pub const METRIC_LABELS: [&str; 10] = [
-    "get_failed",
-    "list_failed",
-    "create_failed",
-    "apply_failed",
-    "delete_failed",
-    "status_failed",
-    "namespace_terminating",
-    "not_leader",
-    "finalizer_failed",
-    "invalid_object",
-];
+/// The `reason` label of `homestead_reconcile_errors_total`: what failed, bounded (snake_case
+/// of the variant's name, derived). [`ErrorLabel::VARIANTS`](strum::VariantArray) lets the
+/// counter start every series at 0 (one that appears only at its first error cannot be rated or
+/// alerted on).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
+pub enum ErrorLabel {
+    /// A GET failed.
+    GetFailed,
+    /// A LIST failed.
+    ListFailed,
+    /// A create failed.
+    CreateFailed,
+    /// A server-side apply failed.
+    ApplyFailed,
+    /// A delete failed.
+    DeleteFailed,
+    /// The status write failed.
+    StatusFailed,
+    /// The User's Namespace is still terminating (a requeue, counted apart).
+    NamespaceTerminating,
+    /// This replica may not write (it does not hold the Lease).
+    NotLeader,
+    /// Adding or removing the finalizer failed.
+    FinalizerFailed,
+    /// The object has no name or an invalid finalizer.
+    InvalidObject,
+}
+
+impl ErrorLabel {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
 
 impl Error {
     /// An [`Error::Kube`] for `verb` on the object `name` of kind `kind`.
@@ -112,24 +133,24 @@ impl Error {
         }
     }
 
-    /// A short, bounded label for the `reason` of `homestead_reconcile_errors_total`.
-    pub fn metric_label(&self) -> &'static str {
+    /// The `reason` label of `homestead_reconcile_errors_total` for this error.
+    pub fn metric_label(&self) -> ErrorLabel {
         use kube::runtime::finalizer::Error as F;
         match self {
             Self::Kube { verb, .. } => match verb {
-                Verb::Get => "get_failed",
-                Verb::List => "list_failed",
-                Verb::Create => "create_failed",
-                Verb::Apply => "apply_failed",
-                Verb::Delete => "delete_failed",
-                Verb::PatchStatus => "status_failed",
+                Verb::Get => ErrorLabel::GetFailed,
+                Verb::List => ErrorLabel::ListFailed,
+                Verb::Create => ErrorLabel::CreateFailed,
+                Verb::Apply => ErrorLabel::ApplyFailed,
+                Verb::Delete => ErrorLabel::DeleteFailed,
+                Verb::PatchStatus => ErrorLabel::StatusFailed,
             },
-            Self::NamespaceTerminating(_) => "namespace_terminating",
-            Self::NotLeader => "not_leader",
+            Self::NamespaceTerminating(_) => ErrorLabel::NamespaceTerminating,
+            Self::NotLeader => ErrorLabel::NotLeader,
             Self::Finalizer(inner) => match inner.as_ref() {
                 F::ApplyFailed(e) | F::CleanupFailed(e) => e.metric_label(),
-                F::AddFinalizer(_) | F::RemoveFinalizer(_) => "finalizer_failed",
-                F::UnnamedObject | F::InvalidFinalizer => "invalid_object",
+                F::AddFinalizer(_) | F::RemoveFinalizer(_) => ErrorLabel::FinalizerFailed,
+                F::UnnamedObject | F::InvalidFinalizer => ErrorLabel::InvalidObject,
             },
         }
     }
@@ -211,6 +232,7 @@ impl Backoffs {
 mod tests {
     use super::*;
     use kube::runtime::finalizer::Error as F;
+    use strum::VariantArray;
 
     fn api_error(code: u16) -> kube::Error {
         kube::Error::Api(
@@ -231,14 +253,14 @@ mod tests {
             (Verb::PatchStatus, "status_failed"),
         ] {
             let error = Error::kube(verb, "Namespace".into(), "user-a", api_error(500));
-            assert_eq!(error.metric_label(), label);
+            assert_eq!(error.metric_label().as_str(), label);
             let wrapped = Error::Finalizer(Box::new(F::ApplyFailed(error)));
-            assert_eq!(wrapped.metric_label(), label);
+            assert_eq!(wrapped.metric_label().as_str(), label);
         }
         let finalizer = Error::Finalizer(Box::new(F::AddFinalizer(api_error(409))));
-        assert_eq!(finalizer.metric_label(), "finalizer_failed");
+        assert_eq!(finalizer.metric_label().as_str(), "finalizer_failed");
         let unnamed = Error::Finalizer(Box::new(F::UnnamedObject));
-        assert_eq!(unnamed.metric_label(), "invalid_object");
+        assert_eq!(unnamed.metric_label().as_str(), "invalid_object");
         // Every label the metric can get is one it starts at 0.
         let mut every = vec![
             finalizer.metric_label(),
@@ -259,8 +281,9 @@ mod tests {
                 Error::kube(verb, "Namespace".into(), "user-a", api_error(500)).metric_label()
             }),
         );
+        let mut every: Vec<&str> = every.into_iter().map(ErrorLabel::as_str).collect();
         every.sort_unstable();
-        let mut known = METRIC_LABELS.to_vec();
+        let mut known: Vec<&str> = ErrorLabel::VARIANTS.iter().map(|l| l.as_str()).collect();
         known.sort_unstable();
         assert_eq!(every, known);
     }

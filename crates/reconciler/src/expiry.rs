@@ -9,6 +9,17 @@ use std::time::Duration;
 use homestead_api::{OnExpiry, User};
 use k8s_openapi::jiff::Timestamp;
 
+/// The reasons of the `Expiring` condition (the variant's name as written).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
+pub enum ExpiringReason {
+    /// `validUntil` is further ahead than `--expiry-warning` (`Expiring=False`).
+    NotSoon,
+    /// Within the warning window (`Expiring=True`).
+    ExpiresSoon,
+    /// `validUntil` has passed (`Expiring=False`: nothing is about to end any more).
+    Expired,
+}
+
 /// Where a User stands with respect to its `validUntil`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Expiry {
@@ -57,6 +68,7 @@ impl Expiry {
     /// without `validUntil`. `True` (reason `ExpiresSoon`) within the warning window, else
     /// `False` (reason `NotSoon` before it, `Expired` after).
     pub fn condition(self, user: &User) -> Option<(bool, &'static str, String)> {
+        use ExpiringReason::{Expired, ExpiresSoon, NotSoon};
         let until = user.spec.valid_until.as_ref()?.0;
         let then = match user.spec.on_expiry {
             OnExpiry::Suspend => "access is revoked and the namespace kept",
@@ -66,16 +78,16 @@ impl Expiry {
             Self::Unset => return None,
             Self::Later { .. } => (
                 false,
-                "NotSoon",
+                NotSoon.into(),
                 format!("access ends at {until}; then {then}"),
             ),
             // No "in N days": the message would change with the clock, and so the status.
             Self::Soon { .. } => (
                 true,
-                "ExpiresSoon",
+                ExpiresSoon.into(),
                 format!("access ends at {until}; then {then}"),
             ),
-            Self::Passed => (false, "Expired", format!("access ended at {until}")),
+            Self::Passed => (false, Expired.into(), format!("access ended at {until}")),
         })
     }
 }

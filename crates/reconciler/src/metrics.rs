@@ -163,8 +163,8 @@ impl Metrics {
             .with_label_values(&[env!("CARGO_PKG_VERSION")])
             .set(1);
         // Every series starts at 0, so rates and alerts see it before its first increment.
-        for reason in crate::error::METRIC_LABELS {
-            errors.with_label_values(&[reason]).reset();
+        for reason in <crate::error::ErrorLabel as strum::VariantArray>::VARIANTS {
+            errors.with_label_values(&[reason.as_str()]).reset();
         }
         for result in ["success", "error"] {
             reconciliations.with_label_values(&[result]).reset();

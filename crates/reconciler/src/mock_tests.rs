@@ -181,7 +181,7 @@ async fn failed_status_patch_is_an_error_and_publishes_nothing() {
     )];
     let (result, sent) = run(ctx, server, alice, script).await;
     let error = result.expect_err("a failed status write fails the reconcile");
-    assert_eq!(error.metric_label(), "status_failed");
+    assert_eq!(error.metric_label().as_str(), "status_failed");
     assert!(
         error.to_string().contains("patch status of User \"alice\""),
         "{error}"
@@ -311,7 +311,7 @@ async fn forbidden_apply_is_an_apply_error_and_writes_no_status() {
     )];
     let (result, sent) = run(ctx, server, alice, script).await;
     let error = result.expect_err("a refused apply fails the reconcile");
-    assert_eq!(error.metric_label(), "apply_failed");
+    assert_eq!(error.metric_label().as_str(), "apply_failed");
     assert!(
         error
             .to_string()
@@ -473,7 +473,7 @@ async fn a_fence_that_closes_stops_the_next_write() {
         .await
         .expect_err("a closed fence refuses the write");
     assert!(matches!(error, Error::NotLeader));
-    assert_eq!(error.metric_label(), "not_leader");
+    assert_eq!(error.metric_label().as_str(), "not_leader");
 }
 
 #[tokio::test]

@@ -19,13 +19,14 @@ use homestead_api::{
     NetworkIsolation, Profile, ProfileStatus, User, UserOverride,
 };
 use k8s_openapi::api::core::v1::LimitRangeSpec;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
 use crate::context::{Config, Context, PodSecurity};
 use crate::error::{Error, Verb};
+use crate::status::set_condition;
 use crate::validate::Refusal;
 
 /// A User with its Profile applied.
@@ -259,6 +260,15 @@ impl ProfileIndex {
     }
 }
 
+/// The reasons of a Profile's `Ready` condition (the variant's name as written).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
+pub enum ProfileReason {
+    /// Every User of the Profile reflects its current generation (`Ready=True`).
+    RolledOut,
+    /// Some Users still reflect an earlier generation, or none yet (`Ready=False`).
+    RollingOut,
+}
+
 /// The status of `profile` given its Users `users`: how many there are, how many were last
 /// reconciled with this generation of it (their `status.profile`), and `Ready` (`True`, reason
 /// `RolledOut`, once all are; else `False`, reason `RollingOut`). `lastTransitionTime` is
@@ -279,45 +289,35 @@ pub fn profile_status<'a>(
         }
     }
     let rolled_out = count == up_to_date;
-    let (status, reason, message) = if rolled_out {
+    let generation_shown = generation.unwrap_or_default();
+    let (reason, message) = if rolled_out {
         (
-            "True",
-            "RolledOut",
-            format!(
-                "all {count} Users reflect generation {}",
-                generation.unwrap_or_default()
-            ),
+            ProfileReason::RolledOut,
+            format!("all {count} Users reflect generation {generation_shown}"),
         )
     } else {
         (
-            "False",
-            "RollingOut",
-            format!(
-                "{up_to_date} of {count} Users reflect generation {}",
-                generation.unwrap_or_default()
-            ),
+            ProfileReason::RollingOut,
+            format!("{up_to_date} of {count} Users reflect generation {generation_shown}"),
         )
     };
     let previous = profile
         .status
         .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION_READY));
-    let last_transition_time = match previous {
-        Some(c) if c.status == status => c.last_transition_time.clone(),
-        _ => now,
-    };
+        .map_or(&[][..], |s| s.conditions.as_slice());
     ProfileStatus {
         observed_generation: generation,
         users: count,
         users_up_to_date: up_to_date,
-        conditions: vec![Condition {
-            type_: CONDITION_READY.to_owned(),
-            status: status.to_owned(),
-            reason: reason.to_owned(),
+        conditions: vec![set_condition(
+            previous,
+            CONDITION_READY,
+            rolled_out,
+            reason.into(),
             message,
-            observed_generation: generation,
-            last_transition_time,
-        }],
+            generation,
+            &now,
+        )],
     }
 }
 

@@ -354,7 +354,7 @@ async fn expire_by_deletion(user: &User, ctx: &Context) -> Result<Action> {
         "validUntil {} passed and onExpiry is Delete: deleted the User; offboarding follows its deletionPolicy",
         until.unwrap_or_default()
     );
-    ctx.publish(user, EventType::Normal, "Expired", note);
+    ctx.publish(user, EventType::Normal, Change::Expired.as_str(), note);
     Ok(Action::await_change())
 }
 

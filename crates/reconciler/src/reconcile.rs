@@ -87,7 +87,7 @@ pub fn error_policy(user: Arc<User>, error: &Error, ctx: Arc<Context>) -> Action
 impl Context {
     /// What [`error_policy`] does, with the delay as a [`Duration`].
     pub(crate) fn retry_delay(&self, user: &User, error: &Error) -> Duration {
-        let reason = error.metric_label();
+        let reason = error.metric_label().as_str();
         self.metrics.errors.with_label_values(&[reason]).inc();
         let delay = self.backoffs.next_delay(ObjectRef::from_obj(user));
         warn!(

@@ -15,14 +15,19 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
+use strum::VariantArray;
 
 use crate::cache::CachedNamespace;
 use crate::context::Context;
 use crate::error::{Error, Result, Verb};
+use crate::validate::RefusalKind;
 
 /// Why the `Ready` condition is what it is; also the reason of the Event on each transition.
-/// UpperCamelCase, as the API conventions ask of condition reasons.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// UpperCamelCase, as the API conventions ask of condition reasons: the variant's name is the
+/// reason as written (derived, never spelled twice).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString, strum::VariantArray,
+)]
 pub enum Reason {
     /// Namespace and access are as declared (`Ready=True`).
     Provisioned,
@@ -72,29 +77,7 @@ pub enum Reason {
 impl Reason {
     /// The reason as written into the condition and the Event.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Provisioned => "Provisioned",
-            Self::Suspended => "Suspended",
-            Self::Expired => "Expired",
-            Self::NamespaceConflict => "NamespaceConflict",
-            Self::InvalidQuota => "InvalidQuota",
-            Self::InvalidMetadata => "InvalidMetadata",
-            Self::ReservedNamespace => "ReservedNamespace",
-            Self::InvalidNamespaceName => "InvalidNamespaceName",
-            Self::NamespaceNotAllowed => "NamespaceNotAllowed",
-            Self::RoleNotAllowed => "RoleNotAllowed",
-            Self::ForbiddenSubject => "ForbiddenSubject",
-            Self::ReservedKey => "ReservedKey",
-            Self::ProfileNotFound => "ProfileNotFound",
-            Self::OverrideNotAllowed => "OverrideNotAllowed",
-            Self::NamespaceTerminating => "NamespaceTerminating",
-            Self::Terminating => "Terminating",
-            Self::Forbidden => "Forbidden",
-            Self::ReadFailed => "ReadFailed",
-            Self::CreateFailed => "CreateFailed",
-            Self::ApplyFailed => "ApplyFailed",
-            Self::DeleteFailed => "DeleteFailed",
-        }
+        self.into()
     }
 
     /// Whether this reason means `Ready=True`.
@@ -107,19 +90,14 @@ impl Reason {
     /// suspension or offboarding. Unknown reasons (an older or newer Homestead's) count as
     /// refusals.
     pub fn refusal(reason: &str) -> bool {
-        !matches!(
-            reason,
-            "Provisioned"
-                | "Suspended"
-                | "Expired"
-                | "NamespaceTerminating"
-                | "Terminating"
-                | "Forbidden"
-                | "ReadFailed"
-                | "CreateFailed"
-                | "ApplyFailed"
-                | "DeleteFailed"
-        )
+        reason.parse::<Self>().map_or(true, Self::is_refusal)
+    }
+
+    /// Whether this reason is a refusal of the User's spec: one [`Refusal`] reports.
+    pub fn is_refusal(self) -> bool {
+        RefusalKind::VARIANTS
+            .iter()
+            .any(|kind| <&str>::from(kind) == self.as_str())
     }
 }
 
@@ -129,8 +107,9 @@ impl fmt::Display for Reason {
     }
 }
 
-/// A change Homestead made to a User's objects; the reason of the Normal Event that reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A change Homestead made to a User's objects, or a moment in its life it reports; the reason of
+/// the Normal Event that reports it (the variant's name, derived).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr, strum::VariantArray)]
 pub enum Change {
     /// The Namespace was created.
     NamespaceCreated,
@@ -168,30 +147,16 @@ pub enum Change {
     /// The User moved to another Profile (its `spec.profile`, its directory groups or the
     /// operator's default changed).
     ProfileChanged,
+    /// The User's access ends soon (`spec.validUntil` is within `--expiry-warning`).
+    Expiring,
+    /// `spec.validUntil` passed: access was revoked (or the User deleted, per `onExpiry`).
+    Expired,
 }
 
 impl Change {
     /// The Event reason.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::NamespaceCreated => "NamespaceCreated",
-            Self::NamespaceUpdated => "NamespaceUpdated",
-            Self::AccessGranted => "AccessGranted",
-            Self::RoleChanged => "RoleChanged",
-            Self::IdentityChanged => "IdentityChanged",
-            Self::RoleBindingRepaired => "RoleBindingRepaired",
-            Self::AccessRevoked => "AccessRevoked",
-            Self::QuotaApplied => "QuotaApplied",
-            Self::QuotaRemoved => "QuotaRemoved",
-            Self::LimitRangeApplied => "LimitRangeApplied",
-            Self::LimitRangeRemoved => "LimitRangeRemoved",
-            Self::IsolationApplied => "IsolationApplied",
-            Self::IsolationRemoved => "IsolationRemoved",
-            Self::NamespaceDeleting => "NamespaceDeleting",
-            Self::NamespaceRetained => "NamespaceRetained",
-            Self::Offboarded => "Offboarded",
-            Self::ProfileChanged => "ProfileChanged",
-        }
+        self.into()
     }
 }
 
@@ -324,43 +289,66 @@ pub fn events_for(transition: bool, outcome: &Outcome) -> Vec<(EventType, &'stat
 /// previous one while the condition's status stays the same, else `now` (API conventions:
 /// it moves only on a transition).
 pub fn desired_status(user: &User, outcome: &Outcome, now: Time) -> UserStatus {
-    let status = if outcome.reason.is_ready() {
-        "True"
-    } else {
-        "False"
-    };
-    let last_transition_time = match user.ready_condition() {
-        Some(c) if c.status == status => c.last_transition_time.clone(),
-        _ => now.clone(),
-    };
-    let mut conditions = vec![Condition {
-        type_: CONDITION_READY.to_owned(),
-        status: status.to_owned(),
-        reason: outcome.reason.as_str().to_owned(),
-        message: outcome.message.clone(),
-        observed_generation: user.metadata.generation,
-        last_transition_time,
-    }];
+    let previous = user
+        .status
+        .as_ref()
+        .map_or(&[][..], |s| s.conditions.as_slice());
+    let generation = user.metadata.generation;
+    let mut conditions = vec![set_condition(
+        previous,
+        CONDITION_READY,
+        outcome.reason.is_ready(),
+        outcome.reason.as_str(),
+        outcome.message.clone(),
+        generation,
+        &now,
+    )];
     if let Some((expiring, reason, message)) = &outcome.expiring {
-        let status = if *expiring { "True" } else { "False" };
-        let last_transition_time = match condition(user, CONDITION_EXPIRING) {
-            Some(c) if c.status == status => c.last_transition_time.clone(),
-            _ => now,
-        };
-        conditions.push(Condition {
-            type_: CONDITION_EXPIRING.to_owned(),
-            status: status.to_owned(),
-            reason: (*reason).to_owned(),
-            message: message.clone(),
-            observed_generation: user.metadata.generation,
-            last_transition_time,
-        });
+        conditions.push(set_condition(
+            previous,
+            CONDITION_EXPIRING,
+            *expiring,
+            reason,
+            message.clone(),
+            generation,
+            &now,
+        ));
     }
     UserStatus {
         namespace: Some(outcome.namespace.clone()),
         observed_generation: user.metadata.generation,
         profile: outcome.profile.clone(),
         conditions,
+    }
+}
+
+/// The condition `type_` with `status`, `reason` and `message`, observed at `generation`, as
+/// it follows `previous` (the object's current conditions): its `lastTransitionTime` is the
+/// previous one of that type while the status stays the same, else `now` (Kubernetes API
+/// conventions, "Typical status properties"; cert-manager's `SetCertificateCondition` does the
+/// same). The one place that rule lives, for the User's `Ready` and `Expiring` and the
+/// Profile's `Ready`.
+pub fn set_condition(
+    previous: &[Condition],
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    now: &Time,
+) -> Condition {
+    let status = if status { "True" } else { "False" };
+    let last_transition_time = match previous.iter().find(|c| c.type_ == type_) {
+        Some(c) if c.status == status => c.last_transition_time.clone(),
+        _ => now.clone(),
+    };
+    Condition {
+        type_: type_.to_owned(),
+        status: status.to_owned(),
+        reason: reason.to_owned(),
+        message,
+        observed_generation: generation,
+        last_transition_time,
     }
 }
 
@@ -476,7 +464,12 @@ impl Context {
             && written
             && condition(user, CONDITION_EXPIRING).is_none_or(|c| c.status != "True")
         {
-            self.publish(user, EventType::Normal, "Expiring", message.clone());
+            self.publish(
+                user,
+                EventType::Normal,
+                Change::Expiring.as_str(),
+                message.clone(),
+            );
         }
         Ok(None)
     }

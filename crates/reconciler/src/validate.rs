@@ -12,8 +12,14 @@ use crate::quantity::nano_value;
 use crate::status::Reason;
 
 /// Why Homestead refuses to provision a User. Each maps to the `Ready=False` [`Reason`] of the
-/// same name and a Warning Event.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// same name and a Warning Event; [`RefusalKind`] is the same list without the details.
+#[derive(Clone, Debug, PartialEq, Eq, strum::IntoStaticStr, strum::EnumDiscriminants)]
+#[strum_discriminants(
+    name(RefusalKind),
+    derive(strum::IntoStaticStr, strum::VariantArray),
+    doc = "The kinds of [`Refusal`], without their details: the `Ready=False` reasons that ask \
+           for a fix of the spec (see [`Reason::is_refusal`])."
+)]
 pub enum Refusal {
     /// The Namespace name is reserved: `default`, `kube-*`, the operator's own namespace, or one
     /// listed with `--reserved-namespace`.
@@ -52,21 +58,12 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    /// The `Ready=False` condition reason, also the Warning Event's reason.
+    /// The `Ready=False` condition reason, also the Warning Event's reason: the [`Reason`] of
+    /// the same name.
     pub fn reason(&self) -> Reason {
-        match self {
-            Self::ReservedNamespace(_) => Reason::ReservedNamespace,
-            Self::InvalidNamespaceName(_) => Reason::InvalidNamespaceName,
-            Self::NamespaceNotAllowed(_) => Reason::NamespaceNotAllowed,
-            Self::RoleNotAllowed(_) => Reason::RoleNotAllowed,
-            Self::ForbiddenSubject(_) => Reason::ForbiddenSubject,
-            Self::ReservedKey(_) => Reason::ReservedKey,
-            Self::NamespaceConflict(_) => Reason::NamespaceConflict,
-            Self::InvalidQuota(_) => Reason::InvalidQuota,
-            Self::InvalidMetadata(_) => Reason::InvalidMetadata,
-            Self::ProfileNotFound(_) => Reason::ProfileNotFound,
-            Self::OverrideNotAllowed { .. } => Reason::OverrideNotAllowed,
-        }
+        <&str>::from(self)
+            .parse()
+            .expect("every refusal has the Reason of its name (tested)")
     }
 
     /// A human-readable message that says what is wrong and what to do.
@@ -80,7 +77,7 @@ impl Refusal {
             ),
             Self::NamespaceNotAllowed(ns) => {
                 let patterns: Vec<&str> = config
-                    .namespace_patterns
+                    .allowed_namespaces
                     .iter()
                     .map(glob::Pattern::as_str)
                     .collect();
@@ -234,6 +231,42 @@ mod tests {
     use crate::test_fixtures::user;
     use homestead_api::UserStatus;
     use serde_json::json;
+    use strum::VariantArray;
+
+    #[test]
+    fn every_refusal_is_the_reason_of_its_name_and_only_those_are_refusals() {
+        for kind in RefusalKind::VARIANTS {
+            let name: &str = kind.into();
+            let reason: Reason = name.parse().expect("a Reason of the refusal's name");
+            assert!(reason.is_refusal(), "{name}");
+            assert!(!reason.is_ready(), "{name}");
+        }
+        let refusal = Refusal::OverrideNotAllowed {
+            profile: "p".into(),
+            field: "role",
+        };
+        assert_eq!(refusal.reason(), Reason::OverrideNotAllowed);
+        for reason in [
+            Reason::Provisioned,
+            Reason::Suspended,
+            Reason::Expired,
+            Reason::Terminating,
+            Reason::NamespaceTerminating,
+            Reason::Forbidden,
+            Reason::ApplyFailed,
+        ] {
+            assert!(!reason.is_refusal(), "{reason}");
+            assert!(!Reason::refusal(reason.as_str()), "{reason}");
+        }
+        assert!(Reason::refusal("RoleNotAllowed"));
+        // A reason of another Homestead version counts as a refusal.
+        assert!(Reason::refusal("SomethingNew"));
+        assert_eq!(
+            Reason::VARIANTS.len(),
+            RefusalKind::VARIANTS.len() + 10,
+            "a new Reason is either a refusal or one of the ten that are not"
+        );
+    }
 
     #[test]
     fn namespace_name_prefers_spec_then_provisioned_status_then_prefix() {
@@ -264,14 +297,14 @@ mod tests {
         let own = user("alice", json!({ "namespace": { "name": "user-lab" } }));
         assert_eq!(validate(&own, "user-lab", &config), Ok(()));
         config
-            .namespace_patterns
+            .allowed_namespaces
             .push(glob::Pattern::new("research-*").unwrap());
         let research = user("alice", json!({ "namespace": { "name": "research-a" } }));
         assert_eq!(validate(&research, "research-a", &config), Ok(()));
         let message = Refusal::NamespaceNotAllowed("lab".into()).message(&config);
         assert!(message.contains("[user-*, research-*]"), "{message}");
         // A derived name is the platform's own choice: never refused by pattern.
-        config.namespace_patterns.clear();
+        config.allowed_namespaces.clear();
         assert_eq!(
             validate(&user("alice", json!({})), "user-alice", &config),
             Ok(())
@@ -343,11 +376,12 @@ mod tests {
             "alice",
             json!({ "namespace": { "labels": { "istio-injection": "enabled" } } }),
         );
-        assert_eq!(validate(&mesh, "user-alice", &config), Ok(()));
-        let config = Config {
-            reserved_keys: vec!["istio-injection".into(), "istio.io/".into()],
+        let unreserved = Config {
+            reserved_keys: Vec::new(),
             ..Config::default()
         };
+        assert_eq!(validate(&mesh, "user-alice", &unreserved), Ok(()));
+        // The default reserves the meshes' keys (--reserved-key).
         assert_eq!(
             validate(&mesh, "user-alice", &config),
             Err(Refusal::ReservedKey("istio-injection".into()))
