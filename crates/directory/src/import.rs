@@ -121,6 +121,38 @@ pub async fn import(
         failed: failures,
         ..Report::default()
     };
+    let work = plan(rows, &existing, options, &mut report, &progress);
+    let users: Api<User> = Api::all(client.clone());
+    let outcomes: Vec<(Work<'_>, Result<(), String>)> = futures::stream::iter(work)
+        .map(|work| {
+            let users = users.clone();
+            async move {
+                let result = write(&users, &work, options).await;
+                (work, result)
+            }
+        })
+        .buffer_unordered(options.concurrency.max(1))
+        .inspect(|_| progress())
+        .collect()
+        .await;
+    for (work, result) in outcomes {
+        report.record(work, result);
+    }
+    report.sort();
+    Ok(report)
+}
+
+/// The writes `rows` need against the `existing` Users (by name): an apply for each row that
+/// is new or differs, a prune for each User of `options.source` no longer in the roster (or in
+/// it only as a failed row) that `options.prune` acts on. Rows already as imported and Users
+/// left alone go straight into `report` (calling `progress` for each unchanged row).
+fn plan<'a>(
+    rows: &'a [Row],
+    existing: &HashMap<String, DynamicObject>,
+    options: &Options,
+    report: &mut Report,
+    progress: &impl Fn(),
+) -> Vec<Work<'a>> {
     let mut work = Vec::new();
     for row in rows {
         match existing.get(&row.name) {
@@ -154,54 +186,43 @@ pub async fn import(
             work.push(Work::Prune { name });
         }
     }
+    work
+}
 
-    let users: Api<User> = Api::all(client.clone());
-    let outcomes: Vec<(Work<'_>, Result<(), String>)> = futures::stream::iter(work)
-        .map(|work| {
-            let users = users.clone();
-            async move {
-                let result = write(&users, &work, options).await;
-                (work, result)
-            }
-        })
-        .buffer_unordered(options.concurrency.max(1))
-        .inspect(|_| progress())
-        .collect()
-        .await;
-    for (work, result) in outcomes {
+impl Report {
+    /// Records the `result` of `work`: the API server's message, when it refused, as a
+    /// [`RowFailure`] (line 0 for a prune).
+    fn record(&mut self, work: Work<'_>, result: Result<(), String>) {
         match (work, result) {
-            (Work::Apply { row, new }, Ok(())) => {
-                let list = if new {
-                    &mut report.created
-                } else {
-                    &mut report.changed
-                };
-                list.push(row.name.clone());
-            }
-            (Work::Apply { row, .. }, Err(message)) => report.failed.push(RowFailure {
+            (Work::Apply { row, new: true }, Ok(())) => self.created.push(row.name.clone()),
+            (Work::Apply { row, new: false }, Ok(())) => self.changed.push(row.name.clone()),
+            (Work::Apply { row, .. }, Err(message)) => self.failed.push(RowFailure {
                 line: row.line,
                 name: row.name.clone(),
                 message,
             }),
-            (Work::Prune { name }, Ok(())) => report.pruned.push(name),
-            (Work::Prune { name }, Err(message)) => report.failed.push(RowFailure {
+            (Work::Prune { name }, Ok(())) => self.pruned.push(name),
+            (Work::Prune { name }, Err(message)) => self.failed.push(RowFailure {
                 line: 0,
                 name,
                 message,
             }),
         }
     }
-    for list in [
-        &mut report.created,
-        &mut report.changed,
-        &mut report.unchanged,
-        &mut report.pruned,
-        &mut report.left,
-    ] {
-        list.sort();
+
+    /// Sorts every list by name, and the failures by line, then name.
+    fn sort(&mut self) {
+        for list in [
+            &mut self.created,
+            &mut self.changed,
+            &mut self.unchanged,
+            &mut self.pruned,
+            &mut self.left,
+        ] {
+            list.sort();
+        }
+        self.failed.sort_by_key(|f| (f.line, f.name.clone()));
     }
-    report.failed.sort_by_key(|f| (f.line, f.name.clone()));
-    Ok(report)
 }
 
 /// Makes one write; returns the API server's message when it refuses.

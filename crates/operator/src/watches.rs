@@ -72,18 +72,11 @@ pub fn controllers(
         watcher::Config::default(),
         trim_object::<CachedRoleBinding>,
     );
-    let (quotas, quota_events) = cached_watch(client, managed.clone(), trim_quota);
+    let (quotas, quota_events) = quota_watch(client, managed.clone());
     let (limit_ranges, limit_range_events) =
         cached_watch(client, managed.clone(), trim_object::<LimitRange>);
     let (network_policies, network_policy_events) =
         cached_watch(client, managed, trim_object::<NetworkPolicy>);
-    let (profiles, profile_events) =
-        cached_watch(client, watcher::Config::default(), trim_object::<Profile>);
-    let (groups, group_events) = cached_watch(
-        client,
-        watcher::Config::default(),
-        trim_object::<DirectoryGroup>,
-    );
     let created_namespaces = Arc::<OwnCreates<CachedNamespace>>::default();
     let created_role_bindings = Arc::<OwnCreates<CachedRoleBinding>>::default();
     let namespace_events = touched_except_echoes(namespace_events, created_namespaces.clone());
@@ -91,27 +84,8 @@ pub fn controllers(
         touched_except_echoes(role_binding_events, created_role_bindings.clone());
     let limit_range_events = limit_range_events.touched_objects();
     let network_policy_events = network_policy_events.touched_objects();
-    // Quota status moves with every pod that comes or goes; only what Homestead sets matters.
-    let quota_events = changes_of(quota_events, |q: &ResourceQuota| {
-        fingerprint(&(&q.metadata.labels, &q.metadata.owner_references, &q.spec))
-    });
-    // A Profile's status is Homestead's own count of its Users; only its spec (generation)
-    // and its existence change what its Users get.
-    let profile_events = changes_of(profile_events, |p: &Profile| {
-        fingerprint(&p.metadata.generation)
-    });
-    // Likewise a DirectoryGroup's status (its member count, written by Homestead). A deleted
-    // group is passed on as a group with no members: everyone in it left.
-    let group_events = group_events.map_ok(|event| match event {
-        watcher::Event::Delete(mut group) => {
-            group.spec.members.clear();
-            watcher::Event::Delete(group)
-        }
-        other => other,
-    });
-    let group_events = changes_of(group_events, |g: &DirectoryGroup| {
-        fingerprint(&g.metadata.generation)
-    });
+    let (profiles, profile_events) = profile_watch(client);
+    let (groups, group_events) = group_watch(client);
     let by_namespace = namespaces.clone();
     let (wake_retained, retained_triggers) = futures::channel::mpsc::unbounded();
     let retained = Controller::new(
@@ -120,33 +94,7 @@ pub fn controllers(
     )
     .reconcile_on(retained_triggers);
     let retained_namespaces = retained.store();
-    let (users, mut writer) = reflector::store();
-    let user_events = watcher(
-        Api::<User>::all(client.clone()),
-        watcher::Config::default().any_semantic(),
-    )
-    .modify(trim_user);
-    let indexed = index.clone();
-    let default_profile = config.default_profile.clone();
-    let cached = users.clone();
-    // Reflected by hand rather than with `reflect`, to compare each User with its cached
-    // version before the cache moves on.
-    let user_events = relist_in_place(user_events, users.clone())
-        .inspect(move |event| index_profiles(&indexed, default_profile.as_deref(), event))
-        .map_ok(move |event| {
-            let trigger = triggers_reconcile(&cached, &event);
-            writer.apply_watcher_event(&event);
-            (event, trigger)
-        })
-        .backoff(watch_backoff())
-        .try_filter_map(|(event, trigger)| {
-            std::future::ready(Ok(match event {
-                watcher::Event::Apply(user) | watcher::Event::InitApply(user) if trigger => {
-                    Some(user)
-                }
-                _ => None,
-            }))
-        });
+    let (users, user_events) = user_watch(client, config, index);
     let members = index.clone();
     let in_groups = groups.clone();
     let memberships = GroupMemberships::default();
@@ -154,29 +102,17 @@ pub fn controllers(
         .with_config(controller::Config::default().concurrency(concurrency))
         .trigger_backoff(EachWatchOnItsOwn)
         .watches_stream(namespace_events, |ns| ns.user())
-        .watches_stream(role_binding_events, move |rb| {
-            let namespace = rb.metadata.namespace.as_deref()?;
-            let retained = ObjectRef::<Namespace>::new(namespace);
-            if retained_namespaces.get(&retained).is_some() {
-                // Nobody's User any more: the retained Namespaces' Controller removes it.
-                let _ = wake_retained.unbounded_send(retained);
-                return None;
-            }
-            by_namespace.get(&ObjectRef::new(namespace))?.user()
-        })
+        .watches_stream(
+            role_binding_events,
+            user_of_role_binding(by_namespace, retained_namespaces, wake_retained),
+        )
         .watches_stream(quota_events, |o| user_of(&o))
         .watches_stream(limit_range_events, |o| user_of(&o))
         .watches_stream(network_policy_events, |o| user_of(&o))
         .watches_stream(profile_events, move |profile| {
-            let mut users = members.users_of(&profile.name_any());
-            if let Some(directory) = &profile.spec.directory {
-                for group in in_groups.state() {
-                    if directory.groups.contains(&group.spec.display_name) {
-                        users.extend(group.spec.members.iter().cloned());
-                    }
-                }
-            }
-            users.into_iter().map(|user| ObjectRef::new(&user))
+            users_of_profile(&members, &in_groups, &profile)
+                .into_iter()
+                .map(|user| ObjectRef::new(&user))
         })
         .watches_stream(group_events, move |group| {
             memberships
@@ -201,6 +137,142 @@ pub fn controllers(
         retained,
         caches,
     }
+}
+
+/// The User watch, trimmed ([`trim_user`]) and reflected into the returned cache by hand
+/// rather than with `reflect`, to compare each User with its cached version before the cache
+/// moves on: the stream yields only the Users whose change [`triggers_reconcile`], and keeps
+/// `index` (Profile to Users) current, with `config`'s default Profile for Users naming none.
+fn user_watch(
+    client: &Client,
+    config: &Config,
+    index: &ProfileIndex,
+) -> (
+    Store<User>,
+    impl futures::Stream<Item = Result<User, watcher::Error>> + Send + 'static,
+) {
+    let (users, mut writer) = reflector::store();
+    let user_events = watcher(
+        Api::<User>::all(client.clone()),
+        watcher::Config::default().any_semantic(),
+    )
+    .modify(trim_user);
+    let indexed = index.clone();
+    let default_profile = config.default_profile.clone();
+    let cached = users.clone();
+    let user_events = relist_in_place(user_events, users.clone())
+        .inspect(move |event| index_profiles(&indexed, default_profile.as_deref(), event))
+        .map_ok(move |event| {
+            let trigger = triggers_reconcile(&cached, &event);
+            writer.apply_watcher_event(&event);
+            (event, trigger)
+        })
+        .backoff(watch_backoff())
+        .try_filter_map(|(event, trigger)| {
+            std::future::ready(Ok(match event {
+                watcher::Event::Apply(user) | watcher::Event::InitApply(user) if trigger => {
+                    Some(user)
+                }
+                _ => None,
+            }))
+        });
+    (users, user_events)
+}
+
+/// The cache of Homestead's ResourceQuotas (selected by `managed`), and the quotas whose
+/// labels, owner references or spec changed: quota status moves with every pod that comes or
+/// goes, and only what Homestead sets matters.
+fn quota_watch(
+    client: &Client,
+    managed: watcher::Config,
+) -> (
+    Store<ResourceQuota>,
+    impl futures::Stream<Item = Result<ResourceQuota, watcher::Error>> + Send + 'static,
+) {
+    let (quotas, events) = cached_watch(client, managed, trim_quota);
+    let events = changes_of(events, |q: &ResourceQuota| {
+        fingerprint(&(&q.metadata.labels, &q.metadata.owner_references, &q.spec))
+    });
+    (quotas, events)
+}
+
+/// Maps a RoleBinding to the User whose Namespace (in `namespaces`) it is in. One in a retained
+/// Namespace (in `retained`) is nobody's User's any more: it wakes the retained Namespaces'
+/// Controller through `wake` instead, which removes it.
+fn user_of_role_binding(
+    namespaces: Store<CachedNamespace>,
+    retained: Store<Namespace>,
+    wake: futures::channel::mpsc::UnboundedSender<ObjectRef<Namespace>>,
+) -> impl Fn(CachedRoleBinding) -> Option<ObjectRef<User>> + Send + Sync + 'static {
+    move |rb| {
+        let namespace = rb.metadata.namespace.as_deref()?;
+        let retained_namespace = ObjectRef::<Namespace>::new(namespace);
+        if retained.get(&retained_namespace).is_some() {
+            let _ = wake.unbounded_send(retained_namespace);
+            return None;
+        }
+        namespaces.get(&ObjectRef::new(namespace))?.user()
+    }
+}
+
+/// The Profile cache, and the Profiles whose spec changed or that came or went: a Profile's
+/// status is Homestead's own count of its Users; only its spec (generation) and its existence
+/// change what its Users get.
+fn profile_watch(
+    client: &Client,
+) -> (
+    Store<Profile>,
+    impl futures::Stream<Item = Result<Profile, watcher::Error>> + Send + 'static,
+) {
+    let (profiles, events) =
+        cached_watch(client, watcher::Config::default(), trim_object::<Profile>);
+    let events = changes_of(events, |p: &Profile| fingerprint(&p.metadata.generation));
+    (profiles, events)
+}
+
+/// The DirectoryGroup cache, and the groups whose spec changed or that came or went (the
+/// status is Homestead's own member count). A deleted group is passed on as a group with no
+/// members: everyone in it left.
+fn group_watch(
+    client: &Client,
+) -> (
+    Store<DirectoryGroup>,
+    impl futures::Stream<Item = Result<DirectoryGroup, watcher::Error>> + Send + 'static,
+) {
+    let (groups, events) = cached_watch(
+        client,
+        watcher::Config::default(),
+        trim_object::<DirectoryGroup>,
+    );
+    let events = events.map_ok(|event| match event {
+        watcher::Event::Delete(mut group) => {
+            group.spec.members.clear();
+            watcher::Event::Delete(group)
+        }
+        other => other,
+    });
+    let events = changes_of(events, |g: &DirectoryGroup| {
+        fingerprint(&g.metadata.generation)
+    });
+    (groups, events)
+}
+
+/// The Users a change to `profile` concerns: those `index` has for it, and the members of the
+/// directory groups its `spec.directory` names (as cached in `groups`), by name.
+fn users_of_profile(
+    index: &ProfileIndex,
+    groups: &Store<DirectoryGroup>,
+    profile: &Profile,
+) -> HashSet<String> {
+    let mut users: HashSet<String> = index.users_of(&profile.name_any()).into_iter().collect();
+    if let Some(directory) = &profile.spec.directory {
+        for group in groups.state() {
+            if directory.groups.contains(&group.spec.display_name) {
+                users.extend(group.spec.members.iter().cloned());
+            }
+        }
+    }
+    users
 }
 
 /// Whether a User watch event should trigger the User's reconcile, judged against the User's

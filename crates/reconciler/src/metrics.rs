@@ -28,6 +28,73 @@ const OFFBOARDING_BUCKETS: [f64; 12] = [
     1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0, 86400.0,
 ];
 
+/// Buckets of `homestead_reconcile_duration_seconds`, in seconds: from a millisecond to 10 s.
+const RECONCILE_BUCKETS: [f64; 12] = [
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Registers `collector` in `registry` and returns it (a shared handle).
+///
+/// # Errors
+/// A [`prometheus::Error`] if a metric of the same name is already registered there.
+fn register<C>(registry: &Registry, collector: C) -> Result<C, prometheus::Error>
+where
+    C: prometheus::core::Collector + Clone + 'static,
+{
+    registry.register(Box::new(collector.clone()))?;
+    Ok(collector)
+}
+
+/// A registered gauge `name` with `help`.
+///
+/// # Errors
+/// As [`register`].
+fn gauge(registry: &Registry, name: &str, help: &str) -> Result<IntGauge, prometheus::Error> {
+    register(registry, IntGauge::new(name, help)?)
+}
+
+/// A registered counter vector `name` with `help` and `labels`.
+///
+/// # Errors
+/// As [`register`].
+fn counter_vec(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> Result<IntCounterVec, prometheus::Error> {
+    register(registry, IntCounterVec::new(Opts::new(name, help), labels)?)
+}
+
+/// A registered gauge vector `name` with `help` and `labels`.
+///
+/// # Errors
+/// As [`register`].
+fn gauge_vec(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> Result<IntGaugeVec, prometheus::Error> {
+    register(registry, IntGaugeVec::new(Opts::new(name, help), labels)?)
+}
+
+/// A registered histogram `name` with `help` and `buckets` (upper bounds, in seconds).
+///
+/// # Errors
+/// As [`register`].
+fn histogram(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    buckets: &[f64],
+) -> Result<Histogram, prometheus::Error> {
+    register(
+        registry,
+        Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets.to_vec()))?,
+    )
+}
+
 /// The reconciler's metrics; cheap to clone (shared handles). None has a per-User label: every
 /// label takes a small, fixed set of values.
 #[derive(Clone, Debug)]
@@ -81,126 +148,105 @@ impl Metrics {
     /// # Errors
     /// A [`prometheus::Error`] if a metric of the same name is already registered there.
     pub fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
-        let reconciliations = IntCounterVec::new(
-            Opts::new(
+        let r = registry;
+        let metrics = Self {
+            reconciliations: counter_vec(
+                r,
                 "homestead_reconciliations_total",
                 "Reconciles of Users by result",
-            ),
-            &["result"],
-        )?;
-        let errors = IntCounterVec::new(
-            Opts::new(
+                &["result"],
+            )?,
+            errors: counter_vec(
+                r,
                 "homestead_reconcile_errors_total",
                 "Failed reconciles of Users by reason",
-            ),
-            &["reason"],
-        )?;
-        let duration = Histogram::with_opts(
-            HistogramOpts::new(
+                &["reason"],
+            )?,
+            duration: histogram(
+                r,
                 "homestead_reconcile_duration_seconds",
                 "Duration of one reconcile of a User, in seconds",
-            )
-            .buckets(vec![
-                0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-            ]),
-        )?;
-        let in_flight = IntGauge::new(
-            "homestead_reconciles_in_flight",
-            "Reconciles of Users running now",
-        )?;
-        let users = IntGaugeVec::new(
-            Opts::new(
+                &RECONCILE_BUCKETS,
+            )?,
+            in_flight: gauge(
+                r,
+                "homestead_reconciles_in_flight",
+                "Reconciles of Users running now",
+            )?,
+            users: gauge_vec(
+                r,
                 "homestead_users",
                 "Users by the status and reason of their Ready condition",
-            ),
-            &["ready", "reason"],
-        )?;
-        let expiring = IntGaugeVec::new(
-            Opts::new(
+                &["ready", "reason"],
+            )?,
+            expiring: gauge_vec(
+                r,
                 "homestead_users_expiring",
                 "Users whose validUntil is ahead and within the window",
-            ),
-            &["within"],
-        )?;
-        let time_to_ready = Histogram::with_opts(
-            HistogramOpts::new(
+                &["within"],
+            )?,
+            time_to_ready: histogram(
+                r,
                 "homestead_user_time_to_ready_seconds",
                 "Seconds from a User's creation to its first Ready=True (Provisioned)",
-            )
-            .buckets(TIME_TO_READY_BUCKETS.to_vec()),
-        )?;
-        let offboarding = Histogram::with_opts(
-            HistogramOpts::new(
+                &TIME_TO_READY_BUCKETS,
+            )?,
+            offboarding: histogram(
+                r,
                 "homestead_offboarding_duration_seconds",
                 "Seconds from a User's deletion to the end of its offboarding",
-            )
-            .buckets(OFFBOARDING_BUCKETS.to_vec()),
-        )?;
-        let retained = IntGauge::new(
-            "homestead_retained_namespaces",
-            "Namespaces kept after offboarding (deletionPolicy Retain), counted by the leader",
-        )?;
-        let leader = IntGauge::new(
-            "homestead_leader",
-            "Whether this replica holds the leader-election Lease and may write (1) or not (0)",
-        )?;
-        let events_pending = IntGauge::new(
-            "homestead_events_pending",
-            "Events queued by reconciles and not yet published",
-        )?;
-        let events_failed = IntCounter::new(
-            "homestead_events_failed_total",
-            "Events whose publication failed (not retried)",
-        )?;
-        let build_info = IntGaugeVec::new(
-            Opts::new(
-                "homestead_build_info",
-                "Always 1; the version of the running Homestead as a label",
-            ),
+                &OFFBOARDING_BUCKETS,
+            )?,
+            retained: gauge(
+                r,
+                "homestead_retained_namespaces",
+                "Namespaces kept after offboarding (deletionPolicy Retain), counted by the leader",
+            )?,
+            leader: gauge(
+                r,
+                "homestead_leader",
+                "Whether this replica holds the leader-election Lease and may write (1) or not (0)",
+            )?,
+            events_pending: gauge(
+                r,
+                "homestead_events_pending",
+                "Events queued by reconciles and not yet published",
+            )?,
+            events_failed: register(
+                r,
+                IntCounter::new(
+                    "homestead_events_failed_total",
+                    "Events whose publication failed (not retried)",
+                )?,
+            )?,
+            seen: Arc::default(),
+        };
+        metrics.start_series(r)?;
+        Ok(metrics)
+    }
+
+    /// Registers `homestead_build_info{version}` at 1 for this crate's version, and starts every
+    /// labelled series whose values are known at 0, so rates and alerts see it before its first
+    /// increment.
+    ///
+    /// # Errors
+    /// As [`register`].
+    fn start_series(&self, registry: &Registry) -> Result<(), prometheus::Error> {
+        gauge_vec(
+            registry,
+            "homestead_build_info",
+            "Always 1; the version of the running Homestead as a label",
             &["version"],
-        )?;
-        build_info
-            .with_label_values(&[env!("CARGO_PKG_VERSION")])
-            .set(1);
-        // Every series starts at 0, so rates and alerts see it before its first increment.
+        )?
+        .with_label_values(&[env!("CARGO_PKG_VERSION")])
+        .set(1);
         for reason in <crate::error::ErrorLabel as strum::VariantArray>::VARIANTS {
-            errors.with_label_values(&[reason.as_str()]).reset();
+            self.errors.with_label_values(&[reason.as_str()]).reset();
         }
         for result in ["success", "error"] {
-            reconciliations.with_label_values(&[result]).reset();
+            self.reconciliations.with_label_values(&[result]).reset();
         }
-        for collector in [
-            Box::new(reconciliations.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(errors.clone()),
-            Box::new(duration.clone()),
-            Box::new(in_flight.clone()),
-            Box::new(users.clone()),
-            Box::new(expiring.clone()),
-            Box::new(time_to_ready.clone()),
-            Box::new(offboarding.clone()),
-            Box::new(retained.clone()),
-            Box::new(leader.clone()),
-            Box::new(events_pending.clone()),
-            Box::new(events_failed.clone()),
-            Box::new(build_info),
-        ] {
-            registry.register(collector)?;
-        }
-        Ok(Self {
-            reconciliations,
-            errors,
-            duration,
-            in_flight,
-            users,
-            expiring,
-            time_to_ready,
-            offboarding,
-            retained,
-            leader,
-            events_pending,
-            events_failed,
-            seen: Arc::default(),
-        })
+        Ok(())
     }
 
     /// Sets `homestead_users` and `homestead_users_expiring` from the Users in the

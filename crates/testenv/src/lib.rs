@@ -846,6 +846,51 @@ impl ControlPlane {
             .as_ref()
             .expect("start_node is called with a node");
         let dir = &node.dir;
+        self.write_node_config(node).await?;
+        let janitor = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/node/janitor.sh");
+        let router = node.tools.kube_router();
+        let path = |p: &Path| p.display().to_string();
+        self.spawn_node_process(
+            "node-janitor",
+            Path::new("bash"),
+            vec![
+                path(&janitor),
+                "watch".to_owned(),
+                path(&dir.dir),
+                path(&self.bin),
+                path(&router),
+            ],
+        )?;
+        let config = format!("--config={}", dir.dir.join("containerd.toml").display());
+        self.spawn_node_process("containerd", Path::new("containerd"), vec![config])?;
+        let socket = dir.containerd_socket();
+        self.wait_for_socket(&socket).await?;
+        for image in ["pause", "toolbox"] {
+            let reference = node.tools.image_ref(image)?;
+            let repository = reference.rsplit_once(':').map_or(&*reference, |(r, _)| r);
+            node::import_image(&socket, &node.tools.image_archive(image), repository)?;
+        }
+        for (name, args) in [
+            ("kube-scheduler", node::scheduler_args(dir)),
+            ("kubelet", node::kubelet_args(dir)),
+            ("kube-proxy", node::kube_proxy_args(dir)),
+        ] {
+            self.spawn_node_process(name, &self.bin.join(name), args)?;
+        }
+        let client = self.client(ADMIN).await?;
+        node::wait_node_ready(client, || self.check_running())
+            .await
+            .map_err(|e| self.startup_error(e.to_string()))?;
+        // kube-router reads its Node at start, so it starts once kubelet has registered it.
+        self.spawn_node_process("kube-router", &router, node::kube_router_args(dir))?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        self.check_running()
+    }
+
+    /// Writes the node's configuration (containerd, CNI, kubelet) and the kubeconfigs of its
+    /// components into its directory, and applies their RBAC.
+    async fn write_node_config(&self, node: &Node) -> Result<()> {
+        let dir = &node.dir;
         let write = |name: &str, contents: &str| -> Result<()> {
             let path = dir.dir.join(name);
             std::fs::write(&path, contents).map_err(io(format!("writing {}", path.display())))
@@ -868,43 +913,31 @@ impl ControlPlane {
         ] {
             self.write_kubeconfig(identity, &dir.dir.join(file))?;
         }
-        node::apply_rbac(self.client(ADMIN).await?).await?;
+        node::apply_rbac(self.client(ADMIN).await?).await
+    }
 
-        let janitor = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/node/janitor.sh");
-        let router = node.tools.kube_router();
-        let spawn = |name: &'static str, program: &Path, args: Vec<String>| -> Result<()> {
-            let process = Supervised::spawn(
-                name,
-                program,
-                &args,
-                self.dir.join(format!("{name}.log")),
-                None,
-            )
-            .map_err(io(format!("starting {name}")))?;
-            self.processes().insert(0, process);
-            Ok(())
-        };
-        let path = |p: &Path| p.display().to_string();
-        spawn(
-            "node-janitor",
-            Path::new("bash"),
-            vec![
-                path(&janitor),
-                "watch".to_owned(),
-                path(&dir.dir),
-                path(&self.bin),
-                path(&router),
-            ],
-        )?;
-        spawn(
-            "containerd",
-            Path::new("containerd"),
-            vec![format!(
-                "--config={}",
-                dir.dir.join("containerd.toml").display()
-            )],
-        )?;
-        let socket = dir.containerd_socket();
+    /// Starts the node process `name` (`program` with `args`), logging to `<name>.log`, first
+    /// in line to be stopped.
+    fn spawn_node_process(
+        &self,
+        name: &'static str,
+        program: &Path,
+        args: Vec<String>,
+    ) -> Result<()> {
+        let process = Supervised::spawn(
+            name,
+            program,
+            &args,
+            self.dir.join(format!("{name}.log")),
+            None,
+        )
+        .map_err(io(format!("starting {name}")))?;
+        self.processes().insert(0, process);
+        Ok(())
+    }
+
+    /// Waits until `socket` exists (containerd listens), at most 30 s.
+    async fn wait_for_socket(&self, socket: &Path) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(30);
         while !socket.exists() {
             self.check_running()?;
@@ -913,34 +946,7 @@ impl ControlPlane {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        for image in ["pause", "toolbox"] {
-            let reference = node.tools.image_ref(image)?;
-            let repository = reference.rsplit_once(':').map_or(&*reference, |(r, _)| r);
-            node::import_image(&socket, &node.tools.image_archive(image), repository)?;
-        }
-        spawn(
-            "kube-scheduler",
-            &self.bin.join("kube-scheduler"),
-            node::scheduler_args(dir),
-        )?;
-        spawn(
-            "kubelet",
-            &self.bin.join("kubelet"),
-            node::kubelet_args(dir),
-        )?;
-        spawn(
-            "kube-proxy",
-            &self.bin.join("kube-proxy"),
-            node::kube_proxy_args(dir),
-        )?;
-        let client = self.client(ADMIN).await?;
-        node::wait_node_ready(client, || self.check_running())
-            .await
-            .map_err(|e| self.startup_error(e.to_string()))?;
-        // kube-router reads its Node at start, so it starts once kubelet has registered it.
-        spawn("kube-router", &router, node::kube_router_args(dir))?;
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        self.check_running()
+        Ok(())
     }
 
     /// The node, when the control plane was started with one ([`Options::with_node`]).

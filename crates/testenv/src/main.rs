@@ -9,7 +9,7 @@
 //! socket) and `toolbox.ref` (the test image's reference); when the node cannot start, it says
 //! why in one line (`node.error`) and goes on without it, unless `--require-node` is given.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
 use homestead_testenv::{ADMIN, ControlPlane, OPERATOR, Options, SCIM, scim_credentials};
@@ -57,22 +57,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::process::id().to_string(),
     )?;
 
-    let _ = std::fs::remove_file(state_dir.join("node.error"));
-    let plane = if node {
-        match ControlPlane::start(Options::default().with_node()).await {
-            Ok(plane) => plane,
-            Err(e) if !require_node => {
-                let reason = e.to_string();
-                let first = reason.lines().next().unwrap_or_default();
-                tracing::warn!(error = %reason, "starting without a node");
-                std::fs::write(state_dir.join("node.error"), format!("{first}\n"))?;
-                ControlPlane::start(Options::default()).await?
-            }
-            Err(e) => return Err(e.into()),
-        }
-    } else {
-        ControlPlane::start(Options::default()).await?
-    };
+    let plane = start(&state_dir, node, require_node).await?;
     if let Some(node) = plane.node() {
         std::fs::write(state_dir.join("node.dir"), node.dir().display().to_string())?;
         std::fs::write(state_dir.join("toolbox.ref"), node.toolbox_image()?)?;
@@ -101,6 +86,37 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     tracing::info!("stopping the control plane");
     plane.stop();
+    remove_state(&state_dir);
+    Ok(())
+}
+
+/// Starts the control plane, with a node when `node` is set; when the node cannot start and
+/// `require_node` is not set, starts without it and writes the first line of the reason to
+/// `<state_dir>/node.error` (what `just up` prints).
+async fn start(
+    state_dir: &Path,
+    node: bool,
+    require_node: bool,
+) -> Result<ControlPlane, Box<dyn std::error::Error>> {
+    let _ = std::fs::remove_file(state_dir.join("node.error"));
+    if !node {
+        return Ok(ControlPlane::start(Options::default()).await?);
+    }
+    match ControlPlane::start(Options::default().with_node()).await {
+        Ok(plane) => Ok(plane),
+        Err(e) if !require_node => {
+            let reason = e.to_string();
+            let first = reason.lines().next().unwrap_or_default();
+            tracing::warn!(error = %reason, "starting without a node");
+            std::fs::write(state_dir.join("node.error"), format!("{first}\n"))?;
+            Ok(ControlPlane::start(Options::default()).await?)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Removes what `up` wrote into `state_dir`, once the control plane has stopped.
+fn remove_state(state_dir: &Path) {
     for file in [
         "ready",
         "testenv.pid",
@@ -117,5 +133,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ] {
         let _ = std::fs::remove_file(state_dir.join(file));
     }
-    Ok(())
 }

@@ -270,81 +270,99 @@ fn remove(resource: &mut Value, path: &PatchPath, value: Option<&Value>) -> Resu
         PatchPath::Attr(attr) if elsewhere(attr) => Ok(()),
         PatchPath::Value(path) if elsewhere(&path.attr) => Ok(()),
         PatchPath::Attr(attr) => {
-            if READ_ONLY.iter().any(|r| attr.name.eq_ignore_ascii_case(r)) {
-                return Ok(());
-            }
-            let map = object(resource);
-            let key = key_of(map, &attr.name);
-            match (&attr.sub_attr, map.get_mut(&key), value) {
-                (None, Some(Value::Array(items)), Some(listed)) => {
-                    let listed = match listed {
-                        Value::Array(listed) => listed.clone(),
-                        one => vec![one.clone()],
-                    };
-                    items.retain(|item| !listed.iter().any(|l| same_element(item, l)));
-                }
-                (None, _, _) => {
-                    map.remove(&key);
-                }
-                (Some(sub), Some(Value::Array(items)), _) => {
-                    for item in items {
-                        if let Value::Object(element) = item {
-                            let sub_key = key_of(element, sub);
-                            element.remove(&sub_key);
-                        }
-                    }
-                }
-                (Some(sub), Some(Value::Object(parent)), _) => {
-                    let sub_key = key_of(parent, sub);
-                    parent.remove(&sub_key);
-                }
-                (Some(_), _, _) => {}
-            }
+            remove_attr(resource, attr, value);
             Ok(())
         }
-        PatchPath::Value(path) => {
-            let map = object(resource);
-            let key = key_of(map, &path.attr.name);
-            let Some(Value::Array(items)) = map.get_mut(&key) else {
-                return Err(ScimError::bad_request(
-                    ScimType::NoTarget,
-                    format!("{} has no values", path.attr.name),
-                ));
-            };
-            let before = items.len();
-            // The `value` of an element is what it is: removing it removes the element. With
-            // a `value` in the operation, only the elements with that value (Entra ID sends
-            // the address it removes).
-            let whole = path
-                .sub_attr
-                .as_deref()
-                .is_none_or(|sub| sub.eq_ignore_ascii_case("value"));
-            let named = |item: &Value| {
-                value.is_none_or(|v| same_element(item, v) || get(item, "value") == Some(v))
-            };
-            match path.sub_attr.as_deref() {
-                Some(sub) if !whole => {
-                    for item in items.iter_mut().filter(|i| val_matches(&path.filter, i)) {
-                        if let Value::Object(element) = item {
-                            let sub_key = key_of(element, sub);
-                            element.remove(&sub_key);
-                        }
-                    }
-                }
-                _ => items.retain(|i| !(val_matches(&path.filter, i) && named(i))),
-            }
-            // Removing someone who is not a member succeeds: a provider may remove a person
-            // from a group after the person is gone (Entra ID and Okta retry failures forever).
-            let idempotent = path.attr.name.eq_ignore_ascii_case("members");
-            if whole && items.len() == before && !idempotent {
-                return Err(ScimError::bad_request(
-                    ScimType::NoTarget,
-                    format!("no value of {} matches the filter", path.attr.name),
-                ));
-            }
-            Ok(())
-        }
+        PatchPath::Value(path) => remove_filtered(resource, path, value),
     }
+}
+
+/// `remove` of `attr` (read-only attributes aside, which stay): the attribute, its
+/// sub-attribute in every element or in the object, or, with a `value`, the listed elements of
+/// a multi-valued attribute.
+fn remove_attr(resource: &mut Value, attr: &AttrPath, value: Option<&Value>) {
+    if READ_ONLY.iter().any(|r| attr.name.eq_ignore_ascii_case(r)) {
+        return;
+    }
+    let map = object(resource);
+    let key = key_of(map, &attr.name);
+    match (&attr.sub_attr, map.get_mut(&key), value) {
+        (None, Some(Value::Array(items)), Some(listed)) => {
+            let listed = match listed {
+                Value::Array(listed) => listed.clone(),
+                one => vec![one.clone()],
+            };
+            items.retain(|item| !listed.iter().any(|l| same_element(item, l)));
+        }
+        (None, _, _) => {
+            map.remove(&key);
+        }
+        (Some(sub), Some(Value::Array(items)), _) => {
+            for item in items {
+                if let Value::Object(element) = item {
+                    let sub_key = key_of(element, sub);
+                    element.remove(&sub_key);
+                }
+            }
+        }
+        (Some(sub), Some(Value::Object(parent)), _) => {
+            let sub_key = key_of(parent, sub);
+            parent.remove(&sub_key);
+        }
+        (Some(_), _, _) => {}
+    }
+}
+
+/// `remove` of the elements of `path.attr` its value filter matches (only those with `value`,
+/// when given), or of their sub-attribute.
+///
+/// # Errors
+/// `noTarget` when the attribute has no values, or when no element matches (except for
+/// `members`: removing someone who is not a member succeeds).
+fn remove_filtered(
+    resource: &mut Value,
+    path: &PatchValuePath,
+    value: Option<&Value>,
+) -> Result<(), ScimError> {
+    let map = object(resource);
+    let key = key_of(map, &path.attr.name);
+    let Some(Value::Array(items)) = map.get_mut(&key) else {
+        return Err(ScimError::bad_request(
+            ScimType::NoTarget,
+            format!("{} has no values", path.attr.name),
+        ));
+    };
+    let before = items.len();
+    // The `value` of an element is what it is: removing it removes the element. With
+    // a `value` in the operation, only the elements with that value (Entra ID sends
+    // the address it removes).
+    let whole = path
+        .sub_attr
+        .as_deref()
+        .is_none_or(|sub| sub.eq_ignore_ascii_case("value"));
+    let named =
+        |item: &Value| value.is_none_or(|v| same_element(item, v) || get(item, "value") == Some(v));
+    match path.sub_attr.as_deref() {
+        Some(sub) if !whole => {
+            for item in items.iter_mut().filter(|i| val_matches(&path.filter, i)) {
+                if let Value::Object(element) = item {
+                    let sub_key = key_of(element, sub);
+                    element.remove(&sub_key);
+                }
+            }
+        }
+        _ => items.retain(|i| !(val_matches(&path.filter, i) && named(i))),
+    }
+    // Removing someone who is not a member succeeds: a provider may remove a person
+    // from a group after the person is gone (Entra ID and Okta retry failures forever).
+    let idempotent = path.attr.name.eq_ignore_ascii_case("members");
+    if whole && items.len() == before && !idempotent {
+        return Err(ScimError::bad_request(
+            ScimType::NoTarget,
+            format!("no value of {} matches the filter", path.attr.name),
+        ));
+    }
+    Ok(())
 }
 
 /// Whether `item` is the element `listed` names: equal, or with the same `value`.
