@@ -1,7 +1,8 @@
 //! The reconciler's door to the API server: typed get / create / apply / delete of the objects
 //! Homestead manages, with the `Api` derived from the object's kind and namespace, and the
 //! queueing of Events. Every failure becomes an [`Error::Kube`] naming the verb, kind and object. No
-//! write leaves a replica that may have lost the leader-election Lease ([`Error::NotLeader`]).
+//! write leaves a replica that may have lost the leader-election Lease: [`Context::client`] is
+//! fenced ([`crate::fence`]), and such a write fails with [`Error::NotLeader`].
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -76,15 +77,6 @@ impl Context {
         K::Scope::api(self.client.clone(), namespace)
     }
 
-    /// Fails with [`Error::NotLeader`] unless this replica may write now.
-    pub(crate) fn fenced(&self) -> Result<()> {
-        if self.fence.is_held() {
-            Ok(())
-        } else {
-            Err(Error::NotLeader)
-        }
-    }
-
     fn error<K: Object>(
         verb: Verb,
         namespace: Option<&str>,
@@ -113,7 +105,6 @@ impl Context {
     /// # Errors
     /// [`Error::Kube`] with [`Verb::Create`] for any failure but a conflict.
     pub(crate) async fn create<K: Object>(&self, object: &K) -> Result<Option<K>> {
-        self.fenced()?;
         let (ns, name) = (object.namespace(), object.name_any());
         let params = PostParams {
             field_manager: Some(FIELD_MANAGER.to_owned()),
@@ -132,7 +123,6 @@ impl Context {
     /// # Errors
     /// [`Error::Kube`] with [`Verb::Create`] when the API server would refuse it.
     pub(crate) async fn dry_run_create<K: Object>(&self, object: &K) -> Result<()> {
-        self.fenced()?;
         let (ns, name) = (object.namespace(), object.name_any());
         let params = PostParams {
             dry_run: true,
@@ -152,7 +142,6 @@ impl Context {
     /// # Errors
     /// [`Error::Kube`] with [`Verb::Apply`].
     pub(crate) async fn apply<K: Object>(&self, object: &K) -> Result<()> {
-        self.fenced()?;
         let (ns, name) = (object.namespace(), object.name_any());
         let params = PatchParams::apply(FIELD_MANAGER).force();
         self.api::<K>(ns.as_deref())
@@ -213,7 +202,6 @@ impl Context {
         }
         let mut desired = desired.clone();
         desired.meta_mut().uid = uid.map(str::to_owned);
-        self.fenced()?;
         let applied = self
             .api::<K>(ns.as_deref())
             .patch(
@@ -252,7 +240,6 @@ impl Context {
         reference: &ObjectRef<K>,
         params: &DeleteParams,
     ) -> Result<()> {
-        self.fenced()?;
         let ns = reference.namespace.as_deref();
         match self.api::<K>(ns).delete(&reference.name, params).await {
             Ok(_) => Ok(()),

@@ -18,6 +18,8 @@ use crate::events::EventQueue;
 use crate::metrics::Metrics;
 use crate::recent::OwnCreates;
 
+pub use crate::fence::Fence;
+
 pub use homestead_api::PodSecurityLevel;
 
 /// `--namespace-prefix`: derived Namespace names are `user-<User name>`.
@@ -131,54 +133,6 @@ impl Config {
     }
 }
 
-/// Whether this replica may still write: a deadline the leader-election code moves forward
-/// each time it sees this replica hold the Lease, so a leader that was paused or cut off from
-/// the API server stops writing by itself once the Lease may have passed to another replica,
-/// before it has even learnt so. Without leader election it is always held.
-#[derive(Debug)]
-pub struct Fence {
-    epoch: std::time::Instant,
-    /// Milliseconds after `epoch` until which writes are allowed; `u64::MAX`: always.
-    valid_until_ms: std::sync::atomic::AtomicU64,
-}
-
-impl Fence {
-    /// A fence that is always held (no leader election).
-    pub fn always() -> Self {
-        Self {
-            epoch: std::time::Instant::now(),
-            valid_until_ms: std::sync::atomic::AtomicU64::new(u64::MAX),
-        }
-    }
-
-    /// A fence that is not held until [`Fence::hold_until`] is called.
-    pub fn closed() -> Self {
-        Self {
-            epoch: std::time::Instant::now(),
-            valid_until_ms: std::sync::atomic::AtomicU64::new(0),
-        }
-    }
-
-    /// Allows writes until `deadline` (never moves an "always" fence).
-    pub fn hold_until(&self, deadline: std::time::Instant) {
-        let ms = u64::try_from(deadline.saturating_duration_since(self.epoch).as_millis())
-            .unwrap_or(u64::MAX - 1);
-        let _ = self.valid_until_ms.fetch_update(
-            std::sync::atomic::Ordering::AcqRel,
-            std::sync::atomic::Ordering::Acquire,
-            |current| (current != u64::MAX).then_some(ms),
-        );
-    }
-
-    /// Whether writes are allowed now.
-    pub fn is_held(&self) -> bool {
-        let until = self
-            .valid_until_ms
-            .load(std::sync::atomic::Ordering::Acquire);
-        until == u64::MAX || (self.epoch.elapsed().as_millis() as u64) < until
-    }
-}
-
 /// The reflector caches reconciles read instead of the API server wherever possible, in the
 /// compact forms of [`crate::cache`].
 #[derive(Clone)]
@@ -228,8 +182,9 @@ pub struct Context {
     /// Whether every cache has seen its first list; reconciles wait for it, so nothing is
     /// written from a half-filled cache after a restart. Set by the operator.
     pub synced: tokio::sync::watch::Sender<bool>,
-    /// Whether this replica may write (it holds the leader-election Lease); checked before
-    /// every write.
+    /// Whether this replica may write (it holds the leader-election Lease). [`Context::client`]
+    /// checks it on every request that writes ([`crate::fence::fenced`]); reconciles and the
+    /// Event queue read it to skip work a refused write would waste.
     pub fence: Arc<Fence>,
 }
 
@@ -248,6 +203,7 @@ impl Context {
         caches: Caches,
         fence: Arc<Fence>,
     ) -> Self {
+        let client = crate::fence::fenced(client, fence.clone());
         Self {
             events: EventQueue::start(&client, &reporter, fence.clone(), metrics.clone()),
             client,
@@ -272,26 +228,6 @@ impl Context {
         let mut synced = self.synced.subscribe();
         // The sender lives in `self`, so the channel cannot close while we wait.
         let _ = synced.wait_for(|synced| *synced).await;
-    }
-}
-
-#[cfg(test)]
-mod fence_tests {
-    use std::time::{Duration, Instant};
-
-    use super::Fence;
-
-    #[test]
-    fn a_fence_holds_until_its_deadline_and_always_means_always() {
-        let fence = Fence::closed();
-        assert!(!fence.is_held());
-        fence.hold_until(Instant::now() + Duration::from_secs(60));
-        assert!(fence.is_held());
-        fence.hold_until(Instant::now());
-        assert!(!fence.is_held());
-        let always = Fence::always();
-        always.hold_until(Instant::now());
-        assert!(always.is_held());
     }
 }
 

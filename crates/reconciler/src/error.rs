@@ -123,8 +123,12 @@ impl ErrorLabel {
 }
 
 impl Error {
-    /// An [`Error::Kube`] for `verb` on the object `name` of kind `kind`.
+    /// An [`Error::Kube`] for `verb` on the object `name` of kind `kind`; [`Error::NotLeader`]
+    /// when the fenced client refused to send it ([`crate::fence::FenceClosed`]).
     pub fn kube(verb: Verb, kind: Cow<'static, str>, name: &str, source: kube::Error) -> Self {
+        if crate::fence::is_fence_closed(&source) {
+            return Self::NotLeader;
+        }
         Self::Kube {
             verb,
             kind,

@@ -21,7 +21,7 @@ use kube::{Resource, ResourceExt};
 use tokio::sync::mpsc;
 use tracing::warn;
 
-use crate::context::Fence;
+use crate::fence::Fence;
 use crate::metrics::Metrics;
 
 /// An Event waiting to be published, with the User it is about.

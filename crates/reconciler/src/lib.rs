@@ -6,6 +6,7 @@
 //! - [`error`]: the [`Error`] type with typed verbs, metric labels and per-User backoff.
 //! - [`client`]: typed get / create / apply / delete and queueing Events.
 //! - [`events`]: the queue that publishes Events off the reconcile path.
+//! - [`fence`]: the leader's write fence and the client that enforces it on every write.
 //! - [`validate`]: refusals and the Namespace name.
 //! - [`ownership`]: what belongs to whom, and the watch-event-to-User mapping.
 //! - [`desired`]: pure builders of the desired Namespace, RoleBinding and ResourceQuota.
@@ -30,6 +31,7 @@ pub mod drift;
 pub mod error;
 pub mod events;
 pub mod expiry;
+pub mod fence;
 pub mod metrics;
 pub mod offboard;
 pub mod ownership;

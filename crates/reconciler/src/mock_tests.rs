@@ -476,6 +476,74 @@ async fn a_fence_that_closes_stops_the_next_write() {
     assert_eq!(error.metric_label().as_str(), "not_leader");
 }
 
+/// The fence is checked by the client every request goes through, not by each caller: with it
+/// closed, provisioning and offboarding a User (called directly, past the reconcile's own early
+/// return) and an Event send reads at most, never a write; the reads reach the mock API server
+/// (which records every request), so a write that got through would be seen.
+#[tokio::test]
+async fn a_fenced_replica_sends_no_write_of_any_kind() {
+    let (ctx, mut server, mut writers) = Context::test_fenced(crate::context::Fence::closed());
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    tokio::spawn(async move {
+        while let Some((request, respond)) = server.next_request().await {
+            let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+            record.lock().unwrap().push(format!("{method} {path}"));
+            let (status, body) = if method == Method::GET && path.ends_with("/rolebindings") {
+                let list = json!({"apiVersion": "rbac.authorization.k8s.io/v1",
+                                  "kind": "RoleBindingList", "metadata": {}, "items": []});
+                (StatusCode::OK, list)
+            } else if method == Method::GET && path.contains("customresourcedefinitions") {
+                let crd = json!({"apiVersion": "apiextensions.k8s.io/v1",
+                    "kind": "CustomResourceDefinition", "metadata": {"name": "users.homestead.dev"},
+                    "spec": {"group": "homestead.dev", "scope": "Cluster", "versions": [],
+                             "names": {"kind": "User", "plural": "users"}}});
+                (StatusCode::OK, crd)
+            } else if method == Method::GET {
+                (StatusCode::NOT_FOUND, failure(StatusCode::NOT_FOUND))
+            } else {
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    failure(StatusCode::INTERNAL_SERVER_ERROR),
+                )
+            };
+            let body = Body::from(serde_json::to_vec(&body).unwrap());
+            respond.send_response(Response::builder().status(status).body(body).unwrap());
+        }
+    });
+    let alice = finalized("alice", json!({}));
+    let provisioned_now = crate::provision::provision(&alice, &ctx).await;
+    assert!(
+        matches!(provisioned_now, Err(Error::NotLeader)),
+        "{provisioned_now:?}"
+    );
+    let mut leaving = finalized("alice", json!({}));
+    provisioned(&mut writers, &mut leaving);
+    leaving.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+    let offboarded = crate::offboard::offboard(&leaving, &ctx).await;
+    assert!(
+        matches!(offboarded, Err(Error::NotLeader)),
+        "{offboarded:?}"
+    );
+    ctx.publish(
+        &alice,
+        kube::runtime::events::EventType::Normal,
+        "Provisioned",
+        "queued while fenced".into(),
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.iter().all(|request| request.starts_with("GET ")),
+        "a fenced replica sent a write: {seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .any(|request| request.ends_with("/rolebindings")),
+        "offboarding lists the RoleBindings live (a read, which passes): {seen:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_binding_created_moments_ago_is_not_created_again_but_looked_at_again_soon() {
     let (ctx, server, mut writers) = Context::test();

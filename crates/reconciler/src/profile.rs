@@ -428,7 +428,6 @@ impl Context {
             + serde::de::DeserializeOwned
             + std::fmt::Debug,
     {
-        self.fenced()?;
         let patch = serde_json::json!({
             "apiVersion": K::api_version(&()),
             "kind": K::kind(&()),

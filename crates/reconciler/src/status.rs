@@ -493,7 +493,6 @@ impl Context {
         if let Some(left) = self.recent_statuses.unconfirmed(&name, print) {
             return Ok(Write::Unconfirmed(left));
         }
-        self.fenced()?;
         let patch = serde_json::json!({
             "apiVersion": User::api_version(&()),
             "kind": User::kind(&()),
