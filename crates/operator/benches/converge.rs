@@ -153,8 +153,9 @@ async fn profile_revert(admin: &Client, count: usize) -> Duration {
 }
 
 /// Waits (at most 60 s) until [`PROFILE`]'s status counts `count` Users, all up to date: the
-/// operator writes it every 2 s, so a restart right after the last User is Ready would leave
-/// that write to the next process.
+/// operator's Profile status controller writes it once its Users' changes have settled for a
+/// second, so a restart right after the last User is Ready would leave that write to the next
+/// process.
 async fn profile_counts(admin: &Client, count: usize) {
     let profiles = Api::<Profile>::all(admin.clone());
     let deadline = Instant::now() + Duration::from_secs(60);

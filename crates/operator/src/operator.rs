@@ -7,8 +7,13 @@ use anyhow::Context as _;
 use futures::StreamExt;
 use homestead_api::User;
 use homestead_reconciler::context::Fence;
+use homestead_reconciler::error::Backoffs;
 use homestead_reconciler::offboard::keep_retained_revoked;
 use homestead_reconciler::profile::ProfileIndex;
+use homestead_reconciler::statuses::{
+    StatusContext, group_status_error, profile_status_error, reconcile_group_status,
+    reconcile_profile_status,
+};
 use homestead_reconciler::{Config, Context, Metrics, error_policy, reconcile};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
@@ -115,6 +120,8 @@ async fn reconcile_users(
     let watches::Controllers {
         users: controller,
         retained,
+        profile_statuses,
+        group_statuses,
         caches,
     } = watches::controllers(&client, cli.runtime.concurrency, &config, &index);
     let users = controller.store();
@@ -137,12 +144,25 @@ async fn reconcile_users(
         cli.runtime.retained_count_interval,
         stop.clone(),
     ));
-    tokio::spawn(keep_profile_statuses(
-        ctx.clone(),
+    let statuses = Arc::new(StatusContext {
+        ctx: ctx.clone(),
         users,
         index,
-        stop.clone(),
-    ));
+        profile_backoffs: Backoffs::default(),
+        group_backoffs: Backoffs::default(),
+    });
+    let profile_statuses = profile_statuses
+        .graceful_shutdown_on(stop.clone().cancelled_owned())
+        .run(
+            reconcile_profile_status,
+            profile_status_error,
+            statuses.clone(),
+        )
+        .for_each(|result| async move { log_controller_error(result) });
+    let group_statuses = group_statuses
+        .graceful_shutdown_on(stop.clone().cancelled_owned())
+        .run(reconcile_group_status, group_status_error, statuses)
+        .for_each(|result| async move { log_controller_error(result) });
     let events = ctx.events.clone();
     let retained = retained
         .graceful_shutdown_on(stop.clone().cancelled_owned())
@@ -159,7 +179,7 @@ async fn reconcile_users(
         .graceful_shutdown_on(stop.cancelled_owned())
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move { log_controller_error(result) });
-    futures::join!(users, retained);
+    futures::join!(users, retained, profile_statuses, group_statuses);
     // Still the leader (unless the Lease was lost, when the fence drops what is left).
     if !events.drained(EVENT_DRAIN).await {
         tracing::warn!(
@@ -197,32 +217,6 @@ async fn mark_ready_when_synced(health: Health, users: Store<User>, ctx: Arc<Con
     tracing::info!("caches synced");
     ctx.mark_synced();
     health.set_ready(true);
-}
-
-/// How often Profile statuses are brought in line with their Users' (cache reads only; a
-/// write only when a count changed).
-const PROFILE_STATUS_PERIOD: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Keeps every Profile's status (its Users, how many are up to date) current until `stop`,
-/// once the caches have synced.
-async fn keep_profile_statuses(
-    ctx: Arc<Context>,
-    users: Store<User>,
-    index: ProfileIndex,
-    stop: CancellationToken,
-) {
-    ctx.wait_synced().await;
-    let mut tick = tokio::time::interval(PROFILE_STATUS_PERIOD);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        if let Err(error) = ctx.write_profile_statuses(&users, &index).await {
-            tracing::warn!("writing a Profile status failed: {error}");
-        }
-    }
 }
 
 /// Keeps `homestead_retained_namespaces` current until `stop`: while this replica leads, every

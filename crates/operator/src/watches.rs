@@ -14,6 +14,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::channel::mpsc::UnboundedSender;
 use futures::{StreamExt, TryStreamExt};
 
 use homestead_api::{
@@ -44,9 +45,39 @@ pub struct Controllers {
     /// keeps every RoleBinding out of them ([`keep_retained_revoked`]
     /// (homestead_reconciler::offboard::keep_retained_revoked)).
     pub retained: Controller<Namespace>,
+    /// The Controller over Profile statuses: triggered by a Profile's own changes and by the
+    /// changes of its Users ([`index_profiles`]).
+    pub profile_statuses: Controller<Profile>,
+    /// The Controller over DirectoryGroup statuses: triggered by a group's own changes and by
+    /// every change of a Profile's spec.
+    pub group_statuses: Controller<DirectoryGroup>,
     /// The caches reconciles read.
     pub caches: Caches,
 }
+
+/// A Controller over the statuses of `K` (Profiles or DirectoryGroups: few objects, watched
+/// whole), one reconcile at a time, debounced by [`STATUS_DEBOUNCE`] so a bulk import of Users
+/// costs a few status writes, not one per User.
+fn status_controller<K>(client: &Client) -> Controller<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    Controller::new(Api::<K>::all(client.clone()), watcher::Config::default()).with_config(
+        controller::Config::default()
+            .concurrency(1)
+            .debounce(STATUS_DEBOUNCE),
+    )
+}
+
+/// How long the status controllers wait for an object's triggers to settle before they
+/// reconcile it.
+const STATUS_DEBOUNCE: Duration = Duration::from_secs(1);
 
 /// The Controller over Users, triggered also by every change to a managed object, by every
 /// change to a Profile's spec (for exactly that Profile's Users, from `index`, and the members of
@@ -84,7 +115,8 @@ pub fn controllers(
         touched_except_echoes(role_binding_events, created_role_bindings.clone());
     let limit_range_events = limit_range_events.touched_objects();
     let network_policy_events = network_policy_events.touched_objects();
-    let (profiles, profile_events) = profile_watch(client);
+    let (wake_groups, group_triggers) = futures::channel::mpsc::unbounded();
+    let (profiles, profile_events) = profile_watch(client, wake_groups);
     let (groups, group_events) = group_watch(client);
     let by_namespace = namespaces.clone();
     let (wake_retained, retained_triggers) = futures::channel::mpsc::unbounded();
@@ -94,7 +126,8 @@ pub fn controllers(
     )
     .reconcile_on(retained_triggers);
     let retained_namespaces = retained.store();
-    let (users, user_events) = user_watch(client, config, index);
+    let (wake_profiles, profile_triggers) = futures::channel::mpsc::unbounded();
+    let (users, user_events) = user_watch(client, config, index, wake_profiles);
     let members = index.clone();
     let in_groups = groups.clone();
     let memberships = GroupMemberships::default();
@@ -135,6 +168,12 @@ pub fn controllers(
     Controllers {
         users: controller,
         retained,
+        profile_statuses: status_controller::<Profile>(client)
+            .reconcile_on(profile_triggers)
+            .reconcile_all_on(every(RESYNC)),
+        group_statuses: status_controller::<DirectoryGroup>(client)
+            .reconcile_all_on(group_triggers)
+            .reconcile_all_on(every(RESYNC)),
         caches,
     }
 }
@@ -142,11 +181,13 @@ pub fn controllers(
 /// The User watch, trimmed ([`trim_user`]) and reflected into the returned cache by hand
 /// rather than with `reflect`, to compare each User with its cached version before the cache
 /// moves on: the stream yields only the Users whose change [`triggers_reconcile`], and keeps
-/// `index` (Profile to Users) current, with `config`'s default Profile for Users naming none.
+/// `index` (Profile to Users) current, with `config`'s default Profile for Users naming none,
+/// sending each Profile whose status a User event may change to `wake_profiles`.
 fn user_watch(
     client: &Client,
     config: &Config,
     index: &ProfileIndex,
+    wake_profiles: UnboundedSender<ObjectRef<Profile>>,
 ) -> (
     Store<User>,
     impl futures::Stream<Item = Result<User, watcher::Error>> + Send + 'static,
@@ -161,7 +202,11 @@ fn user_watch(
     let default_profile = config.default_profile.clone();
     let cached = users.clone();
     let user_events = relist_in_place(user_events, users.clone())
-        .inspect(move |event| index_profiles(&indexed, default_profile.as_deref(), event))
+        .inspect(move |event| {
+            for profile in index_profiles(&indexed, default_profile.as_deref(), event) {
+                let _ = wake_profiles.unbounded_send(profile);
+            }
+        })
         .map_ok(move |event| {
             let trigger = triggers_reconcile(&cached, &event);
             writer.apply_watcher_event(&event);
@@ -215,18 +260,23 @@ fn user_of_role_binding(
     }
 }
 
-/// The Profile cache, and the Profiles whose spec changed or that came or went: a Profile's
-/// status is Homestead's own count of its Users; only its spec (generation) and its existence
-/// change what its Users get.
+/// The Profile cache, and the Profiles whose spec changed or that came or went (each also sent
+/// to `wake_groups`: which Profile a group selects may change with it): a Profile's status is
+/// Homestead's own count of its Users; only its spec (generation) and its existence change
+/// what its Users get.
 fn profile_watch(
     client: &Client,
+    wake_groups: UnboundedSender<()>,
 ) -> (
     Store<Profile>,
     impl futures::Stream<Item = Result<Profile, watcher::Error>> + Send + 'static,
 ) {
     let (profiles, events) =
         cached_watch(client, watcher::Config::default(), trim_object::<Profile>);
-    let events = changes_of(events, |p: &Profile| fingerprint(&p.metadata.generation));
+    let events =
+        changes_of(events, |p: &Profile| fingerprint(&p.metadata.generation)).inspect(move |_| {
+            let _ = wake_groups.unbounded_send(());
+        });
     (profiles, events)
 }
 
@@ -322,13 +372,14 @@ where
 
 /// Keeps `index` in step with a User watch event: the Profile a User uses is its
 /// `spec.profile`, else the one its status says it was last reconciled with (which its
-/// directory groups may have chosen), else `default_profile`; a deleted User uses none.
+/// directory groups may have chosen), else `default_profile`; a deleted User uses none. Returns
+/// the Profiles whose status the event may change: the one the User uses, and one it left.
 fn index_profiles(
     index: &ProfileIndex,
     default_profile: Option<&str>,
     event: &Result<watcher::Event<User>, watcher::Error>,
-) {
-    match event {
+) -> Vec<ObjectRef<Profile>> {
+    let (user, profile) = match event {
         Ok(watcher::Event::Apply(user) | watcher::Event::InitApply(user)) => {
             let applied = user.status.as_ref().and_then(|s| s.profile.as_ref());
             let profile = user
@@ -337,11 +388,16 @@ fn index_profiles(
                 .as_deref()
                 .or(applied.map(|a| a.name.as_str()))
                 .or(default_profile);
-            index.set(&user.name_any(), profile);
+            (user, profile)
         }
-        Ok(watcher::Event::Delete(user)) => index.set(&user.name_any(), None),
-        _ => {}
-    }
+        Ok(watcher::Event::Delete(user)) => (user, None),
+        _ => return Vec::new(),
+    };
+    let left = index.set(&user.name_any(), profile);
+    left.iter()
+        .map(|name| ObjectRef::new(name))
+        .chain(profile.map(ObjectRef::new))
+        .collect()
 }
 
 /// The members of each DirectoryGroup as the last change of it showed them, to tell which

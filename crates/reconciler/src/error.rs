@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use homestead_api::User;
+use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
 
 /// A request Homestead makes to the API server.
@@ -174,24 +175,25 @@ impl Error {
     }
 }
 
-/// Retry delays per User after failed reconciles: exponential from [`Backoffs::MIN_DELAY`]
-/// (doubling each failure, with random jitter of up to the current delay) to at most
-/// [`Backoffs::MAX_DELAY`] plus jitter. A successful reconcile of the User resets it.
+/// Retry delays per object (a User by default) after failed reconciles: exponential from
+/// [`Backoffs::MIN_DELAY`] (doubling each failure, with random jitter of up to the current
+/// delay) to at most [`Backoffs::MAX_DELAY`] plus jitter. A successful reconcile of the object
+/// resets it.
 ///
-/// Built on `backon`'s [`ExponentialBuilder`]; one small iterator is held per failing User only.
+/// Built on `backon`'s [`ExponentialBuilder`]; one small iterator is held per failing object only.
 #[derive(Debug)]
-pub struct Backoffs {
+pub struct Backoffs<K: Resource<DynamicType = ()> = User> {
     builder: ExponentialBuilder,
-    failing: Mutex<HashMap<ObjectRef<User>, ExponentialBackoff>>,
+    failing: Mutex<HashMap<ObjectRef<K>, ExponentialBackoff>>,
 }
 
-impl Default for Backoffs {
+impl<K: Resource<DynamicType = ()>> Default for Backoffs<K> {
     fn default() -> Self {
         Self::new(Self::MIN_DELAY, Self::MAX_DELAY)
     }
 }
 
-impl Backoffs {
+impl<K: Resource<DynamicType = ()>> Backoffs<K> {
     /// Delay after a User's first failure: 1 second (plus jitter).
     pub const MIN_DELAY: Duration = Duration::from_secs(1);
     /// Longest delay between retries: 5 minutes (plus jitter), the resync period.
@@ -211,17 +213,17 @@ impl Backoffs {
     }
 
     /// The delay before retrying `user` after one more failure.
-    pub fn next_delay(&self, user: ObjectRef<User>) -> Duration {
+    pub fn next_delay(&self, user: ObjectRef<K>) -> Duration {
         let mut failing = self.failing.lock().unwrap_or_else(|e| e.into_inner());
         failing
             .entry(user)
             .or_insert_with(|| self.builder.build())
             .next()
-            .unwrap_or(Self::MAX_DELAY)
+            .unwrap_or(Backoffs::<User>::MAX_DELAY)
     }
 
     /// Forgets `user`'s failures (after a successful reconcile).
-    pub fn reset(&self, user: &ObjectRef<User>) {
+    pub fn reset(&self, user: &ObjectRef<K>) {
         let mut failing = self.failing.lock().unwrap_or_else(|e| e.into_inner());
         failing.remove(user);
     }

@@ -14,6 +14,7 @@
 //! - [`quantity`]: exact values of resource quantities.
 //! - [`recent`]: writes made moments ago that the caches may not show yet.
 //! - [`status`]: condition reasons, Event reasons, the pure desired status and its write.
+//! - [`statuses`]: the Profile and DirectoryGroup status controllers' reconciles.
 //! - [`expiry`]: access that ends on a date (`validUntil`, `onExpiry`).
 //! - [`profile`]: applying a User's Profile (precedence, overrides, what only Profiles set).
 //! - [`provision`]: the live-User path (namespace, access, quota).
@@ -41,6 +42,7 @@ pub mod quantity;
 pub mod recent;
 mod reconcile;
 pub mod status;
+pub mod statuses;
 pub mod trim;
 pub mod validate;
 

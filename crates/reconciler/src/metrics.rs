@@ -136,6 +136,9 @@ pub struct Metrics {
     /// `homestead_events_failed_total`: Events the API server refused or did not answer (each
     /// is logged with its User and reason; Events are not retried).
     pub events_failed: IntCounter,
+    /// `homestead_status_errors_total{kind="Profile"|"DirectoryGroup"}`: failed writes of a
+    /// Profile's or DirectoryGroup's status (each retried with backoff, and logged).
+    pub status_errors: IntCounterVec,
     /// The `(ready, reason)` pairs of `homestead_users` set so far, so a pair no User has any
     /// more is set to 0 rather than left at its last count.
     seen: Arc<Mutex<HashSet<(String, String)>>>,
@@ -219,6 +222,12 @@ impl Metrics {
                     "Events whose publication failed (not retried)",
                 )?,
             )?,
+            status_errors: counter_vec(
+                r,
+                "homestead_status_errors_total",
+                "Failed writes of Profile and DirectoryGroup statuses, by kind",
+                &["kind"],
+            )?,
             seen: Arc::default(),
         };
         metrics.start_series(r)?;
@@ -245,6 +254,9 @@ impl Metrics {
         }
         for result in ["success", "error"] {
             self.reconciliations.with_label_values(&[result]).reset();
+        }
+        for kind in ["Profile", "DirectoryGroup"] {
+            self.status_errors.with_label_values(&[kind]).reset();
         }
         Ok(())
     }

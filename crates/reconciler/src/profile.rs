@@ -21,7 +21,7 @@ use homestead_api::{
 use k8s_openapi::api::core::v1::LimitRangeSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
 use crate::context::{Config, Context, PodSecurity};
@@ -228,16 +228,18 @@ impl ProfileIndex {
     }
 
     /// Records that the User `user` uses `profile` (`None`: no Profile, or the User is gone).
-    pub fn set(&self, user: &str, profile: Option<&str>) {
+    /// Returns the Profiles `user` used before and no longer does (none, or one).
+    pub fn set(&self, user: &str, profile: Option<&str>) -> Vec<Arc<str>> {
         let mut index = self.index();
         if let Some(profile) = profile
             && index.users.get(profile).is_some_and(|u| u.contains(user))
         {
-            return;
+            return Vec::new();
         }
+        let mut left = Vec::new();
         index.users.retain(|name, users| {
-            if Some(&**name) != profile {
-                users.remove(user);
+            if Some(&**name) != profile && users.remove(user) {
+                left.push(name.clone());
             }
             !users.is_empty()
         });
@@ -248,6 +250,7 @@ impl ProfileIndex {
                 .or_default()
                 .insert(Box::from(user));
         }
+        left
     }
 
     /// The names of the Users that use `profile`, in no particular order.
@@ -372,56 +375,17 @@ impl Context {
         })
     }
 
-    /// Writes the status of every Profile whose status is not what its Users say
-    /// ([`profile_status`]), then of every DirectoryGroup whose status is not its
-    /// [`group_status`], by server-side apply on the status subresource (field manager
-    /// `homestead`); reads caches only, and writes nothing when every status is current. Returns
-    /// how many statuses it wrote.
-    ///
-    /// # Errors
-    /// [`Error::Kube`] with [`Verb::PatchStatus`] for the first write that fails; the others
-    /// are tried on the next call.
-    pub async fn write_profile_statuses(
-        &self,
-        users: &Store<User>,
-        index: &ProfileIndex,
-    ) -> crate::Result<usize> {
-        let mut written = 0;
-        let profiles = self.caches.profiles.state();
-        for profile in profiles.iter().cloned() {
-            let name = profile.name_any();
-            let members: Vec<Arc<User>> = index
-                .users_of(&name)
-                .iter()
-                .filter_map(|user| users.get(&ObjectRef::new(user)))
-                .collect();
-            let now = Time(k8s_openapi::jiff::Timestamp::now());
-            let desired = profile_status(&profile, members.iter().map(AsRef::as_ref), now);
-            if profile_status_matches(profile.status.as_ref(), &desired) {
-                continue;
-            }
-            self.apply_status::<Profile>(&name, &desired).await?;
-            written += 1;
-        }
-        for group in self.caches.groups.state() {
-            let desired = group_status(&group, &profiles);
-            if group.status.as_ref() == Some(&desired) {
-                continue;
-            }
-            let name = group.name_any();
-            self.apply_status::<DirectoryGroup>(&name, &desired).await?;
-            written += 1;
-        }
-        Ok(written)
-    }
-
     /// Sets the status of the cluster-scoped `K` named `name` to `status`, by server-side apply
     /// on its status subresource (field manager `homestead`), if this replica may write.
     ///
     /// # Errors
     /// [`Error::NotLeader`] when it may not; [`Error::Kube`] with
     /// [`Verb::PatchStatus`] when the API server refuses.
-    async fn apply_status<K>(&self, name: &str, status: &impl serde::Serialize) -> crate::Result<()>
+    pub(crate) async fn apply_status<K>(
+        &self,
+        name: &str,
+        status: &impl serde::Serialize,
+    ) -> crate::Result<()>
     where
         K: Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
             + Clone

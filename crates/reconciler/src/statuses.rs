@@ -1,0 +1,142 @@
+//! Profile and DirectoryGroup statuses, each kept by a small controller of its own (driven by
+//! kube-runtime's `Controller` in the operator): a Profile's status counts its Users and how many
+//! reflect its current generation ([`profile_status`]); a DirectoryGroup's counts its members and
+//! names the Profile it selects ([`group_status`]). Each reconcile reads caches only and writes
+//! the status (server-side apply, field manager `homestead`) only when it differs. A failed write
+//! is retried per object with exponential backoff and counted in
+//! `homestead_status_errors_total{kind}`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use homestead_api::{DirectoryGroup, Profile, User};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store};
+use tracing::warn;
+
+use crate::context::Context;
+use crate::error::{Backoffs, Error, Result};
+use crate::profile::{ProfileIndex, group_status, profile_status, profile_status_matches};
+
+/// What the status controllers read and write through.
+pub struct StatusContext {
+    /// The reconcile context: the fenced client, the caches (Profiles, DirectoryGroups), the
+    /// metrics.
+    pub ctx: Arc<Context>,
+    /// The User cache (the Controller over Users' store).
+    pub users: Store<User>,
+    /// Which Users use which Profile.
+    pub index: ProfileIndex,
+    /// Retry delays of Profiles whose status write failed.
+    pub profile_backoffs: Backoffs<Profile>,
+    /// Retry delays of DirectoryGroups whose status write failed.
+    pub group_backoffs: Backoffs<DirectoryGroup>,
+}
+
+/// While this replica may not write, statuses are looked at again after this long.
+const NOT_LEADER_RECHECK: Duration = Duration::from_secs(5);
+
+/// Brings `profile`'s status in line with its Users (as cached); writes nothing when it already
+/// is. Returns [`Action::await_change`]: a change of the Profile or of one of its Users triggers
+/// the next reconcile.
+///
+/// # Errors
+/// [`Error::Kube`] with the status write's verb when the API server refuses it.
+pub async fn reconcile_profile_status(
+    profile: Arc<Profile>,
+    status: Arc<StatusContext>,
+) -> Result<Action> {
+    let ctx = &status.ctx;
+    ctx.wait_synced().await;
+    if !ctx.fence.is_held() {
+        return Ok(Action::requeue(NOT_LEADER_RECHECK));
+    }
+    let name = profile.name_any();
+    let members: Vec<Arc<User>> = status
+        .index
+        .users_of(&name)
+        .iter()
+        .filter_map(|user| status.users.get(&ObjectRef::new(user)))
+        .collect();
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let desired = profile_status(&profile, members.iter().map(AsRef::as_ref), now);
+    if !profile_status_matches(profile.status.as_ref(), &desired) {
+        ctx.apply_status::<Profile>(&name, &desired).await?;
+    }
+    status
+        .profile_backoffs
+        .reset(&ObjectRef::from_obj(profile.as_ref()));
+    Ok(Action::await_change())
+}
+
+/// Brings `group`'s status in line with its members and the Profiles (as cached); writes
+/// nothing when it already is.
+///
+/// # Errors
+/// [`Error::Kube`] with the status write's verb when the API server refuses it.
+pub async fn reconcile_group_status(
+    group: Arc<DirectoryGroup>,
+    status: Arc<StatusContext>,
+) -> Result<Action> {
+    let ctx = &status.ctx;
+    ctx.wait_synced().await;
+    if !ctx.fence.is_held() {
+        return Ok(Action::requeue(NOT_LEADER_RECHECK));
+    }
+    let desired = group_status(&group, &ctx.caches.profiles.state());
+    if group.status.as_ref() != Some(&desired) {
+        ctx.apply_status::<DirectoryGroup>(&group.name_any(), &desired)
+            .await?;
+    }
+    status
+        .group_backoffs
+        .reset(&ObjectRef::from_obj(group.as_ref()));
+    Ok(Action::await_change())
+}
+
+/// After a failed Profile status write: counts it in `homestead_status_errors_total{kind="Profile"}`,
+/// logs it, and retries with the Profile's backoff (1 s doubling to 5 min, with jitter).
+pub fn profile_status_error(
+    profile: Arc<Profile>,
+    error: &Error,
+    status: Arc<StatusContext>,
+) -> Action {
+    let delay = status
+        .profile_backoffs
+        .next_delay(ObjectRef::from_obj(profile.as_ref()));
+    retry(&status.ctx, "Profile", &profile.name_any(), error, delay)
+}
+
+/// After a failed DirectoryGroup status write: as [`profile_status_error`], with
+/// `kind="DirectoryGroup"`.
+pub fn group_status_error(
+    group: Arc<DirectoryGroup>,
+    error: &Error,
+    status: Arc<StatusContext>,
+) -> Action {
+    let delay = status
+        .group_backoffs
+        .next_delay(ObjectRef::from_obj(group.as_ref()));
+    retry(
+        &status.ctx,
+        "DirectoryGroup",
+        &group.name_any(),
+        error,
+        delay,
+    )
+}
+
+/// Counts and logs a failed status write of the `kind` named `name`, and requeues it after
+/// `delay`.
+fn retry(ctx: &Context, kind: &str, name: &str, error: &Error, delay: Duration) -> Action {
+    ctx.metrics.status_errors.with_label_values(&[kind]).inc();
+    warn!(
+        kind,
+        name,
+        retry_in_seconds = delay.as_secs_f64(),
+        "writing a status failed: {error}"
+    );
+    Action::requeue(delay)
+}
