@@ -1,0 +1,312 @@
+//! Reconciles run in this process against the real local control plane: [`reconcile`] called
+//! directly, as the operator's Controller calls it, with a [`Context`] whose client is the
+//! operator's own ServiceAccount identity (bounded by `rbac/` and its admission policy), and no
+//! operator binary. The caches are left empty, so every decision that needs the cluster reads
+//! it. What a person can do is checked with `kubectl auth can-i --as` against the real
+//! aggregated roles (docs/design.md rules 6, 7, 11 and 12).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use homestead_api::{CONDITION_READY, FINALIZER, LABEL_RETAINED_FROM, User};
+use homestead_reconciler::context::{Caches, Fence};
+use homestead_reconciler::{Config, Context, Metrics, reconcile};
+use homestead_testenv::{ADMIN, ControlPlane, OPERATOR, Options};
+use k8s_openapi::api::core::v1::{Event, Namespace};
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::runtime::events::Reporter;
+use kube::runtime::reflector;
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+/// The control plane shared by this binary's tests, with the CRDs, the operator's namespace and
+/// `rbac/` (its ClusterRole, bindings and admission policies) installed.
+async fn plane() -> &'static ControlPlane {
+    let plane =
+        ControlPlane::shared(|o: Options| homestead_api::crds().into_iter().fold(o, Options::crd));
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    for args in [
+        ["apply", "-f", "manifests/namespace.yaml"],
+        ["apply", "-k", "rbac/"],
+    ] {
+        let out = plane
+            .kubectl(ADMIN)
+            .unwrap()
+            .current_dir(root)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    plane
+}
+
+/// A reconcile Context as the operator builds one, acting as the operator's identity, with
+/// empty caches (marked synced) and no leader election.
+async fn context(plane: &ControlPlane) -> Arc<Context> {
+    let client = plane.client(OPERATOR).await.unwrap();
+    let caches = Caches {
+        namespaces: reflector::store().0,
+        role_bindings: reflector::store().0,
+        quotas: reflector::store().0,
+        limit_ranges: reflector::store().0,
+        network_policies: reflector::store().0,
+        profiles: reflector::store().0,
+        groups: reflector::store().0,
+        created_namespaces: Arc::default(),
+        created_role_bindings: Arc::default(),
+    };
+    let reporter = Reporter {
+        controller: "homestead".into(),
+        instance: Some("in-process".into()),
+    };
+    let metrics = Metrics::new(&prometheus::Registry::new()).unwrap();
+    let fence = Arc::new(Fence::always());
+    let ctx = Context::new(client, Config::default(), reporter, metrics, caches, fence);
+    ctx.mark_synced();
+    Arc::new(ctx)
+}
+
+/// Creates the User `name` for `username` with `spec` (as HR would: the admin identity).
+async fn create_user(admin: &Client, name: &str, username: &str, spec: serde_json::Value) {
+    let mut spec = spec;
+    spec["identity"] = json!({ "username": username });
+    let user: User = serde_json::from_value(json!({
+        "apiVersion": "homestead.dev/v1alpha1", "kind": "User",
+        "metadata": { "name": name }, "spec": spec,
+    }))
+    .unwrap();
+    Api::<User>::all(admin.clone())
+        .create(&PostParams::default(), &user)
+        .await
+        .unwrap();
+}
+
+/// Reconciles the User `name` as the Controller would (the finalizer first, then the rest),
+/// reading it afresh before each pass, until `done` holds for it (`None`: it is gone) or 60 s
+/// pass. Returns the last state seen.
+async fn reconcile_until(
+    ctx: &Arc<Context>,
+    admin: &Client,
+    name: &str,
+    done: impl Fn(Option<&User>) -> bool,
+) -> Option<User> {
+    let users = Api::<User>::all(admin.clone());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let user = users.get_opt(name).await.unwrap();
+        if done(user.as_ref()) {
+            return user;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name}: not done after 60 s: {user:?}"
+        );
+        let user = user.expect("the User exists while not done");
+        reconcile(Arc::new(user), ctx.clone()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// `(status, reason)` of `user`'s `Ready` condition.
+fn ready(user: Option<&User>) -> Option<(String, String)> {
+    let condition = user?
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_READY)?;
+    Some((condition.status.clone(), condition.reason.clone()))
+}
+
+/// `kubectl auth can-i <verb> <resource> -n <namespace> --as <person>`.
+fn can_i(plane: &ControlPlane, person: &str, verb: &str, resource: &str, namespace: &str) -> bool {
+    let out = plane
+        .kubectl(ADMIN)
+        .unwrap()
+        .args([
+            "auth", "can-i", verb, resource, "-n", namespace, "--as", person,
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim() == "yes"
+}
+
+/// The reasons of the Events about the User `name`, once the context's queue has drained.
+async fn event_reasons(ctx: &Context, admin: &Client, name: &str) -> Vec<String> {
+    assert!(ctx.events.drained(Duration::from_secs(10)).await);
+    let events = Api::<Event>::namespaced(admin.clone(), "default")
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .unwrap();
+    events.items.into_iter().filter_map(|e| e.reason).collect()
+}
+
+#[tokio::test]
+async fn a_reconcile_provisions_a_namespace_and_access_and_reports_ready_with_one_event() {
+    let plane = plane().await;
+    let admin = plane.client(ADMIN).await.unwrap();
+    let ctx = context(plane).await;
+    let person = "ada@example.com";
+    create_user(&admin, "ip-ada", person, json!({})).await;
+    assert!(!can_i(plane, person, "create", "configmaps", "user-ip-ada"));
+
+    let user = reconcile_until(&ctx, &admin, "ip-ada", |u| ready(u).is_some()).await;
+    let user = user.expect("the User exists");
+    assert_eq!(
+        ready(Some(&user)),
+        Some(("True".into(), "Provisioned".into()))
+    );
+    let status = user.status.as_ref().unwrap();
+    assert_eq!(status.namespace.as_deref(), Some("user-ip-ada"));
+    assert_eq!(status.observed_generation, user.metadata.generation);
+    assert!(user.finalizers().iter().any(|f| f == FINALIZER));
+
+    let namespace = Api::<Namespace>::all(admin.clone())
+        .get("user-ip-ada")
+        .await
+        .unwrap();
+    assert_eq!(
+        namespace
+            .labels()
+            .get("homestead.dev/user")
+            .map(String::as_str),
+        Some("ip-ada")
+    );
+    assert_eq!(
+        namespace.annotations().get("homestead.dev/user-uid"),
+        user.metadata.uid.as_ref()
+    );
+    let binding = Api::<RoleBinding>::namespaced(admin.clone(), "user-ip-ada")
+        .get("homestead-user")
+        .await
+        .unwrap();
+    assert_eq!(binding.role_ref.name, "admin");
+    assert!(can_i(plane, person, "create", "configmaps", "user-ip-ada"));
+    assert!(!can_i(plane, person, "create", "configmaps", "default"));
+
+    let reasons = event_reasons(&ctx, &admin, "ip-ada").await;
+    assert_eq!(
+        reasons,
+        ["Provisioned"],
+        "one Event reports the whole provisioning"
+    );
+}
+
+#[tokio::test]
+async fn offboarding_under_delete_revokes_first_then_deletes_the_namespace_then_the_user() {
+    let plane = plane().await;
+    let admin = plane.client(ADMIN).await.unwrap();
+    let ctx = context(plane).await;
+    let person = "bea@example.com";
+    create_user(&admin, "ip-bea", person, json!({})).await;
+    reconcile_until(&ctx, &admin, "ip-bea", |u| ready(u).is_some()).await;
+    assert!(can_i(plane, person, "create", "configmaps", "user-ip-bea"));
+
+    Api::<User>::all(admin.clone())
+        .delete("ip-bea", &DeleteParams::default())
+        .await
+        .unwrap();
+    // The first pass revokes every binding and starts deleting the namespace; the User stays
+    // (its finalizer) and says what it waits for.
+    let terminating = reconcile_until(&ctx, &admin, "ip-bea", |u| {
+        ready(u).is_some_and(|(_, reason)| reason == "Terminating")
+    })
+    .await;
+    assert!(
+        terminating.is_some(),
+        "the User stays while its namespace goes"
+    );
+    assert!(!can_i(plane, person, "create", "configmaps", "user-ip-bea"));
+    assert!(!can_i(plane, person, "get", "pods", "user-ip-bea"));
+
+    reconcile_until(&ctx, &admin, "ip-bea", |u| u.is_none()).await;
+    let namespace = Api::<Namespace>::all(admin.clone())
+        .get_opt("user-ip-bea")
+        .await
+        .unwrap();
+    assert!(
+        namespace.is_none(),
+        "the User went only after its namespace: {namespace:?}"
+    );
+    let reasons = event_reasons(&ctx, &admin, "ip-bea").await;
+    for reason in ["Provisioned", "Terminating", "Offboarded"] {
+        assert!(
+            reasons.iter().any(|r| r == reason),
+            "{reason} in {reasons:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn offboarding_under_retain_keeps_the_namespace_without_any_access() {
+    let plane = plane().await;
+    let admin = plane.client(ADMIN).await.unwrap();
+    let ctx = context(plane).await;
+    let person = "cai@example.com";
+    create_user(
+        &admin,
+        "ip-cai",
+        person,
+        json!({ "deletionPolicy": "Retain" }),
+    )
+    .await;
+    reconcile_until(&ctx, &admin, "ip-cai", |u| ready(u).is_some()).await;
+    // A binding the person made themselves, with their admin: revocation removes it too.
+    let out = plane
+        .kubectl(ADMIN)
+        .unwrap()
+        .args([
+            "-n",
+            "user-ip-cai",
+            "create",
+            "rolebinding",
+            "mine",
+            "--clusterrole=edit",
+        ])
+        .args(["--user", person, "--as", person])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    Api::<User>::all(admin.clone())
+        .delete("ip-cai", &DeleteParams::default())
+        .await
+        .unwrap();
+    reconcile_until(&ctx, &admin, "ip-cai", |u| u.is_none()).await;
+    let namespace = Api::<Namespace>::all(admin.clone())
+        .get("user-ip-cai")
+        .await
+        .unwrap();
+    assert_eq!(
+        namespace
+            .labels()
+            .get(LABEL_RETAINED_FROM)
+            .map(String::as_str),
+        Some("ip-cai")
+    );
+    assert!(
+        namespace.owner_references().is_empty(),
+        "no owner reference: nothing collects it"
+    );
+    let bindings = Api::<RoleBinding>::namespaced(admin.clone(), "user-ip-cai")
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(bindings.items.is_empty(), "{:?}", bindings.items);
+    assert!(!can_i(plane, person, "get", "configmaps", "user-ip-cai"));
+    let reasons = event_reasons(&ctx, &admin, "ip-cai").await;
+    assert!(
+        reasons.iter().any(|r| r == "NamespaceRetained"),
+        "{reasons:?}"
+    );
+}
