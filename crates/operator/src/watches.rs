@@ -7,7 +7,10 @@
 //! quota's usage, and the first delivery of a Namespace or RoleBinding exactly as Homestead
 //! created it (the reconcile that created it went on from there). A RoleBinding reaches its
 //! User through its Namespace (whose labels tenants cannot write), never through a label on the
-//! RoleBinding itself.
+//! RoleBinding itself. Which deliveries are echoes of Homestead's own writes is decided next to
+//! the code that makes those writes: [`status::triggers_reconcile`] beside the status write,
+//! [`OwnCreates::touched_except_echoes`] beside the memory of creates, and
+//! [`ProfileIndex::observe`] beside the Profile index; this module only wires watches to them.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -25,6 +28,7 @@ use homestead_reconciler::ownership::user_of;
 use homestead_reconciler::profile::ProfileIndex;
 use homestead_reconciler::provision::RESYNC;
 use homestead_reconciler::recent::OwnCreates;
+use homestead_reconciler::status;
 use homestead_reconciler::trim::{trim, trim_user};
 use homestead_reconciler::{Caches, Config};
 use k8s_openapi::api::core::v1::{LimitRange, Namespace, ResourceQuota};
@@ -46,7 +50,7 @@ pub struct Controllers {
     /// (homestead_reconciler::offboard::keep_retained_revoked)).
     pub retained: Controller<Namespace>,
     /// The Controller over Profile statuses: triggered by a Profile's own changes and by the
-    /// changes of its Users ([`index_profiles`]).
+    /// changes of its Users ([`ProfileIndex::observe`]).
     pub profile_statuses: Controller<Profile>,
     /// The Controller over DirectoryGroup statuses: triggered by a group's own changes and by
     /// every change of a Profile's spec.
@@ -110,9 +114,12 @@ pub fn controllers(
         cached_watch(client, managed, trim_object::<NetworkPolicy>);
     let created_namespaces = Arc::<OwnCreates<CachedNamespace>>::default();
     let created_role_bindings = Arc::<OwnCreates<CachedRoleBinding>>::default();
-    let namespace_events = touched_except_echoes(namespace_events, created_namespaces.clone());
-    let role_binding_events =
-        touched_except_echoes(role_binding_events, created_role_bindings.clone());
+    let namespace_events = created_namespaces
+        .clone()
+        .touched_except_echoes(namespace_events);
+    let role_binding_events = created_role_bindings
+        .clone()
+        .touched_except_echoes(role_binding_events);
     let limit_range_events = limit_range_events.touched_objects();
     let network_policy_events = network_policy_events.touched_objects();
     let (wake_groups, group_triggers) = futures::channel::mpsc::unbounded();
@@ -203,7 +210,8 @@ fn user_watch(
     let cached = users.clone();
     let user_events = relist_in_place(user_events, users.clone())
         .inspect(move |event| {
-            for profile in index_profiles(&indexed, default_profile.as_deref(), event) {
+            let Ok(event) = event else { return };
+            for profile in indexed.observe(default_profile.as_deref(), event) {
                 let _ = wake_profiles.unbounded_send(profile);
             }
         })
@@ -325,79 +333,16 @@ fn users_of_profile(
     users
 }
 
-/// Whether a User watch event should trigger the User's reconcile, judged against the User's
-/// cached version from before the event: a new User, or a change to its spec or to the metadata
-/// reconciles read (finalizers, deletion timestamp, generation, uid; [`trim_user`] drops the
-/// rest), or a status without its `Ready` condition (someone cleared it). Any other change to
-/// the status alone does not: the status is Homestead's own (nearly always the echo of its last
-/// write), and reconciles only compare it with the status they compute; one written by
-/// someone else is put right at the next resync ([`RESYNC`]) or change.
+/// Whether a User watch event should trigger the User's reconcile: an applied User whose
+/// change is not the echo of Homestead's own status write ([`status::triggers_reconcile`],
+/// judged against the User's cached version from before the event).
 fn triggers_reconcile(cached: &Store<User>, event: &watcher::Event<User>) -> bool {
     match event {
         watcher::Event::Apply(user) | watcher::Event::InitApply(user) => {
-            cached
-                .get(&ObjectRef::from_obj(user))
-                .is_none_or(|old| old.metadata != user.metadata || old.spec != user.spec)
-                || user.ready_condition().is_none()
+            status::triggers_reconcile(cached.get(&ObjectRef::from_obj(user)).as_deref(), user)
         }
         _ => false,
     }
-}
-
-/// The objects of `events` whose change triggers their User's reconcile (as kube-runtime's
-/// `touched_objects`): every new, changed or deleted one, except the watch's first delivery of
-/// an object exactly as this replica created it ([`OwnCreates::is_echo`]).
-fn touched_except_echoes<K, S>(
-    events: S,
-    created: Arc<OwnCreates<K>>,
-) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static
-where
-    K: Resource + PartialEq + Send + 'static,
-    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
-{
-    events.filter_map(move |event| {
-        std::future::ready(match event {
-            Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
-                (!created.is_echo(&o)).then_some(Ok(o))
-            }
-            Ok(watcher::Event::Delete(o)) => {
-                created.forget(&o);
-                Some(Ok(o))
-            }
-            Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
-            Err(e) => Some(Err(e)),
-        })
-    })
-}
-
-/// Keeps `index` in step with a User watch event: the Profile a User uses is its
-/// `spec.profile`, else the one its status says it was last reconciled with (which its
-/// directory groups may have chosen), else `default_profile`; a deleted User uses none. Returns
-/// the Profiles whose status the event may change: the one the User uses, and one it left.
-fn index_profiles(
-    index: &ProfileIndex,
-    default_profile: Option<&str>,
-    event: &Result<watcher::Event<User>, watcher::Error>,
-) -> Vec<ObjectRef<Profile>> {
-    let (user, profile) = match event {
-        Ok(watcher::Event::Apply(user) | watcher::Event::InitApply(user)) => {
-            let applied = user.status.as_ref().and_then(|s| s.profile.as_ref());
-            let profile = user
-                .spec
-                .profile
-                .as_deref()
-                .or(applied.map(|a| a.name.as_str()))
-                .or(default_profile);
-            (user, profile)
-        }
-        Ok(watcher::Event::Delete(user)) => (user, None),
-        _ => return Vec::new(),
-    };
-    let left = index.set(&user.name_any(), profile);
-    left.iter()
-        .map(|name| ObjectRef::new(name))
-        .chain(profile.map(ObjectRef::new))
-        .collect()
 }
 
 /// The members of each DirectoryGroup as the last change of it showed them, to tell which

@@ -22,6 +22,7 @@ use k8s_openapi::api::core::v1::LimitRangeSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 
 use crate::context::{Config, Context, PodSecurity};
@@ -253,6 +254,37 @@ impl ProfileIndex {
         left
     }
 
+    /// Keeps the index in step with a User watch `event`: the Profile a User uses is its
+    /// `spec.profile`, else the one its status says it was last reconciled with (which its
+    /// directory groups may have chosen), else `default_profile`; a deleted User uses none.
+    /// Returns the Profiles whose status the event may change: the one the User uses, and one
+    /// it left.
+    pub fn observe(
+        &self,
+        default_profile: Option<&str>,
+        event: &watcher::Event<User>,
+    ) -> Vec<ObjectRef<Profile>> {
+        let (user, profile) = match event {
+            watcher::Event::Apply(user) | watcher::Event::InitApply(user) => {
+                let applied = user.status.as_ref().and_then(|s| s.profile.as_ref());
+                let profile = user
+                    .spec
+                    .profile
+                    .as_deref()
+                    .or(applied.map(|a| a.name.as_str()))
+                    .or(default_profile);
+                (user, profile)
+            }
+            watcher::Event::Delete(user) => (user, None),
+            watcher::Event::Init | watcher::Event::InitDone => return Vec::new(),
+        };
+        let left = self.set(&user.name_any(), profile);
+        left.iter()
+            .map(|name| ObjectRef::new(name))
+            .chain(profile.map(ObjectRef::new))
+            .collect()
+    }
+
     /// The names of the Users that use `profile`, in no particular order.
     pub fn users_of(&self, profile: &str) -> Vec<String> {
         self.index()
@@ -415,6 +447,31 @@ mod tests {
     use crate::context::PodSecurityLevel;
     use crate::test_fixtures::user;
     use serde_json::json;
+
+    #[test]
+    fn the_index_follows_user_events_and_names_the_profiles_whose_status_may_change() {
+        let index = ProfileIndex::default();
+        let names = |refs: Vec<ObjectRef<Profile>>| -> Vec<String> {
+            refs.into_iter().map(|r| r.name).collect()
+        };
+        let ann = user("ann", json!({ "profile": "engineer" }));
+        let applied = watcher::Event::Apply(ann.clone());
+        assert_eq!(names(index.observe(None, &applied)), ["engineer"]);
+        assert_eq!(index.users_of("engineer"), ["ann"]);
+        let moved = watcher::Event::Apply(user("ann", json!({ "profile": "intern" })));
+        assert_eq!(names(index.observe(None, &moved)), ["engineer", "intern"]);
+        assert!(index.users_of("engineer").is_empty());
+        let plain = watcher::Event::Apply(user("ann", json!({})));
+        assert_eq!(
+            names(index.observe(Some("default"), &plain)),
+            ["intern", "default"],
+            "no spec.profile: the operator's default"
+        );
+        let gone = watcher::Event::Delete(ann);
+        assert_eq!(names(index.observe(Some("default"), &gone)), ["default"]);
+        assert!(index.users_of("default").is_empty());
+        assert!(index.observe(None, &watcher::Event::InitDone).is_empty());
+    }
 
     fn profile(spec: serde_json::Value) -> Profile {
         let mut p: Profile = serde_json::from_value(json!({

@@ -12,10 +12,12 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::{Stream, StreamExt};
 use kube::Resource;
+use kube::runtime::watcher;
 
 /// How long a write counts as made while the cache does not show it yet: far longer than a
 /// watch event takes to arrive, far shorter than a resync.
@@ -74,6 +76,37 @@ pub struct OwnCreates<K>(Mutex<Created<K>>);
 
 /// Created objects by namespace and name, with when each was remembered.
 type Created<K> = HashMap<(Option<String>, String), (K, Instant)>;
+
+impl<K> OwnCreates<K>
+where
+    K: Resource + PartialEq + Send + 'static,
+{
+    /// The objects of watch `events` whose change triggers their User's reconcile (as
+    /// kube-runtime's `touched_objects`): every new, changed or deleted one, except the watch's
+    /// first delivery of an object exactly as this replica created it ([`OwnCreates::is_echo`]):
+    /// the reconcile that created it went on from there.
+    pub fn touched_except_echoes<S>(
+        self: Arc<Self>,
+        events: S,
+    ) -> impl Stream<Item = Result<K, watcher::Error>> + Send + 'static
+    where
+        S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    {
+        events.filter_map(move |event| {
+            std::future::ready(match event {
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                    (!self.is_echo(&o)).then_some(Ok(o))
+                }
+                Ok(watcher::Event::Delete(o)) => {
+                    self.forget(&o);
+                    Some(Ok(o))
+                }
+                Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
+                Err(e) => Some(Err(e)),
+            })
+        })
+    }
+}
 
 impl<K> Default for OwnCreates<K> {
     fn default() -> Self {

@@ -160,6 +160,18 @@ impl Change {
     }
 }
 
+/// Whether a change of a User, from `before` (its cached version; `None`: new) to `after`,
+/// calls for a reconcile: a new User, or a change to its spec or to the metadata reconciles
+/// read (finalizers, deletion timestamp, generation, uid; [`crate::trim::trim_user`] drops the
+/// rest), or a status without its `Ready` condition (someone cleared it). Any other change to
+/// the status alone does not: the status is Homestead's own, written by [`Context::write_status`]
+/// (nearly always this is the echo of that write), and reconciles only compare it with the
+/// status they compute; one written by someone else is put right at the next resync or change.
+pub fn triggers_reconcile(before: Option<&User>, after: &User) -> bool {
+    before.is_none_or(|old| old.metadata != after.metadata || old.spec != after.spec)
+        || after.ready_condition().is_none()
+}
+
 /// The outcome of a reconcile, written into the `Ready` condition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome {
@@ -527,6 +539,30 @@ mod tests {
     use crate::test_fixtures::user;
     use k8s_openapi::jiff::Timestamp;
     use serde_json::json;
+
+    #[test]
+    fn only_a_change_beyond_homesteads_own_status_triggers_a_reconcile() {
+        let mut before = user("alice", json!({}));
+        assert!(triggers_reconcile(None, &before), "a new User");
+        let outcome = Outcome::new("user-alice", Reason::Provisioned, "ready");
+        before.status = Some(desired_status(&before, &outcome, Time(Timestamp::now())));
+        let mut echo = before.clone();
+        let later = Outcome::new("user-alice", Reason::Provisioned, "ready again");
+        echo.status = Some(desired_status(&echo, &later, Time(Timestamp::now())));
+        assert!(!triggers_reconcile(Some(&before), &echo), "a status alone");
+        let mut respecified = before.clone();
+        respecified.spec.suspended = true;
+        assert!(triggers_reconcile(Some(&before), &respecified), "the spec");
+        let mut finalized = before.clone();
+        finalized.metadata.finalizers = Some(vec!["homestead.dev/cleanup".into()]);
+        assert!(
+            triggers_reconcile(Some(&before), &finalized),
+            "the metadata"
+        );
+        let mut cleared = before.clone();
+        cleared.status.as_mut().unwrap().conditions.clear();
+        assert!(triggers_reconcile(Some(&before), &cleared), "Ready cleared");
+    }
 
     fn at(seconds: i64) -> Time {
         Time(Timestamp::from_second(seconds).unwrap())
