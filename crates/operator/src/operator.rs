@@ -10,6 +10,7 @@ use homestead_reconciler::context::Fence;
 use homestead_reconciler::error::Backoffs;
 use homestead_reconciler::offboard::keep_retained_revoked;
 use homestead_reconciler::profile::ProfileIndex;
+use homestead_reconciler::recent::Recent;
 use homestead_reconciler::statuses::{
     StatusContext, group_status_error, profile_status_error, reconcile_group_status,
     reconcile_profile_status,
@@ -117,13 +118,14 @@ async fn reconcile_users(
     stop: CancellationToken,
 ) {
     let index = ProfileIndex::default();
+    let recent = Recent::default();
     let watches::Controllers {
         users: controller,
         retained,
         profile_statuses,
         group_statuses,
         caches,
-    } = watches::controllers(&client, cli.runtime.concurrency, &config, &index);
+    } = watches::controllers(&client, cli.runtime.concurrency, &config, &index, &recent);
     let users = controller.store();
     health.set_user_store(users.clone());
     let reporter = Reporter {
@@ -131,7 +133,7 @@ async fn reconcile_users(
         instance: Some(identity),
     };
     let fence = fence.unwrap_or_else(|| Arc::new(Fence::always()));
-    let ctx = Context::new(client, config, reporter, metrics, caches, fence);
+    let ctx = Context::new(client, config, reporter, metrics, caches, recent, fence);
     health.set_fence(ctx.fence.clone());
     let ctx = Arc::new(ctx);
     tokio::spawn(mark_ready_when_synced(

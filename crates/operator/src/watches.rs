@@ -14,7 +14,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::channel::mpsc::UnboundedSender;
@@ -27,7 +26,7 @@ use homestead_reconciler::cache::{CachedNamespace, CachedRoleBinding};
 use homestead_reconciler::ownership::user_of;
 use homestead_reconciler::profile::ProfileIndex;
 use homestead_reconciler::provision::RESYNC;
-use homestead_reconciler::recent::OwnCreates;
+use homestead_reconciler::recent::Recent;
 use homestead_reconciler::status;
 use homestead_reconciler::trim::{trim, trim_user};
 use homestead_reconciler::{Caches, Config};
@@ -87,17 +86,18 @@ const STATUS_DEBOUNCE: Duration = Duration::from_secs(1);
 /// change to a Profile's spec (for exactly that Profile's Users, from `index`, and the members of
 /// the directory groups it names), by every change to a DirectoryGroup's spec (for the members
 /// who joined or left it, all of them when it is renamed or deleted: [`GroupMemberships`]) and,
-/// for all
-/// Users at once, every [`RESYNC`], with `concurrency` reconciles at once (0: unbounded); the
-/// Controller over retained Namespaces, triggered by their own watch (few objects) and by every
-/// RoleBinding that appears in one, through the one RoleBinding watch both share; and the
-/// caches of managed objects, Profiles and DirectoryGroups. `config` says which Profile a User without
-/// `spec.profile` uses.
+/// for all Users at once, every [`RESYNC`], with `concurrency` reconciles at once (0:
+/// unbounded), except for the echoes of the creates `recent` remembers; the Controller over
+/// retained Namespaces, triggered by their own watch (few objects) and by every RoleBinding that
+/// appears in one, through the one RoleBinding watch both share; the Profile and DirectoryGroup
+/// status Controllers; and the caches of managed objects, Profiles and DirectoryGroups.
+/// `config` says which Profile a User without `spec.profile` uses.
 pub fn controllers(
     client: &Client,
     concurrency: u16,
     config: &Config,
     index: &ProfileIndex,
+    recent: &Recent,
 ) -> Controllers {
     let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
     let (namespaces, namespace_events) =
@@ -112,12 +112,12 @@ pub fn controllers(
         cached_watch(client, managed.clone(), trim_object::<LimitRange>);
     let (network_policies, network_policy_events) =
         cached_watch(client, managed, trim_object::<NetworkPolicy>);
-    let created_namespaces = Arc::<OwnCreates<CachedNamespace>>::default();
-    let created_role_bindings = Arc::<OwnCreates<CachedRoleBinding>>::default();
-    let namespace_events = created_namespaces
+    let namespace_events = recent
+        .namespaces
         .clone()
         .touched_except_echoes(namespace_events);
-    let role_binding_events = created_role_bindings
+    let role_binding_events = recent
+        .role_bindings
         .clone()
         .touched_except_echoes(role_binding_events);
     let limit_range_events = limit_range_events.touched_objects();
@@ -169,8 +169,6 @@ pub fn controllers(
         network_policies,
         profiles,
         groups,
-        created_namespaces,
-        created_role_bindings,
     };
     Controllers {
         users: controller,

@@ -16,7 +16,7 @@ use crate::cache::{CachedNamespace, CachedRoleBinding};
 use crate::error::Backoffs;
 use crate::events::EventQueue;
 use crate::metrics::Metrics;
-use crate::recent::OwnCreates;
+use crate::recent::Recent;
 
 pub use crate::fence::Fence;
 
@@ -151,10 +151,6 @@ pub struct Caches {
     pub profiles: Store<Profile>,
     /// Every DirectoryGroup.
     pub groups: Store<DirectoryGroup>,
-    /// Namespaces this replica created that the Namespace watch has not delivered yet.
-    pub created_namespaces: Arc<OwnCreates<CachedNamespace>>,
-    /// RoleBindings this replica created that the RoleBinding watch has not delivered yet.
-    pub created_role_bindings: Arc<OwnCreates<CachedRoleBinding>>,
 }
 
 /// Everything a reconcile needs, shared by all reconciles as `Arc<Context>`.
@@ -171,17 +167,12 @@ pub struct Context {
     /// Caches of managed objects.
     pub caches: Caches,
     /// Retry delays of Users whose reconcile failed.
-    pub backoffs: Backoffs,
-    /// Statuses written moments ago that the User cache may not show yet, by User name.
-    pub recent_statuses: crate::recent::RecentWrites,
-    /// Generations this replica converged moments ago (a `Ready=True` status written that the
-    /// User cache may not show yet), by User name, as
-    /// [`crate::status::convergence_print`]s: a reconcile triggered by the echo of one of its
-    /// own writes must not take the User for respecified and apply its Namespace again.
-    pub recent_convergence: crate::recent::RecentWrites,
+    pub(crate) backoffs: Backoffs,
+    /// Writes this replica made moments ago that the caches may not show yet.
+    pub recent: Recent,
     /// Whether every cache has seen its first list; reconciles wait for it, so nothing is
     /// written from a half-filled cache after a restart. Set by the operator.
-    pub synced: tokio::sync::watch::Sender<bool>,
+    synced: tokio::sync::watch::Sender<bool>,
     /// Whether this replica may write (it holds the leader-election Lease). [`Context::client`]
     /// checks it on every request that writes ([`crate::fence::fenced`]); reconciles and the
     /// Event queue read it to skip work a refused write would waste.
@@ -190,8 +181,9 @@ pub struct Context {
 
 impl Context {
     /// A Context whose Events are reported by `reporter` (controller `homestead` and this
-    /// replica's identity), with fresh backoff state, writing only while `fence` is held
-    /// ([`Fence::always`] without leader election). Starts the [`EventQueue`]'s publisher.
+    /// replica's identity), with fresh backoff state, remembering its writes in `recent` (whose
+    /// creates the watches also read), writing only while `fence` is held ([`Fence::always`]
+    /// without leader election). Starts the [`EventQueue`]'s publisher.
     ///
     /// # Panics
     /// Outside a Tokio runtime.
@@ -201,6 +193,7 @@ impl Context {
         reporter: Reporter,
         metrics: Metrics,
         caches: Caches,
+        recent: Recent,
         fence: Arc<Fence>,
     ) -> Self {
         let client = crate::fence::fenced(client, fence.clone());
@@ -211,8 +204,7 @@ impl Context {
             metrics,
             caches,
             backoffs: Backoffs::default(),
-            recent_statuses: crate::recent::RecentWrites::default(),
-            recent_convergence: crate::recent::RecentWrites::default(),
+            recent,
             synced: tokio::sync::watch::Sender::new(false),
             fence,
         }
@@ -302,9 +294,8 @@ pub(crate) mod test {
                     network_policies,
                     profiles,
                     groups,
-                    created_namespaces: Arc::default(),
-                    created_role_bindings: Arc::default(),
                 },
+                Recent::default(),
                 Arc::new(fence),
             );
             context.mark_synced();

@@ -555,7 +555,7 @@ async fn a_binding_created_moments_ago_is_not_created_again_but_looked_at_again_
     );
     // This replica created the binding; the RoleBinding watch has not delivered it yet.
     let binding = desired_role_binding(&alice, "user-alice");
-    ctx.caches.created_role_bindings.remember(binding);
+    ctx.recent.role_bindings.remember(binding);
     let script = status_write_only(&alice);
     let (result, sent) = run(ctx, server, alice, script).await;
     let action = result.expect("nothing failed");
@@ -577,7 +577,7 @@ async fn a_generation_converged_moments_ago_is_not_applied_again_from_a_stale_ca
     // of one of its writes triggers this reconcile.
     alice.metadata.generation = Some(2);
     let print = crate::status::convergence_print(Some(2), None);
-    ctx.recent_convergence.remember("alice".into(), print);
+    ctx.recent.convergence.remember("alice".into(), print);
     // Respecified, the Namespace would be read and applied again; converged, only the status
     // (which the cache shows for generation 1) is written.
     let script = status_write_only(&alice);

@@ -118,7 +118,7 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
 /// same spec, and a stale cache (a reconcile triggered by the echo of Homestead's own write,
 /// before the User watch delivered the status) must not turn every provisioning or Profile
 /// change into two writes: so not when this replica converged this generation with `applied`
-/// moments ago ([`Context::recent_convergence`]).
+/// moments ago ([`Recent::convergence`](crate::recent::Recent::convergence)).
 fn respecified(user: &User, applied: Option<&AppliedProfile>, ctx: &Context) -> bool {
     let stale = user.status.as_ref().is_some_and(|s| {
         s.observed_generation != user.metadata.generation
@@ -128,7 +128,7 @@ fn respecified(user: &User, applied: Option<&AppliedProfile>, ctx: &Context) -> 
     stale && {
         let print = convergence_print(user.metadata.generation, applied);
         let name = user.name_any();
-        ctx.recent_convergence.unconfirmed(&name, print).is_none()
+        ctx.recent.convergence.unconfirmed(&name, print).is_none()
     }
 }
 
@@ -148,7 +148,8 @@ fn profile_move(user: &User, applied: Option<&AppliedProfile>, ctx: &Context) ->
     }
     let print = convergence_print(user.metadata.generation, applied);
     if ctx
-        .recent_convergence
+        .recent
+        .convergence
         .unconfirmed(&user.name_any(), print)
         .is_some()
     {
@@ -249,7 +250,7 @@ async fn ensure_namespace(
         Some(ns) => ns,
         None => match ctx.create(&desired).await? {
             Some(created) => {
-                ctx.caches.created_namespaces.remember(created);
+                ctx.recent.namespaces.remember(created);
                 changes.push((
                     Change::NamespaceCreated,
                     format!("created namespace {name:?}"),
@@ -542,7 +543,7 @@ enum Grant {
 /// Grants `spec.role` in `namespace`: creates, repairs or replaces Homestead's RoleBinding;
 /// writes nothing when the cache already matches, nor when this replica created the same
 /// binding moments ago and the RoleBinding watch has not delivered it yet
-/// ([`crate::Caches::created_role_bindings`]).
+/// ([`Recent::role_bindings`](crate::recent::Recent::role_bindings)).
 ///
 /// A binding with another roleRef (a role change; roleRef is immutable) or other subjects (an
 /// identity change, or someone rewrote Homestead's binding) is replaced by [`replace_access`]:
@@ -562,7 +563,7 @@ async fn grant_access(user: &User, ctx: &Context, namespace: &str) -> Result<Gra
                 user.spec.identity.username
             );
             if cached.is_none() {
-                let created = &ctx.caches.created_role_bindings;
+                let created = &ctx.recent.role_bindings;
                 let same = |binding: &CachedRoleBinding| binding.matches(&desired);
                 if let Some(left) = created.unconfirmed(Some(namespace), ROLE_BINDING_NAME, same) {
                     return Ok(Grant::Unconfirmed(left));
@@ -571,7 +572,7 @@ async fn grant_access(user: &User, ctx: &Context, namespace: &str) -> Result<Gra
                 // it exists (cheaper for the API server than an apply); one that exists is
                 // applied.
                 if let Some(created) = ctx.create(&desired).await? {
-                    ctx.caches.created_role_bindings.remember(created);
+                    ctx.recent.role_bindings.remember(created);
                     return Ok(Grant::Changed(Change::AccessGranted, note));
                 }
             }
@@ -620,7 +621,7 @@ async fn replace_access(
         .collect();
     let revoked = revoke(ctx, &namespace, names, why).await?;
     match ctx.create(&desired).await? {
-        Some(created) => ctx.caches.created_role_bindings.remember(created),
+        Some(created) => ctx.recent.role_bindings.remember(created),
         // Someone created one under Homestead's name between the removal and the create.
         None => ctx.apply(&desired).await?,
     }

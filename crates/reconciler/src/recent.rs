@@ -17,11 +17,30 @@ use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
 use kube::Resource;
+
+use crate::cache::{CachedNamespace, CachedRoleBinding};
 use kube::runtime::watcher;
 
 /// How long a write counts as made while the cache does not show it yet: far longer than a
 /// watch event takes to arrive, far shorter than a resync.
 pub const RECENT: Duration = Duration::from_secs(10);
+
+/// Everything this replica wrote moments ago that its caches may not show yet: one memory,
+/// read by the reconcile (no second status write or create) and by the watches (no reconcile
+/// for the echo of a create).
+#[derive(Debug, Default)]
+pub struct Recent {
+    /// Statuses written, by User name.
+    pub statuses: RecentWrites,
+    /// Generations converged (a `Ready=True` status written), by User name, as
+    /// [`crate::status::convergence_print`]s: a reconcile triggered by the echo of one of its
+    /// own writes must not take the User for respecified and apply its Namespace again.
+    pub convergence: RecentWrites,
+    /// Namespaces created that the Namespace watch has not delivered yet.
+    pub namespaces: Arc<OwnCreates<CachedNamespace>>,
+    /// RoleBindings created that the RoleBinding watch has not delivered yet.
+    pub role_bindings: Arc<OwnCreates<CachedRoleBinding>>,
+}
 
 /// Writes made in the last [`RECENT`] seconds, by key (a User's name), as
 /// fingerprints of what was written. An entry is dropped as soon as the cache shows the write

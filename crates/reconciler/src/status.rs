@@ -228,7 +228,7 @@ impl Outcome {
 
 /// A fingerprint of "generation `generation` of a User converged (`Ready=True`) with the
 /// Profile `applied`" (`None`: no Profile), what [`Context::write_status`] remembers in
-/// [`Context::recent_convergence`].
+/// [`Recent::convergence`](crate::recent::Recent::convergence).
 pub fn convergence_print(generation: Option<i64>, applied: Option<&AppliedProfile>) -> u64 {
     let mut hasher = DefaultHasher::new();
     (generation, applied).hash(&mut hasher);
@@ -459,7 +459,7 @@ impl Context {
         };
         if written && outcome.reason.is_ready() {
             let print = convergence_print(user.metadata.generation, outcome.profile.as_ref());
-            self.recent_convergence.remember(user.name_any(), print);
+            self.recent.convergence.remember(user.name_any(), print);
         }
         let transition = written && is_transition(user, &outcome);
         if transition {
@@ -497,12 +497,12 @@ impl Context {
             .as_ref()
             .is_some_and(|s| status_matches(s, &desired))
         {
-            self.recent_statuses.forget(&name);
-            self.recent_convergence.forget(&name);
+            self.recent.statuses.forget(&name);
+            self.recent.convergence.forget(&name);
             return Ok(Write::Unneeded);
         }
         let print = fingerprint(&desired);
-        if let Some(left) = self.recent_statuses.unconfirmed(&name, print) {
+        if let Some(left) = self.recent.statuses.unconfirmed(&name, print) {
             return Ok(Write::Unconfirmed(left));
         }
         let patch = serde_json::json!({
@@ -518,7 +518,7 @@ impl Context {
             )
             .await
             .map_err(|source| Error::kube(Verb::PatchStatus, User::kind(&()), &name, source))?;
-        self.recent_statuses.remember(name, print);
+        self.recent.statuses.remember(name, print);
         Ok(Write::Made)
     }
 }

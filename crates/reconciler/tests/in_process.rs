@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use homestead_api::{CONDITION_READY, FINALIZER, LABEL_RETAINED_FROM, User};
 use homestead_reconciler::context::{Caches, Fence};
+use homestead_reconciler::recent::Recent;
 use homestead_reconciler::{Config, Context, Metrics, reconcile};
 use homestead_testenv::{ADMIN, ControlPlane, OPERATOR, Options};
 use k8s_openapi::api::core::v1::{Event, Namespace};
@@ -58,8 +59,6 @@ async fn context(plane: &ControlPlane) -> Arc<Context> {
         network_policies: reflector::store().0,
         profiles: reflector::store().0,
         groups: reflector::store().0,
-        created_namespaces: Arc::default(),
-        created_role_bindings: Arc::default(),
     };
     let reporter = Reporter {
         controller: "homestead".into(),
@@ -67,7 +66,16 @@ async fn context(plane: &ControlPlane) -> Arc<Context> {
     };
     let metrics = Metrics::new(&prometheus::Registry::new()).unwrap();
     let fence = Arc::new(Fence::always());
-    let ctx = Context::new(client, Config::default(), reporter, metrics, caches, fence);
+    let recent = Recent::default();
+    let ctx = Context::new(
+        client,
+        Config::default(),
+        reporter,
+        metrics,
+        caches,
+        recent,
+        fence,
+    );
     ctx.mark_synced();
     Arc::new(ctx)
 }
