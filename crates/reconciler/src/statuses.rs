@@ -38,6 +38,13 @@ pub struct StatusContext {
 /// While this replica may not write, statuses are looked at again after this long.
 const NOT_LEADER_RECHECK: Duration = Duration::from_secs(5);
 
+/// Waits until the caches have listed; then `None` if this replica may write, else when to
+/// look again (a standby writes no status).
+async fn not_yet(ctx: &Context) -> Option<Action> {
+    ctx.wait_synced().await;
+    (!ctx.fence.is_held()).then(|| Action::requeue(NOT_LEADER_RECHECK))
+}
+
 /// Brings `profile`'s status in line with its Users (as cached); writes nothing when it already
 /// is. Returns [`Action::await_change`]: a change of the Profile or of one of its Users triggers
 /// the next reconcile.
@@ -49,9 +56,8 @@ pub async fn reconcile_profile_status(
     status: Arc<StatusContext>,
 ) -> Result<Action> {
     let ctx = &status.ctx;
-    ctx.wait_synced().await;
-    if !ctx.fence.is_held() {
-        return Ok(Action::requeue(NOT_LEADER_RECHECK));
+    if let Some(later) = not_yet(ctx).await {
+        return Ok(later);
     }
     let name = profile.name_any();
     let members: Vec<Arc<User>> = status
@@ -81,9 +87,8 @@ pub async fn reconcile_group_status(
     status: Arc<StatusContext>,
 ) -> Result<Action> {
     let ctx = &status.ctx;
-    ctx.wait_synced().await;
-    if !ctx.fence.is_held() {
-        return Ok(Action::requeue(NOT_LEADER_RECHECK));
+    if let Some(later) = not_yet(ctx).await {
+        return Ok(later);
     }
     let desired = group_status(&group, &ctx.caches.profiles.state());
     if group.status.as_ref() != Some(&desired) {

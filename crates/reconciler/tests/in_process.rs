@@ -5,7 +5,7 @@
 //! it. What a person can do is checked with `kubectl auth can-i --as` against the real
 //! aggregated roles (docs/design.md rules 6, 7, 11 and 12).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use homestead_api::{CONDITION_READY, FINALIZER, LABEL_RETAINED_FROM, User};
@@ -22,8 +22,15 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 
 /// The control plane shared by this binary's tests, with the CRDs, the operator's namespace and
-/// `rbac/` (its ClusterRole, bindings and admission policies) installed.
+/// `rbac/` (its ClusterRole, bindings and admission policies) installed, once: the tests run
+/// at once, and two `kubectl apply` of one new namespace race.
 async fn plane() -> &'static ControlPlane {
+    static INSTALLED: OnceLock<&'static ControlPlane> = OnceLock::new();
+    INSTALLED.get_or_init(install)
+}
+
+/// Starts the shared control plane and installs what [`plane`] says.
+fn install() -> &'static ControlPlane {
     let plane =
         ControlPlane::shared(|o: Options| homestead_api::crds().into_iter().fold(o, Options::crd));
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
