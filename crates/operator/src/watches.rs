@@ -60,7 +60,7 @@ pub struct Controllers {
 
 /// A Controller over the statuses of `K` (Profiles or DirectoryGroups: few objects, watched
 /// whole), one reconcile at a time, debounced by [`STATUS_DEBOUNCE`] so a bulk import of Users
-/// costs a few status writes, not one per User.
+/// costs a few status writes, not one per User, and run for every object every [`RESYNC`].
 fn status_controller<K>(client: &Client) -> Controller<K>
 where
     K: Resource<DynamicType = ()>
@@ -71,11 +71,13 @@ where
         + Sync
         + 'static,
 {
-    Controller::new(Api::<K>::all(client.clone()), watcher::Config::default()).with_config(
-        controller::Config::default()
-            .concurrency(1)
-            .debounce(STATUS_DEBOUNCE),
-    )
+    Controller::new(Api::<K>::all(client.clone()), watcher::Config::default())
+        .with_config(
+            controller::Config::default()
+                .concurrency(1)
+                .debounce(STATUS_DEBOUNCE),
+        )
+        .reconcile_all_on(every(RESYNC))
 }
 
 /// How long the status controllers wait for an object's triggers to settle before they
@@ -125,13 +127,7 @@ pub fn controllers(
     let (wake_groups, group_triggers) = futures::channel::mpsc::unbounded();
     let (profiles, profile_events) = profile_watch(client, wake_groups);
     let (groups, group_events) = group_watch(client);
-    let by_namespace = namespaces.clone();
-    let (wake_retained, retained_triggers) = futures::channel::mpsc::unbounded();
-    let retained = Controller::new(
-        Api::<Namespace>::all(client.clone()),
-        watcher::Config::default().labels(LABEL_RETAINED_FROM),
-    )
-    .reconcile_on(retained_triggers);
+    let (retained, wake_retained) = retained_controller(client);
     let retained_namespaces = retained.store();
     let (wake_profiles, profile_triggers) = futures::channel::mpsc::unbounded();
     let (users, user_events) = user_watch(client, config, index, wake_profiles);
@@ -144,7 +140,7 @@ pub fn controllers(
         .watches_stream(namespace_events, |ns| ns.user())
         .watches_stream(
             role_binding_events,
-            user_of_role_binding(by_namespace, retained_namespaces, wake_retained),
+            user_of_role_binding(namespaces.clone(), retained_namespaces, wake_retained),
         )
         .watches_stream(quota_events, |o| user_of(&o))
         .watches_stream(limit_range_events, |o| user_of(&o))
@@ -173,14 +169,24 @@ pub fn controllers(
     Controllers {
         users: controller,
         retained,
-        profile_statuses: status_controller::<Profile>(client)
-            .reconcile_on(profile_triggers)
-            .reconcile_all_on(every(RESYNC)),
-        group_statuses: status_controller::<DirectoryGroup>(client)
-            .reconcile_all_on(group_triggers)
-            .reconcile_all_on(every(RESYNC)),
+        profile_statuses: status_controller(client).reconcile_on(profile_triggers),
+        group_statuses: status_controller(client).reconcile_all_on(group_triggers),
         caches,
     }
+}
+
+/// The Controller over retained Namespaces (labelled `homestead.dev/retained-from`), and the
+/// sender that wakes it for one of them (a RoleBinding appeared there).
+fn retained_controller(
+    client: &Client,
+) -> (Controller<Namespace>, UnboundedSender<ObjectRef<Namespace>>) {
+    let (wake, triggers) = futures::channel::mpsc::unbounded();
+    let retained = Controller::new(
+        Api::<Namespace>::all(client.clone()),
+        watcher::Config::default().labels(LABEL_RETAINED_FROM),
+    )
+    .reconcile_on(triggers);
+    (retained, wake)
 }
 
 /// The User watch, trimmed ([`trim_user`]) and reflected into the returned cache by hand

@@ -28,10 +28,35 @@ const OFFBOARDING_BUCKETS: [f64; 12] = [
     1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0, 86400.0,
 ];
 
+/// The `result` label of `homestead_reconciliations_total` (snake_case of the variant, derived).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
+pub enum ReconcileResult {
+    /// The reconcile succeeded (or waits for a namespace to go, which is no failure).
+    Success,
+    /// The reconcile failed and is retried with backoff.
+    Error,
+}
+
+/// The `kind` label of `homestead_status_errors_total`: whose status write failed (the kind's
+/// name, derived).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr, strum::VariantArray)]
+pub enum StatusKind {
+    /// A Profile's status.
+    Profile,
+    /// A DirectoryGroup's status.
+    DirectoryGroup,
+}
+
 /// Buckets of `homestead_reconcile_duration_seconds`, in seconds: from a millisecond to 10 s.
 const RECONCILE_BUCKETS: [f64; 12] = [
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
+
+/// The name of the counter of Events whose publication failed.
+const EVENTS_FAILED: &str = "homestead_events_failed_total";
+/// The help of [`EVENTS_FAILED`].
+const EVENTS_FAILED_HELP: &str = "Events whose publication failed (not retried)";
 
 /// Registers `collector` in `registry` and returns it (a shared handle).
 ///
@@ -215,13 +240,7 @@ impl Metrics {
                 "homestead_events_pending",
                 "Events queued by reconciles and not yet published",
             )?,
-            events_failed: register(
-                r,
-                IntCounter::new(
-                    "homestead_events_failed_total",
-                    "Events whose publication failed (not retried)",
-                )?,
-            )?,
+            events_failed: register(r, IntCounter::new(EVENTS_FAILED, EVENTS_FAILED_HELP)?)?,
             status_errors: counter_vec(
                 r,
                 "homestead_status_errors_total",
@@ -252,10 +271,12 @@ impl Metrics {
         for reason in <crate::error::ErrorLabel as strum::VariantArray>::VARIANTS {
             self.errors.with_label_values(&[reason.as_str()]).reset();
         }
-        for result in ["success", "error"] {
+        for result in <ReconcileResult as strum::VariantArray>::VARIANTS {
+            let result: &str = result.into();
             self.reconciliations.with_label_values(&[result]).reset();
         }
-        for kind in ["Profile", "DirectoryGroup"] {
+        for kind in <StatusKind as strum::VariantArray>::VARIANTS {
+            let kind: &str = kind.into();
             self.status_errors.with_label_values(&[kind]).reset();
         }
         Ok(())

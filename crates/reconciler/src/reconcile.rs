@@ -15,6 +15,7 @@ use tracing::{debug, instrument, warn};
 
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::metrics::ReconcileResult;
 use crate::offboard::offboard;
 use crate::provision::{TERMINATING_RECHECK, provision};
 
@@ -64,11 +65,11 @@ pub async fn reconcile(user: Arc<User>, ctx: Arc<Context>) -> Result<Action> {
         }
         None => Err(e),
     });
-    let label = if result.is_ok() {
+    let label: &str = if result.is_ok() {
         ctx.backoffs.reset(&reference);
-        "success"
+        ReconcileResult::Success.into()
     } else {
-        "error"
+        ReconcileResult::Error.into()
     };
     ctx.metrics
         .reconciliations

@@ -18,6 +18,7 @@ use tracing::warn;
 
 use crate::context::Context;
 use crate::error::{Backoffs, Error, Result};
+use crate::metrics::StatusKind;
 use crate::profile::{ProfileIndex, group_status, profile_status, profile_status_matches};
 
 /// What the status controllers read and write through.
@@ -111,7 +112,13 @@ pub fn profile_status_error(
     let delay = status
         .profile_backoffs
         .next_delay(ObjectRef::from_obj(profile.as_ref()));
-    retry(&status.ctx, "Profile", &profile.name_any(), error, delay)
+    retry(
+        &status.ctx,
+        StatusKind::Profile,
+        &profile.name_any(),
+        error,
+        delay,
+    )
 }
 
 /// After a failed DirectoryGroup status write: as [`profile_status_error`], with
@@ -126,7 +133,7 @@ pub fn group_status_error(
         .next_delay(ObjectRef::from_obj(group.as_ref()));
     retry(
         &status.ctx,
-        "DirectoryGroup",
+        StatusKind::DirectoryGroup,
         &group.name_any(),
         error,
         delay,
@@ -135,7 +142,8 @@ pub fn group_status_error(
 
 /// Counts and logs a failed status write of the `kind` named `name`, and requeues it after
 /// `delay`.
-fn retry(ctx: &Context, kind: &str, name: &str, error: &Error, delay: Duration) -> Action {
+fn retry(ctx: &Context, kind: StatusKind, name: &str, error: &Error, delay: Duration) -> Action {
+    let kind: &str = kind.into();
     ctx.metrics.status_errors.with_label_values(&[kind]).inc();
     warn!(
         kind,
