@@ -40,8 +40,9 @@ kubernetes=$("$here/../control-plane/build.sh")
 router=$(awk '$1 == "github.com/cloudnativelabs/kube-router/v2" && NF > 1 { print $2 }' "$here/go.mod")
 busybox=$(dpkg-query -W -f='${Version}' busybox-static)
 cache="${HOMESTEAD_CACHE:-$HOME/.cache/homestead}"
-# The key names every input, this script's own recipe included.
-recipe=$(sha256sum "${BASH_SOURCE[0]}" "$here/../image/oci.sh" | sha256sum | cut -c1-8)
+# The key names every input, this script's own recipe included (its contents, not its path:
+# every clone of the repository shares one build).
+recipe=$(cat "${BASH_SOURCE[0]}" "$here/../image/oci.sh" | sha256sum | cut -c1-8)
 dir="$cache/node/kube-router-$router-kubernetes-$k8s-busybox-${busybox//[^A-Za-z0-9.+-]/_}-$recipe"
 
 complete() {
