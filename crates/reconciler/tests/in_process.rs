@@ -33,24 +33,8 @@ async fn plane() -> &'static ControlPlane {
 fn install() -> &'static ControlPlane {
     let plane =
         ControlPlane::shared(|o: Options| homestead_api::crds().into_iter().fold(o, Options::crd));
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-    for args in [
-        ["apply", "-f", "manifests/namespace.yaml"],
-        ["apply", "-k", "rbac/"],
-    ] {
-        let out = plane
-            .kubectl(ADMIN)
-            .unwrap()
-            .current_dir(root)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    kubectl(plane, &["apply", "-f", "manifests/namespace.yaml"]);
+    kubectl(plane, &["apply", "-k", "rbac/"]);
     plane
 }
 
@@ -137,6 +121,23 @@ fn ready(user: Option<&User>) -> Option<(String, String)> {
         .iter()
         .find(|c| c.type_ == CONDITION_READY)?;
     Some((condition.status.clone(), condition.reason.clone()))
+}
+
+/// Runs `kubectl <args>` as the admin from the repository's root; fails the test, with
+/// kubectl's error, if it fails.
+fn kubectl(plane: &ControlPlane, args: &[&str]) {
+    let out = plane
+        .kubectl(ADMIN)
+        .unwrap()
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// `kubectl auth can-i <verb> <resource> -n <namespace> --as <person>`.
@@ -273,24 +274,18 @@ async fn offboarding_under_retain_keeps_the_namespace_without_any_access() {
     .await;
     reconcile_until(&ctx, &admin, "ip-cai", |u| ready(u).is_some()).await;
     // A binding the person made themselves, with their admin: revocation removes it too.
-    let out = plane
-        .kubectl(ADMIN)
-        .unwrap()
-        .args([
-            "-n",
-            "user-ip-cai",
-            "create",
-            "rolebinding",
-            "mine",
-            "--clusterrole=edit",
-        ])
-        .args(["--user", person, "--as", person])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (me, subject) = (format!("--as={person}"), format!("--user={person}"));
+    let mine = [
+        "-n",
+        "user-ip-cai",
+        "create",
+        "rolebinding",
+        "mine",
+        "--clusterrole=edit",
+    ];
+    kubectl(
+        plane,
+        &[&mine[..], &[subject.as_str(), me.as_str()]].concat(),
     );
 
     Api::<User>::all(admin.clone())
