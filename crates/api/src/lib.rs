@@ -47,6 +47,11 @@ pub const LABEL_USER: &str = "homestead.dev/user";
 /// Annotation holding the `metadata.uid` of the owning User; with the two labels above it is
 /// what makes a Namespace the User's (a name match alone never is).
 pub const ANNOTATION_USER_UID: &str = "homestead.dev/user-uid";
+/// Annotation on a person's Namespace: a fingerprint (SHA-256, 16 hex digits) of every label,
+/// annotation and owner reference Homestead applied there. A cached Namespace that carries the
+/// fingerprint of what Homestead wants now has nothing Homestead must add or take away, so a
+/// change to a User or Profile that leaves the Namespace as it is costs no write.
+pub const ANNOTATION_APPLIED: &str = "homestead.dev/applied";
 /// Label put on a Namespace kept under `deletionPolicy: Retain`, naming the User it came from.
 /// It stays for as long as the Namespace exists, so the standing revocation rule still finds
 /// it: every RoleBinding that appears there is removed.

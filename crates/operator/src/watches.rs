@@ -114,10 +114,16 @@ pub fn controllers(
         cached_watch(client, managed.clone(), trim_object::<LimitRange>);
     let (network_policies, network_policy_events) =
         cached_watch(client, managed, trim_object::<NetworkPolicy>);
-    let namespace_events = recent
-        .namespaces
-        .clone()
-        .touched_except_echoes(namespace_events);
+    let gone = recent.namespaces_gone.clone();
+    let namespace_events =
+        recent
+            .namespaces
+            .clone()
+            .touched_except_echoes(namespace_events.inspect_ok(move |event| {
+                if let watcher::Event::Delete(ns) = event {
+                    gone.remember(ns.name_any());
+                }
+            }));
     let role_binding_events = recent
         .role_bindings
         .clone()

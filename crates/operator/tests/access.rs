@@ -14,7 +14,7 @@ use homestead_testenv::{ADMIN, OPERATOR};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
@@ -544,7 +544,7 @@ async fn the_admission_policy_bounds_the_operator_where_rbac_would_not() {
         "{denied}"
     );
     let label = Patch::Merge(json!({ "metadata": { "labels": { "homestead.dev/user": "x" } } }));
-    let denied = Api::<Namespace>::all(client)
+    let denied = Api::<Namespace>::all(client.clone())
         .patch("default", &PatchParams::default(), &label)
         .await
         .expect_err("labelling default");
@@ -557,6 +557,48 @@ async fn the_admission_policy_bounds_the_operator_where_rbac_would_not() {
         .await
         .unwrap();
     assert!(!default.labels().contains_key("homestead.dev/user"));
+
+    // Revocation's deletecollection: RBAC allows it anywhere; the policy judges each deletion,
+    // so in a namespace that is not Homestead's nothing goes.
+    assert_eq!(
+        can_i(
+            &operator,
+            &["deletecollection", "rolebindings", "-n", "acc-foreign-dc"]
+        ),
+        "yes"
+    );
+    let cluster_admin = admin().await;
+    Api::<Namespace>::all(cluster_admin.clone())
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: meta("acc-foreign-dc"),
+                ..Namespace::default()
+            },
+        )
+        .await
+        .unwrap();
+    let theirs = Api::<RoleBinding>::namespaced(cluster_admin.clone(), "acc-foreign-dc");
+    theirs
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let denied = Api::<RoleBinding>::namespaced(client.clone(), "acc-foreign-dc")
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .expect_err("a deletecollection in someone else's namespace");
+    assert!(
+        denied.to_string().contains("homestead-operator-bounds"),
+        "{denied}"
+    );
+    assert!(
+        theirs.get_opt("homestead-escape").await.unwrap().is_some(),
+        "their RoleBinding is still there"
+    );
+    Api::<Namespace>::all(cluster_admin)
+        .delete("acc-foreign-dc", &DeleteParams::default())
+        .await
+        .unwrap();
     let _ = ADMIN;
 }
 

@@ -217,17 +217,31 @@ impl Context {
             || before.owner_references != after.owner_references)
     }
 
-    /// Lists every `K` in `namespace` from the API server (not a cache: for decisions that must
-    /// see objects created a moment ago, such as revoking access on offboarding).
+    /// Deletes every `K` in `namespace` with one `deletecollection` request: the API server
+    /// removes whatever exists at that moment, including objects created a moment ago that no
+    /// cache shows yet (revoking access on offboarding and on a role change). Admission runs
+    /// on each object as a DELETE, so the admission policy judges each one. Returns the names
+    /// of the objects deleted, sorted.
     ///
     /// # Errors
-    /// [`Error::Kube`] with [`Verb::List`].
-    pub(crate) async fn list<K: Object>(&self, namespace: &str) -> Result<Vec<K>> {
-        self.api::<K>(Some(namespace))
-            .list(&kube::api::ListParams::default())
+    /// [`Error::Kube`] with [`Verb::DeleteCollection`].
+    pub(crate) async fn delete_all<K: Object>(&self, namespace: &str) -> Result<Vec<String>> {
+        let deleted = self
+            .api::<K>(Some(namespace))
+            .delete_collection(&DeleteParams::default(), &kube::api::ListParams::default())
             .await
-            .map(|list| list.items)
-            .map_err(Self::error::<K>(Verb::List, Some(namespace), "*"))
+            .map_err(Self::error::<K>(
+                Verb::DeleteCollection,
+                Some(namespace),
+                "*",
+            ))?;
+        // A list of what is being deleted, or (for a kind deleted at once) a bare Status.
+        let mut names: Vec<String> = deleted
+            .left()
+            .map(|list| list.items.iter().map(ResourceExt::name_any).collect())
+            .unwrap_or_default();
+        names.sort();
+        Ok(names)
     }
 
     /// Deletes the object `reference` with `params`; an object already gone (HTTP 404) counts
@@ -248,15 +262,22 @@ impl Context {
         }
     }
 
-    /// The Namespace `name` from the cache of managed Namespaces, or from the API server when
-    /// the cache does not have it (it holds only Namespaces labelled as Homestead's); `None` if
-    /// it does not exist.
+    /// The Namespace `name`: from the cache of managed Namespaces; `None` without a request when the Namespace watch reported it gone
+    /// ([`Recent::namespaces_gone`](crate::recent::Recent::namespaces_gone)); otherwise read
+    /// from the API server (the cache may not have caught up with a create yet). `None` if it
+    /// does not exist.
     ///
     /// # Errors
     /// [`Error::Kube`] with [`Verb::Get`].
-    pub(crate) async fn namespace(&self, name: &str) -> Result<Option<Arc<CachedNamespace>>> {
+    pub(crate) async fn managed_namespace(
+        &self,
+        name: &str,
+    ) -> Result<Option<Arc<CachedNamespace>>> {
         if let Some(ns) = self.cached_namespace(name) {
             return Ok(Some(ns));
+        }
+        if self.recent.namespaces_gone.take(name) {
+            return Ok(None);
         }
         let namespace = self.get(&ObjectRef::<Namespace>::new(name)).await?;
         Ok(namespace.map(|ns| Arc::new(ns.into())))

@@ -170,6 +170,8 @@ pub struct Context {
     pub(crate) backoffs: Backoffs,
     /// Writes this replica made moments ago that the caches may not show yet.
     pub recent: Recent,
+    /// Whether Homestead is being uninstalled, as last read ([`crate::offboard`]).
+    pub(crate) uninstall_check: crate::offboard::UninstallCheck,
     /// Whether every cache has seen its first list; reconciles wait for it, so nothing is
     /// written from a half-filled cache after a restart. Set by the operator.
     synced: tokio::sync::watch::Sender<bool>,
@@ -205,6 +207,7 @@ impl Context {
             caches,
             backoffs: Backoffs::default(),
             recent,
+            uninstall_check: crate::offboard::UninstallCheck::default(),
             synced: tokio::sync::watch::Sender::new(false),
             fence,
         }

@@ -2,9 +2,11 @@
 //! LimitRange and NetworkPolicy Homestead wants for a User, as server-side apply will send them. No client, no I/O, no
 //! decisions about whether to write (see [`crate::drift`]).
 
+use std::collections::BTreeMap;
+
 use homestead_api::{
-    ANNOTATION_USER_UID, DeletionPolicy, LABEL_ISOLATION, LABEL_MANAGED_BY, LABEL_RETAINED_FROM,
-    LABEL_USER, User,
+    ANNOTATION_APPLIED, ANNOTATION_USER_UID, DeletionPolicy, LABEL_ISOLATION, LABEL_MANAGED_BY,
+    LABEL_RETAINED_FROM, LABEL_USER, User,
 };
 use k8s_openapi::api::core::v1::{
     LimitRange, LimitRangeSpec, Namespace, ResourceQuota, ResourceQuotaSpec,
@@ -14,7 +16,7 @@ use k8s_openapi::api::networking::v1::{
     NetworkPolicyPort, NetworkPolicySpec,
 };
 use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
@@ -72,6 +74,8 @@ pub fn desired_namespace(
     );
     let owner_references =
         (user.spec.deletion_policy == DeletionPolicy::Delete).then(|| vec![owner_reference(user)]);
+    let print = applied_print(&labels, &annotations, owner_references.as_deref());
+    annotations.insert(ANNOTATION_APPLIED.to_owned(), print);
     Namespace {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
@@ -82,6 +86,22 @@ pub fn desired_namespace(
         },
         ..Namespace::default()
     }
+}
+
+/// The fingerprint [`ANNOTATION_APPLIED`] holds: SHA-256 of the labels, annotations and owner
+/// references (as JSON, maps in key order) Homestead applies to a Namespace, as 16 hex digits.
+/// Stable across builds and versions, so an upgrade does not re-apply every Namespace.
+fn applied_print(
+    labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+    owners: Option<&[OwnerReference]>,
+) -> String {
+    let applied = serde_json::to_vec(&(labels, annotations, owners)).expect("maps of strings");
+    let digest = ring::digest::digest(&ring::digest::SHA256, &applied);
+    digest.as_ref()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The Namespace as Homestead leaves it under `Retain`: no managed-by / user labels (so no
@@ -100,6 +120,9 @@ pub fn retained_namespace(
     labels.remove(LABEL_USER);
     labels.insert(LABEL_RETAINED_FROM.to_owned(), user.name_any());
     ns.metadata.owner_references = None;
+    if let Some(annotations) = ns.metadata.annotations.as_mut() {
+        annotations.remove(ANNOTATION_APPLIED);
+    }
     ns
 }
 
@@ -240,6 +263,45 @@ mod tests {
     use super::*;
     use crate::test_fixtures::user;
     use serde_json::json;
+
+    #[test]
+    fn the_applied_fingerprint_changes_with_anything_applied_and_only_then() {
+        let ps = PodSecurity::default();
+        let applied = |spec: serde_json::Value, ps: PodSecurity, isolated: bool| {
+            let ns = desired_namespace(&user("alice", spec), "user-alice", ps, isolated);
+            ns.metadata.annotations.unwrap()[ANNOTATION_APPLIED].clone()
+        };
+        let base = applied(json!({}), ps, false);
+        assert_eq!(base.len(), 16);
+        assert!(base.chars().all(|c| c.is_ascii_hexdigit()), "{base}");
+        assert_eq!(base, applied(json!({}), ps, false), "stable");
+        // What the Namespace does not carry (role, quota) leaves it as it is.
+        assert_eq!(
+            base,
+            applied(
+                json!({ "role": "view", "quota": { "hard": { "pods": "1" } } }),
+                ps,
+                false
+            )
+        );
+        let labelled = json!({ "namespace": { "labels": { "team": "a" } } });
+        let annotated = json!({ "namespace": { "annotations": { "team": "a" } } });
+        let restricted = PodSecurity {
+            enforce: homestead_api::PodSecurityLevel::Restricted,
+            ..ps
+        };
+        let retained = json!({ "deletionPolicy": "Retain" });
+        let others = [
+            applied(labelled, ps, false),
+            applied(annotated, ps, false),
+            applied(json!({}), restricted, false),
+            applied(json!({}), ps, true),
+            applied(retained, ps, false),
+        ];
+        for (i, other) in others.iter().enumerate() {
+            assert_ne!(&base, other, "change {i} keeps the fingerprint");
+        }
+    }
 
     #[test]
     fn owner_reference_only_under_delete() {

@@ -22,8 +22,8 @@ use kube::runtime::reflector::ObjectRef;
 pub enum Verb {
     /// GET of one object.
     Get,
-    /// LIST of the objects of a kind in a namespace.
-    List,
+    /// DELETE of every object of a kind in a namespace (`deletecollection`).
+    DeleteCollection,
     /// POST that fails if the object exists.
     Create,
     /// Server-side apply (PATCH `application/apply-patch+yaml`) with field manager `homestead`.
@@ -39,7 +39,7 @@ impl Verb {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Get => "get",
-            Self::List => "list",
+            Self::DeleteCollection => "delete every",
             Self::Create => "create",
             Self::Apply => "apply",
             Self::Delete => "delete",
@@ -96,8 +96,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum ErrorLabel {
     /// A GET failed.
     GetFailed,
-    /// A LIST failed.
-    ListFailed,
+    /// A `deletecollection` failed.
+    DeleteCollectionFailed,
     /// A create failed.
     CreateFailed,
     /// A server-side apply failed.
@@ -144,7 +144,7 @@ impl Error {
         match self {
             Self::Kube { verb, .. } => match verb {
                 Verb::Get => ErrorLabel::GetFailed,
-                Verb::List => ErrorLabel::ListFailed,
+                Verb::DeleteCollection => ErrorLabel::DeleteCollectionFailed,
                 Verb::Create => ErrorLabel::CreateFailed,
                 Verb::Apply => ErrorLabel::ApplyFailed,
                 Verb::Delete => ErrorLabel::DeleteFailed,
@@ -252,7 +252,7 @@ mod tests {
     fn metric_labels_follow_the_verb_through_the_finalizer() {
         for (verb, label) in [
             (Verb::Get, "get_failed"),
-            (Verb::List, "list_failed"),
+            (Verb::DeleteCollection, "delete_collection_failed"),
             (Verb::Create, "create_failed"),
             (Verb::Apply, "apply_failed"),
             (Verb::Delete, "delete_failed"),
@@ -277,7 +277,7 @@ mod tests {
         every.extend(
             [
                 Verb::Get,
-                Verb::List,
+                Verb::DeleteCollection,
                 Verb::Create,
                 Verb::Apply,
                 Verb::Delete,

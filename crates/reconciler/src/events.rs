@@ -7,22 +7,44 @@
 //! operator uses, queues them the same way, with one writer. So a person's access never waits
 //! on an Event, and during a bulk import the API server serves the writes that give people
 //! access first: one Event in flight against up to `--concurrency` reconciles takes a small
-//! share of it, and the rest follow once the import is through. `homestead_events_pending`
-//! says how many are waiting.
+//! share of it. `homestead_events_pending` says how many are waiting.
+//!
+//! A bulk change (an import, a mass offboarding, a Profile rollout) makes Events faster than one
+//! writer publishes them. When more than [`BULK`] are waiting, the publisher folds the Normal
+//! Events of each reason into one summary Event regarding the `users.homestead.dev`
+//! CustomResourceDefinition ("812 Users: Provisioned ..., naming as many as fit), so the
+//! Events never trail the change by more than a moment and never hold the API server after it.
+//! Warnings are never folded: every refusal and failure reaches the person's own User. What a
+//! folded Event would have said is in each User's `Ready` condition (`kubectl describe user`),
+//! and `homestead_events_summarised_total` counts them.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use homestead_api::User;
+use std::collections::BTreeMap;
+
+use homestead_api::{CRD_NAME, User};
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::Client;
-use kube::runtime::events::{Event, Recorder, Reporter};
-use kube::{Resource, ResourceExt};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::Api;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Client, Resource, ResourceExt};
 use tokio::sync::mpsc;
 use tracing::warn;
 
 use crate::fence::Fence;
 use crate::metrics::Metrics;
+
+/// More Events than this waiting at once are a bulk change: the publisher folds their Normal
+/// Events, by reason, into summaries (see the module docs). At a few milliseconds per Event,
+/// what is waiting below it is published within about a second.
+pub const BULK: usize = 64;
+
+/// The most Events the publisher takes from the queue at once.
+const BATCH: usize = 100_000;
+
+/// The longest Event note the API server accepts (`events.k8s.io/v1`), in bytes.
+const MAX_NOTE_BYTES: usize = 1024;
 
 /// An Event waiting to be published, with the User it is about.
 struct Pending {
@@ -66,7 +88,15 @@ impl EventQueue {
             .map(|_| Recorder::new(client.clone(), reporter.clone()))
             .collect();
         let (sender, queue) = mpsc::unbounded_channel();
-        tokio::spawn(publish(queue, recorders, fence, metrics.clone()));
+        let publisher = Publisher {
+            recorders,
+            client: client.clone(),
+            reporter: reporter.clone(),
+            users: None,
+            fence,
+            metrics: metrics.clone(),
+        };
+        tokio::spawn(publisher.run(queue));
         Self { sender, metrics }
     }
 
@@ -111,31 +141,235 @@ fn shard(name: &str, shards: usize) -> usize {
     hash as usize % shards
 }
 
-/// Publishes what arrives on `queue`, one at a time, each with the Recorder of its User, until
-/// every sender is gone. A failure is logged and counted, never retried: the next change
-/// publishes a new Event.
-async fn publish(
-    mut queue: mpsc::UnboundedReceiver<Pending>,
+/// What the publisher sends for a batch taken from the queue.
+enum Outgoing {
+    /// One Event about one User, as queued.
+    One(Box<Pending>),
+    /// The Normal Events of one reason about these Users (at least two), folded into one.
+    Summary { reason: String, users: Vec<String> },
+}
+
+/// What to publish for `batch`, the Events waiting at one moment, in the order queued: each
+/// as it is while there are at most [`BULK`]; beyond that, every Warning as it is and the
+/// Normal Events of each reason folded into one [`Outgoing::Summary`] (a reason only one User
+/// has stays as it is).
+fn fold(batch: Vec<Pending>) -> Vec<Outgoing> {
+    if batch.len() <= BULK {
+        return batch
+            .into_iter()
+            .map(|p| Outgoing::One(Box::new(p)))
+            .collect();
+    }
+    let mut out = Vec::new();
+    let mut by_reason: BTreeMap<String, Vec<Pending>> = BTreeMap::new();
+    for pending in batch {
+        if pending.event.type_ == EventType::Normal {
+            by_reason
+                .entry(pending.event.reason.clone())
+                .or_default()
+                .push(pending);
+        } else {
+            out.push(Outgoing::One(Box::new(pending)));
+        }
+    }
+    for (reason, mut group) in by_reason {
+        if group.len() == 1 {
+            out.extend(group.pop().map(|p| Outgoing::One(Box::new(p))));
+        } else {
+            let users = group
+                .into_iter()
+                .map(|p| p.regarding.name.unwrap_or_default())
+                .collect();
+            out.push(Outgoing::Summary { reason, users });
+        }
+    }
+    out
+}
+
+/// The note of a summary Event: how many Users had `reason` at once, and as many of their
+/// names as fit in [`MAX_NOTE_BYTES`].
+fn summary_note(reason: &str, users: &[String]) -> String {
+    let head = format!(
+        "{reason}: {} Users at once (each User's Ready condition says what was done): ",
+        users.len()
+    );
+    let mut note = head.clone();
+    for (i, user) in users.iter().enumerate() {
+        let more = format!(" and {} more", users.len() - i);
+        let separator = if i == 0 { "" } else { ", " };
+        if note.len() + separator.len() + user.len() + more.len() > MAX_NOTE_BYTES {
+            note.push_str(&more);
+            return note;
+        }
+        note.push_str(separator);
+        note.push_str(user);
+    }
+    note
+}
+
+/// The one task that publishes queued Events.
+struct Publisher {
+    /// The Recorders the Users are spread over ([`EventQueue::RECORDERS`]).
     recorders: Vec<Recorder>,
+    client: Client,
+    reporter: Reporter,
+    /// The `users.homestead.dev` CRD, which summaries are about, once read.
+    users: Option<ObjectReference>,
     fence: Arc<Fence>,
     metrics: Metrics,
-) {
-    while let Some(Pending { event, regarding }) = queue.recv().await {
-        let user = regarding.name.as_deref().unwrap_or_default();
-        let recorder = &recorders[shard(user, recorders.len())];
-        if fence.is_held()
-            && let Err(e) = recorder.publish(&event, &regarding).await
-        {
-            metrics.events_failed.inc();
-            warn!(%user, reason = %event.reason, "publishing Event failed: {e}");
+}
+
+impl Publisher {
+    /// Publishes what arrives on `queue` until every sender is gone: whatever is waiting at
+    /// once, [`fold`]ed, one Event at a time. A failure is logged and counted, never retried:
+    /// the next change publishes a new Event.
+    async fn run(mut self, mut queue: mpsc::UnboundedReceiver<Pending>) {
+        let mut batch = Vec::new();
+        while queue.recv_many(&mut batch, BATCH).await > 0 {
+            let taken = batch.len();
+            for outgoing in fold(std::mem::take(&mut batch)) {
+                if self.fence.is_held() {
+                    self.send(outgoing).await;
+                }
+            }
+            self.metrics.events_pending.sub(taken as i64);
         }
-        metrics.events_pending.dec();
+    }
+
+    async fn send(&mut self, outgoing: Outgoing) {
+        let (result, user, reason) = match outgoing {
+            Outgoing::One(pending) => {
+                let Pending { event, regarding } = *pending;
+                let user = regarding.name.clone().unwrap_or_default();
+                let recorder = &self.recorders[shard(&user, self.recorders.len())];
+                let result = recorder.publish(&event, &regarding).await;
+                (result, user, event.reason)
+            }
+            Outgoing::Summary { reason, users } => {
+                self.metrics.events_summarised.inc_by(users.len() as u64);
+                let event = Event {
+                    type_: EventType::Normal,
+                    reason: reason.clone(),
+                    note: Some(summary_note(&reason, &users)),
+                    action: "Reconcile".to_owned(),
+                    secondary: None,
+                };
+                let regarding = self.users_crd().await;
+                // A Recorder of its own: a summary is never folded into an earlier one's
+                // series (a series keeps the first note).
+                let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+                let result = recorder.publish(&event, &regarding).await;
+                (result, format!("{} Users", users.len()), reason)
+            }
+        };
+        if let Err(e) = result {
+            self.metrics.events_failed.inc();
+            warn!(%user, %reason, "publishing Event failed: {e}");
+        }
+    }
+
+    /// A reference to the `users.homestead.dev` CRD, with its uid (so `kubectl describe crd`
+    /// shows the summaries) once it could be read; read again until it could.
+    async fn users_crd(&mut self) -> ObjectReference {
+        if let Some(reference) = &self.users {
+            return reference.clone();
+        }
+        let api = Api::<CustomResourceDefinition>::all(self.client.clone());
+        match api.get_opt(CRD_NAME).await {
+            Ok(Some(crd)) => self.users.insert(crd.object_ref(&())).clone(),
+            Ok(None) | Err(_) => ObjectReference {
+                api_version: Some(CustomResourceDefinition::api_version(&()).into_owned()),
+                kind: Some(CustomResourceDefinition::kind(&()).into_owned()),
+                name: Some(CRD_NAME.to_owned()),
+                ..ObjectReference::default()
+            },
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pending(user: &str, type_: EventType, reason: &str) -> Pending {
+        Pending {
+            event: Event {
+                type_,
+                reason: reason.to_owned(),
+                note: Some(format!("{reason} {user}")),
+                action: "Reconcile".to_owned(),
+                secondary: None,
+            },
+            regarding: ObjectReference {
+                name: Some(user.to_owned()),
+                ..ObjectReference::default()
+            },
+        }
+    }
+
+    /// (user or `n Users`, reason) of each outgoing Event.
+    fn shape(outgoing: &[Outgoing]) -> Vec<(String, String)> {
+        outgoing
+            .iter()
+            .map(|o| match o {
+                Outgoing::One(p) => (p.regarding.name.clone().unwrap(), p.event.reason.clone()),
+                Outgoing::Summary { reason, users } => {
+                    (format!("{} Users", users.len()), reason.clone())
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_few_events_go_out_as_they_are_in_order() {
+        let batch: Vec<Pending> = (0..BULK)
+            .map(|i| pending(&format!("u{i}"), EventType::Normal, "Provisioned"))
+            .collect();
+        let out = shape(&fold(batch));
+        assert_eq!(out.len(), BULK);
+        assert_eq!(out[0], ("u0".into(), "Provisioned".into()));
+        assert_eq!(
+            out[BULK - 1],
+            (format!("u{}", BULK - 1), "Provisioned".into())
+        );
+    }
+
+    #[test]
+    fn a_bulk_folds_normal_events_by_reason_and_keeps_every_warning() {
+        let mut batch: Vec<Pending> = (0..100)
+            .map(|i| pending(&format!("u{i}"), EventType::Normal, "Provisioned"))
+            .collect();
+        batch.push(pending("mallory", EventType::Warning, "NamespaceConflict"));
+        batch.push(pending("eve", EventType::Warning, "NamespaceConflict"));
+        batch.push(pending("bob", EventType::Normal, "Terminating"));
+        let out = shape(&fold(batch));
+        assert_eq!(
+            out,
+            vec![
+                ("mallory".into(), "NamespaceConflict".into()),
+                ("eve".into(), "NamespaceConflict".into()),
+                ("100 Users".into(), "Provisioned".into()),
+                ("bob".into(), "Terminating".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_summary_names_as_many_users_as_fit_and_counts_the_rest() {
+        let users: Vec<String> = (0..1000).map(|i| format!("person-{i:04}")).collect();
+        let note = summary_note("Provisioned", &users);
+        assert!(note.len() <= MAX_NOTE_BYTES, "{} bytes", note.len());
+        assert!(note.starts_with("Provisioned: 1000 Users at once"));
+        assert!(note.contains("person-0000, person-0001"));
+        let named = note.matches("person-").count();
+        assert!(named > 50, "only {named} named");
+        assert!(
+            note.ends_with(&format!(" and {} more", 1000 - named)),
+            "{note}"
+        );
+        let two = summary_note("Terminating", &users[..2]);
+        assert!(two.ends_with(": person-0000, person-0001"), "{two}");
+    }
 
     #[test]
     fn a_user_always_meets_the_same_recorder_and_users_spread_over_all() {

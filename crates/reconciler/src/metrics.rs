@@ -161,6 +161,9 @@ pub struct Metrics {
     /// `homestead_events_failed_total`: Events the API server refused or did not answer (each
     /// is logged with its User and reason; Events are not retried).
     pub events_failed: IntCounter,
+    /// `homestead_events_summarised_total`: per-User Normal Events folded into a summary Event
+    /// because they arrived in bulk (see [`crate::events::EventQueue`]).
+    pub events_summarised: IntCounter,
     /// `homestead_status_errors_total{kind="Profile"|"DirectoryGroup"}`: failed writes of a
     /// Profile's or DirectoryGroup's status (each retried with backoff, and logged).
     pub status_errors: IntCounterVec,
@@ -241,6 +244,13 @@ impl Metrics {
                 "Events queued by reconciles and not yet published",
             )?,
             events_failed: register(r, IntCounter::new(EVENTS_FAILED, EVENTS_FAILED_HELP)?)?,
+            events_summarised: register(
+                r,
+                IntCounter::new(
+                    "homestead_events_summarised_total",
+                    "Per-User Normal Events folded into one summary Event, arriving in bulk",
+                )?,
+            )?,
             status_errors: counter_vec(
                 r,
                 "homestead_status_errors_total",

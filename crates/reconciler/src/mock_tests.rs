@@ -395,17 +395,12 @@ async fn offboarding_retains_a_namespace_that_has_become_reserved() {
             StatusCode::OK,
             crd,
         ),
-        expect(
-            Method::GET,
-            "/namespaces/user-alice/rolebindings",
-            StatusCode::OK,
-            bindings,
-        ),
+        // One deletecollection, answered with what it deletes.
         expect(
             Method::DELETE,
-            "/namespaces/user-alice/rolebindings/homestead-user",
+            "/namespaces/user-alice/rolebindings?",
             StatusCode::OK,
-            json!({}),
+            bindings,
         ),
         expect(Method::POST, EVENTS, StatusCode::CREATED, json!({})),
         expect(Method::POST, EVENTS, StatusCode::CREATED, json!({})),
@@ -432,18 +427,33 @@ async fn offboarding_retains_a_namespace_that_has_become_reserved() {
     let (result, sent) = run(ctx, server, alice, script).await;
     assert_eq!(result.unwrap(), Action::await_change());
     assert_eq!(
-        (sent[3]["type"].as_str(), sent[3]["reason"].as_str()),
+        (sent[2]["type"].as_str(), sent[2]["reason"].as_str()),
         (Some("Warning"), Some("ReservedNamespace"))
     );
-    assert_eq!(sent[4]["reason"], "AccessRevoked");
-    let labels = &sent[6]["metadata"]["labels"];
+    assert_eq!(sent[3]["reason"], "AccessRevoked");
+    assert!(
+        sent[3]["note"]
+            .as_str()
+            .unwrap()
+            .ends_with(": homestead-user"),
+        "the Event names what the deletecollection removed: {}",
+        sent[3]
+    );
+    let labels = &sent[5]["metadata"]["labels"];
     assert_eq!(
         labels["homestead.dev/retained-from"], "alice",
         "retained, not deleted: {}",
-        sent[6]
+        sent[5]
     );
     assert!(labels.get("app.kubernetes.io/managed-by").is_none());
-    assert_eq!(sent[7]["reason"], "NamespaceRetained");
+    assert!(
+        sent[5]["metadata"]["annotations"]
+            .get("homestead.dev/applied")
+            .is_none(),
+        "a retained Namespace carries no fingerprint of Homestead's: {}",
+        sent[5]
+    );
+    assert_eq!(sent[6]["reason"], "NamespaceRetained");
 }
 
 #[tokio::test]
@@ -539,8 +549,8 @@ async fn a_fenced_replica_sends_no_write_of_any_kind() {
     );
     assert!(
         seen.iter()
-            .any(|request| request.ends_with("/rolebindings")),
-        "offboarding lists the RoleBindings live (a read, which passes): {seen:?}"
+            .any(|request| request.contains("customresourcedefinitions")),
+        "offboarding reads the CRD (a read, which passes) before its first write: {seen:?}"
     );
 }
 
@@ -598,8 +608,8 @@ async fn a_role_change_removes_every_binding_after_a_dry_run_no_name_can_block()
         b.role_ref.name = "admin".into();
         b
     };
-    // The live list: Homestead's binding, and two the person made under `admin`, one of them
-    // with the name a fixed dry-run name would have collided with.
+    // What the deletecollection removes: Homestead's binding, and two the person made under
+    // `admin`, one of them with the name a fixed dry-run name would have collided with.
     let live = json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBindingList", "metadata": {},
         "items": [binding("homestead-user"), binding("homestead-user-next"), binding("mine")],
@@ -612,25 +622,7 @@ async fn a_role_change_removes_every_binding_after_a_dry_run_no_name_can_block()
             StatusCode::CREATED,
             json!(binding("homestead-user-x7k2p")),
         ),
-        expect(Method::GET, rolebindings, StatusCode::OK, live),
-        expect(
-            Method::DELETE,
-            "/rolebindings/homestead-user",
-            StatusCode::OK,
-            json!({}),
-        ),
-        expect(
-            Method::DELETE,
-            "/rolebindings/homestead-user-next",
-            StatusCode::OK,
-            json!({}),
-        ),
-        expect(
-            Method::DELETE,
-            "/rolebindings/mine",
-            StatusCode::OK,
-            json!({}),
-        ),
+        expect(Method::DELETE, rolebindings, StatusCode::OK, live),
         expect(
             Method::POST,
             rolebindings,
@@ -644,9 +636,50 @@ async fn a_role_change_removes_every_binding_after_a_dry_run_no_name_can_block()
     result.expect("the role change converges");
     assert_eq!(sent[0]["metadata"]["generateName"], "homestead-user-");
     assert!(sent[0]["metadata"].get("name").is_none(), "{}", sent[0]);
-    assert_eq!(sent[5]["roleRef"]["name"], "view");
+    assert_eq!(sent[2]["roleRef"]["name"], "view");
     assert!(ctx.events.drained(Duration::from_secs(5)).await);
-    assert_eq!(sent[7]["reason"], "RoleChanged");
-    let note = sent[7]["note"].as_str().unwrap();
+    assert_eq!(sent[4]["reason"], "RoleChanged");
+    let note = sent[4]["note"].as_str().unwrap();
     assert!(note.contains("homestead-user-next, mine"), "{note}");
+}
+
+#[tokio::test]
+async fn an_offboarding_whose_namespace_the_watch_saw_go_asks_nothing_more() {
+    let (ctx, server, _writers) = Context::test();
+    let mut alice = finalized("alice", json!({}));
+    converged_earlier(&mut alice, Reason::Terminating);
+    alice.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+    // The Namespace watch delivered its deletion: the cache no longer has it.
+    ctx.recent.namespaces_gone.remember("user-alice".into());
+    let script = vec![expect(
+        Method::PATCH,
+        "/users/alice",
+        StatusCode::OK,
+        json!(alice),
+    )];
+    let ctx = Arc::new(ctx);
+    let (result, sent) = run(ctx.clone(), server, alice.clone(), script).await;
+    assert_eq!(result.unwrap(), Action::await_change());
+    // The finalizer helper's JSON patch removes the finalizer.
+    let ops = sent[0].as_array().expect("a JSON patch");
+    assert!(
+        ops.iter()
+            .any(|op| op["op"] == "remove" && op["path"] == "/metadata/finalizers/0"),
+        "{}",
+        sent[0]
+    );
+
+    // Without that word from the watch, the API server is asked (one GET).
+    let script = vec![
+        expect(
+            Method::GET,
+            "/api/v1/namespaces/user-alice",
+            StatusCode::NOT_FOUND,
+            failure(StatusCode::NOT_FOUND),
+        ),
+        expect(Method::PATCH, "/users/alice", StatusCode::OK, json!(alice)),
+    ];
+    let (ctx, server, _writers) = Context::test();
+    let (result, _) = run(ctx, server, alice, script).await;
+    assert_eq!(result.unwrap(), Action::await_change());
 }

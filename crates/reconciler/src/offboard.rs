@@ -4,9 +4,10 @@
 //! CRD itself is being deleted (uninstall), every User is treated as `Retain`, so uninstalling
 //! Homestead never deletes anyone's namespace (docs/design.md rule 7).
 
+use std::time::Instant;
+
 use homestead_api::{CRD_NAME, DeletionPolicy, LABEL_RETAINED_FROM, User};
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, Preconditions};
@@ -19,31 +20,45 @@ use crate::context::Context;
 use crate::desired::retained_namespace;
 use crate::error::{Error, Result};
 use crate::ownership::is_owned_by;
-use crate::provision::{cached_bindings_in, revoke};
+use crate::provision::{cached_bindings_in, revoke, revoke_all};
+use crate::recent::uid_print;
 use crate::status::{Change, Outcome, Reason, terminating_message};
 use crate::validate::namespace_name;
 
 /// Offboards `user` (see the module docs). First, whatever the policy, every RoleBinding in
-/// the User's Namespace is removed (read live, not from a cache), so the person, their groups
-/// and their ServiceAccounts lose all access at once. A Namespace that has become reserved is
-/// retained, never deleted. Returns `Ok` when nothing of the User's is left to wait for, so the
-/// finalizer helper removes the finalizer.
+/// the User's Namespace is removed with one `deletecollection` (what exists at that moment,
+/// not what a cache shows), so the person, their groups and their ServiceAccounts lose all
+/// access at once. A Namespace that has become reserved is retained, never deleted. The
+/// Namespace is looked up in the cache first ([`Context::managed_namespace`]): once its watch
+/// has reported it gone, no request confirms it. Returns `Ok` when nothing of the User's is
+/// left to wait for, so the finalizer helper removes the finalizer.
 ///
 /// # Errors
 /// [`Error::NamespaceTerminating`] while a `Delete` offboarding waits for the Namespace (the
 /// finalizer must stay); [`Error::Kube`] when a request fails.
 pub async fn offboard(user: &User, ctx: &Context) -> Result<Action> {
+    let began = Instant::now();
     let owned = |ns: &CachedNamespace| is_owned_by(&ns.facts, user);
     let name = namespace_name(user, &ctx.config, |n| {
         ctx.cached_namespace(n).is_some_and(|ns| owned(&ns))
     });
-    let Some(namespace) = ctx.namespace(&name).await?.filter(|ns| owned(ns)) else {
-        let note = format!(
-            "offboarding complete: no namespace of this User remains (looked for {name:?})"
-        );
-        ctx.record(user, Change::Offboarded, note);
+    let Some(namespace) = ctx.managed_namespace(&name).await?.filter(|ns| owned(ns)) else {
+        // No Event: the User is about to go, and `kubectl describe` could not show it. The
+        // `Terminating` Event said what offboarding does; the log and
+        // `homestead_offboarding_duration_seconds` record the end.
+        tracing::info!(user = %user.name_any(), namespace = %name, "offboarding complete: no namespace of this User remains");
         return Ok(Action::await_change());
     };
+    let deleted_here = ctx
+        .recent
+        .namespace_deletes
+        .unconfirmed(&name, uid_print(namespace.uid().as_deref()))
+        .is_some();
+    if deleted_here {
+        // This replica revoked access and deleted it moments ago; the watches have not caught
+        // up (their echoes triggered this pass). Nothing to do but wait.
+        return wait_for_deletion(user, ctx, &namespace, Vec::new()).await;
+    }
     if namespace.metadata.deletion_timestamp.is_some() {
         // Already on its way out (deleted by an earlier pass, or by someone else): nothing can
         // be created in it any more, so only bindings still cached are left to remove, and the
@@ -51,15 +66,13 @@ pub async fn offboard(user: &User, ctx: &Context) -> Result<Action> {
         let revoked = revoke(ctx, &name, cached_bindings_in(ctx, &name), "offboarding").await?;
         return wait_for_deletion(user, ctx, &namespace, revoked.into_iter().collect()).await;
     }
-    let uninstalling = crd_is_deleting(ctx).await?;
+    let uninstalling = crd_is_deleting(ctx, began).await?;
     let policy = if uninstalling {
         DeletionPolicy::Retain
     } else {
         user.spec.deletion_policy
     };
-    let bindings = ctx.list::<RoleBinding>(&name).await?;
-    let names = bindings.iter().map(ResourceExt::name_any).collect();
-    let revoked = revoke(ctx, &name, names, "offboarding").await?;
+    let revoked = revoke_all(ctx, &name, "offboarding").await?;
     let reserved = ctx.config.is_reserved(&name);
     if reserved && policy == DeletionPolicy::Delete {
         let note = format!(
@@ -89,13 +102,32 @@ pub async fn offboard(user: &User, ctx: &Context) -> Result<Action> {
     }
 }
 
+/// The last answer to "is the `users.homestead.dev` CRD being deleted?", with when the GET
+/// that gave it was sent; shared by every offboarding.
+#[derive(Debug, Default)]
+pub struct UninstallCheck(tokio::sync::Mutex<Option<(Instant, bool)>>);
+
 /// Whether the `users.homestead.dev` CRD itself is gone or being deleted (Homestead is being
-/// uninstalled).
-async fn crd_is_deleting(ctx: &Context) -> Result<bool> {
+/// uninstalled), as read by a GET sent after `since` (when this reconcile began, after it saw
+/// the User deleted). The API server marks the CRD deleted before it deletes any User of it,
+/// so such a GET sees the mark of any uninstall that deleted this User; one GET serves every
+/// offboarding that began before it was sent, and offboardings arriving meanwhile wait for it
+/// rather than sending their own. A bulk offboarding reads the CRD a few times, not once per
+/// User.
+async fn crd_is_deleting(ctx: &Context, since: Instant) -> Result<bool> {
+    let mut last = ctx.uninstall_check.0.lock().await;
+    if let Some((sent, deleting)) = *last
+        && sent >= since
+    {
+        return Ok(deleting);
+    }
+    let sent = Instant::now();
     let crd = ctx
         .get(&ObjectRef::<CustomResourceDefinition>::new(CRD_NAME))
         .await?;
-    Ok(crd.is_none_or(|crd| crd.metadata.deletion_timestamp.is_some()))
+    let deleting = crd.is_none_or(|crd| crd.metadata.deletion_timestamp.is_some());
+    *last = Some((sent, deleting));
+    Ok(deleting)
 }
 
 /// `Delete`: deletes the Namespace, with its uid as precondition, so a namespace recreated by
@@ -108,8 +140,12 @@ async fn delete_namespace(ctx: &Context, namespace: &CachedNamespace) -> Result<
         }),
         ..DeleteParams::background()
     };
-    ctx.delete(&ObjectRef::<Namespace>::new(&namespace.name_any()), &params)
-        .await
+    let name = namespace.name_any();
+    ctx.delete(&ObjectRef::<Namespace>::new(&name), &params)
+        .await?;
+    let print = uid_print(namespace.uid().as_deref());
+    ctx.recent.namespace_deletes.remember(name, print);
+    Ok(())
 }
 
 /// Reports what still blocks the terminating `namespace` as `Ready=False, Terminating` (one
@@ -188,4 +224,45 @@ pub async fn keep_retained_revoked(namespace: &Namespace, ctx: &Context) -> Resu
         tracing::warn!(namespace = %name, retained_from = %from, "{note}");
     }
     Ok(Action::await_change())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{Method, StatusCode};
+
+    #[tokio::test]
+    async fn one_read_of_the_crd_serves_every_offboarding_that_began_before_it() {
+        let (ctx, mut server, _writers) = Context::test();
+        let began = Instant::now();
+        let answer = tokio::spawn(async move {
+            let (request, respond) = server.next_request().await.expect("one GET");
+            assert_eq!(request.method(), Method::GET);
+            assert!(request.uri().path().ends_with("/users.homestead.dev"));
+            let crd = serde_json::json!({
+                "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": { "name": "users.homestead.dev" },
+                "spec": { "group": "homestead.dev", "scope": "Cluster", "versions": [],
+                          "names": { "kind": "User", "plural": "users" } },
+            });
+            let body = kube::client::Body::from(serde_json::to_vec(&crd).unwrap());
+            respond.send_response(
+                http::Response::builder()
+                    .status(StatusCode::OK)
+                    .body(body)
+                    .unwrap(),
+            );
+            // The mock API server goes away: any further request fails.
+        });
+        assert!(!crd_is_deleting(&ctx, began).await.unwrap());
+        answer.await.unwrap();
+        assert!(
+            !crd_is_deleting(&ctx, began).await.unwrap(),
+            "an offboarding that began before that GET uses its answer"
+        );
+        assert!(
+            crd_is_deleting(&ctx, Instant::now()).await.is_err(),
+            "one that began after it reads the CRD itself"
+        );
+    }
 }

@@ -111,27 +111,6 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
     }
 }
 
-/// Whether `user`'s spec, or its Profile, may have dropped a key Homestead applied before: an
-/// earlier reconcile wrote a status for another generation of the User or of its Profile
-/// (`applied`), or did not converge (it may have failed half-way through a new generation). A
-/// User never reconciled has nothing applied before but what its create request set from the
-/// same spec, and a stale cache (a reconcile triggered by the echo of Homestead's own write,
-/// before the User watch delivered the status) must not turn every provisioning or Profile
-/// change into two writes: so not when this replica converged this generation with `applied`
-/// moments ago ([`Recent::convergence`](crate::recent::Recent::convergence)).
-fn respecified(user: &User, applied: Option<&AppliedProfile>, ctx: &Context) -> bool {
-    let stale = user.status.as_ref().is_some_and(|s| {
-        s.observed_generation != user.metadata.generation
-            || s.profile.as_ref() != applied
-            || user.ready_condition().is_none_or(|c| c.status != "True")
-    });
-    stale && {
-        let print = convergence_print(user.metadata.generation, applied);
-        let name = user.name_any();
-        ctx.recent.convergence.unconfirmed(&name, print).is_none()
-    }
-}
-
 /// The note of a `ProfileChanged` Event when `applied` (the Profile and the directory group
 /// that chose it) differs from what `user`'s status says its objects reflect, such as
 /// `Profile "engineer" (the operator's default) -> "data-science" (directory group
@@ -278,21 +257,17 @@ async fn ensure_namespace(
         let outcome = Outcome::new(name, Reason::NamespaceTerminating, message);
         return Ok(Some(Step::Wait(outcome)));
     }
-    // A key Homestead applied and no longer wants (one dropped from `spec.namespace.labels`)
-    // is not in the cache (no managedFields there): so after a spec change, until the new
-    // generation has converged, the Namespace is applied whether it looks right or not.
-    if respecified(user, resolved.applied.as_ref(), ctx)
-        || !existing.facts.include(&desired.metadata)
-    {
-        // After a spec change it is applied in case a key was dropped; an Event only when the
-        // Namespace really changed.
-        if ctx
+    // The cache keeps no managedFields, so a key Homestead applied and no longer wants (one
+    // dropped from `spec.namespace.labels`, or by the Profile) is seen through the fingerprint
+    // of what was applied (`homestead.dev/applied`): it differs whenever anything applied
+    // would change, and drift shows as a missing label or annotation.
+    if !existing.facts.include(&desired.metadata)
+        && ctx
             .apply_over(&desired, existing.metadata.uid.as_deref())
             .await?
-        {
-            let note = format!("updated labels, annotations or owner of namespace {name:?}");
-            changes.push((Change::NamespaceUpdated, note));
-        }
+    {
+        let note = format!("updated labels, annotations or owner of namespace {name:?}");
+        changes.push((Change::NamespaceUpdated, note));
     }
     Ok(None)
 }
@@ -368,10 +343,10 @@ pub fn failure_reason(error: &Error) -> Reason {
             ..
         } if status.code == 403 => Reason::Forbidden,
         Error::Kube { verb, .. } => match verb {
-            Verb::Get | Verb::List => Reason::ReadFailed,
+            Verb::Get => Reason::ReadFailed,
             Verb::Create => Reason::CreateFailed,
             Verb::Apply | Verb::PatchStatus => Reason::ApplyFailed,
-            Verb::Delete => Reason::DeleteFailed,
+            Verb::Delete | Verb::DeleteCollection => Reason::DeleteFailed,
         },
         _ => Reason::ApplyFailed,
     }
@@ -513,19 +488,35 @@ pub(crate) async fn revoke(
     mut names: Vec<String>,
     why: &str,
 ) -> Result<Option<(Change, String)>> {
-    if names.is_empty() {
-        return Ok(None);
-    }
     names.sort();
     for name in &names {
         let binding = ObjectRef::<RoleBinding>::new(name).within(namespace);
         ctx.delete(&binding, &DeleteParams::default()).await?;
     }
-    let note = format!(
-        "{why}: removed every RoleBinding in namespace {namespace:?}: {}",
-        names.join(", ")
-    );
-    Ok(Some((Change::AccessRevoked, note)))
+    Ok(revoked(namespace, &names, why))
+}
+
+/// Deletes every RoleBinding in `namespace` with one `deletecollection`, including any created
+/// a moment ago that the cache does not show yet; returns the `AccessRevoked` change that names
+/// them (`why` says why), or `None` when there were none.
+pub(crate) async fn revoke_all(
+    ctx: &Context,
+    namespace: &str,
+    why: &str,
+) -> Result<Option<(Change, String)>> {
+    let names = ctx.delete_all::<RoleBinding>(namespace).await?;
+    Ok(revoked(namespace, &names, why))
+}
+
+/// The `AccessRevoked` change naming the RoleBindings `names` removed from `namespace`.
+fn revoked(namespace: &str, names: &[String], why: &str) -> Option<(Change, String)> {
+    (!names.is_empty()).then(|| {
+        let note = format!(
+            "{why}: removed every RoleBinding in namespace {namespace:?}: {}",
+            names.join(", ")
+        );
+        (Change::AccessRevoked, note)
+    })
 }
 
 /// What [`grant_access`] did.
@@ -586,8 +577,8 @@ async fn grant_access(user: &User, ctx: &Context, namespace: &str) -> Result<Gra
 /// Replaces Homestead's binding `cached` with `desired` after a role or identity change: first
 /// a dry-run create under a generated name (so a binding someone named `homestead-user-next`
 /// cannot block it) proves the API server accepts the new one, and a refusal keeps the old
-/// access; then every RoleBinding in the Namespace, listed live rather than from the cache, is
-/// removed ("a role downgrade removes what grants more than the new role"; the old identity's
+/// access; then every RoleBinding in the Namespace is removed with one `deletecollection`
+/// (what exists, not what the cache shows) ("a role downgrade removes what grants more than the new role"; the old identity's
 /// own grants go with it), and the new binding is created.
 async fn replace_access(
     user: &User,
@@ -613,13 +604,7 @@ async fn replace_access(
         );
         (Change::RoleChanged, "role changed", note)
     };
-    let names: Vec<String> = ctx
-        .list::<RoleBinding>(&namespace)
-        .await?
-        .iter()
-        .map(ResourceExt::name_any)
-        .collect();
-    let revoked = revoke(ctx, &namespace, names, why).await?;
+    let revoked = revoke_all(ctx, &namespace, why).await?;
     match ctx.create(&desired).await? {
         Some(created) => ctx.recent.role_bindings.remember(created),
         // Someone created one under Homestead's name between the removal and the create.

@@ -40,6 +40,56 @@ pub struct Recent {
     pub namespaces: Arc<OwnCreates<CachedNamespace>>,
     /// RoleBindings created that the RoleBinding watch has not delivered yet.
     pub role_bindings: Arc<OwnCreates<CachedRoleBinding>>,
+    /// Namespaces deleted (offboarding), by name, as a fingerprint of their uid: until the
+    /// Namespace watch shows the deletion, a reconcile another watch triggers must not delete
+    /// the Namespace and revoke its bindings a second time.
+    pub namespace_deletes: RecentWrites,
+    /// Namespaces the Namespace watch reported gone (deleted, or no longer labelled as
+    /// Homestead's): what lets an offboarding trust the cache's word that a Namespace is gone
+    /// without asking the API server.
+    pub namespaces_gone: Arc<Gone>,
+}
+
+/// How long a [`Gone`] entry is kept if no offboarding takes it: far longer than an offboarding
+/// waits for its Namespace's watch event.
+pub const GONE_FOR: Duration = Duration::from_secs(600);
+
+/// Names of objects whose watch delivered their deletion, each kept until taken or for
+/// [`GONE_FOR`].
+#[derive(Debug, Default)]
+pub struct Gone(Mutex<HashMap<String, Instant>>);
+
+impl Gone {
+    /// Remembers that the watch delivered the deletion of `name`; first forgets entries older
+    /// than [`GONE_FOR`] once there are many (1,024).
+    pub fn remember(&self, name: String) {
+        let mut entries = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if entries.len() >= 1024 {
+            entries.retain(|_, at| at.elapsed() < GONE_FOR);
+        }
+        entries.insert(name, Instant::now());
+    }
+
+    /// Whether the watch delivered the deletion of `name` less than [`GONE_FOR`] ago; forgets
+    /// it either way.
+    pub fn take(&self, name: &str) -> bool {
+        let mut entries = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        entries
+            .remove(name)
+            .is_some_and(|at| at.elapsed() < GONE_FOR)
+    }
+}
+
+/// The fingerprint [`Recent::namespace_deletes`] keeps of a deleted object's `uid`.
+pub fn uid_print(uid: Option<&str>) -> u64 {
+    use std::hash::BuildHasher;
+    std::hash::BuildHasherDefault::<std::hash::DefaultHasher>::default().hash_one(uid)
 }
 
 /// Writes made in the last [`RECENT`] seconds, by key (a User's name), as

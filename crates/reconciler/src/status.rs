@@ -85,6 +85,13 @@ impl Reason {
         matches!(self, Self::Provisioned | Self::Suspended | Self::Expired)
     }
 
+    /// Whether the Event of a transition to this reason is a Warning: `Ready=False` for any
+    /// reason but `Terminating`, an offboarding someone asked for (Normal, as the Kubernetes
+    /// convention keeps Warnings for what may need attention).
+    pub fn is_warning(self) -> bool {
+        !self.is_ready() && self != Self::Terminating
+    }
+
     /// Whether `reason` (a condition's reason as written) is a refusal of the User's spec,
     /// which HR or the person must fix, rather than a transient failure of the API server, a
     /// suspension or offboarding. Unknown reasons (an older or newer Homestead's) count as
@@ -142,8 +149,6 @@ pub enum Change {
     NamespaceDeleting,
     /// Offboarding under `Retain` (or uninstall): access revoked, Namespace kept.
     NamespaceRetained,
-    /// Offboarding finished: nothing of the User's remains.
-    Offboarded,
     /// The User moved to another Profile (its `spec.profile`, its directory groups or the
     /// operator's default changed).
     ProfileChanged,
@@ -275,10 +280,10 @@ pub fn events_for(transition: bool, outcome: &Outcome) -> Vec<(EventType, &'stat
             .map(|(change, note)| (EventType::Normal, change.as_str(), note.clone()))
             .collect();
     }
-    let type_ = if outcome.reason.is_ready() {
-        EventType::Normal
-    } else {
+    let type_ = if outcome.reason.is_warning() {
         EventType::Warning
+    } else {
+        EventType::Normal
     };
     let mut note = outcome.message.clone();
     if !outcome.changes.is_empty() {

@@ -250,13 +250,10 @@ async fn offboarding_under_delete_revokes_first_then_deletes_the_namespace_then_
         namespace.is_none(),
         "the User went only after its namespace: {namespace:?}"
     );
+    // Provisioned, then Terminating (Normal: an offboarding someone asked for); no Event once
+    // the User is gone, which nobody could `kubectl describe`.
     let reasons = event_reasons(&ctx, &admin, "ip-bea").await;
-    for reason in ["Provisioned", "Terminating", "Offboarded"] {
-        assert!(
-            reasons.iter().any(|r| r == reason),
-            "{reason} in {reasons:?}"
-        );
-    }
+    assert_eq!(reasons, ["Provisioned", "Terminating"], "{reasons:?}");
 }
 
 #[tokio::test]
@@ -318,5 +315,82 @@ async fn offboarding_under_retain_keeps_the_namespace_without_any_access() {
     assert!(
         reasons.iter().any(|r| r == "NamespaceRetained"),
         "{reasons:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_bulk_of_events_becomes_one_summary_and_warnings_stay_on_each_user() {
+    use kube::runtime::events::{Event as Publish, EventType};
+    let plane = plane().await;
+    let ctx = context(plane).await;
+    let admin = plane.client(ADMIN).await.unwrap();
+    let user = |name: &str| -> User {
+        serde_json::from_value(json!({
+            "apiVersion": "homestead.dev/v1alpha1", "kind": "User",
+            "metadata": { "name": name, "uid": format!("uid-{name}") },
+            "spec": { "identity": { "username": format!("{name}@example.com") } },
+        }))
+        .unwrap()
+    };
+    let event = |type_, reason: &str| Publish {
+        type_,
+        reason: reason.to_owned(),
+        note: Some(format!("{reason} in a bulk")),
+        action: "Reconcile".to_owned(),
+        secondary: None,
+    };
+    // A bulk import's worth at once (this test's runtime runs the publisher only when the test
+    // waits, so all of them are waiting together): 100 Normal, one Warning.
+    for i in 0..100 {
+        let name = format!("ipc-bulk-{i:03}");
+        ctx.events
+            .publish(&user(&name), event(EventType::Normal, "Provisioned"));
+    }
+    ctx.events.publish(
+        &user("ipc-bulk-refused"),
+        event(EventType::Warning, "NamespaceConflict"),
+    );
+    assert!(ctx.events.drained(Duration::from_secs(30)).await);
+
+    let events = Api::<Event>::namespaced(admin, "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let about = |e: &Event| e.involved_object.name.clone().unwrap_or_default();
+    let summaries: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.message.as_deref().unwrap_or("").contains("ipc-bulk-000"))
+        .collect();
+    assert_eq!(summaries.len(), 1, "one summary: {summaries:?}");
+    let summary = summaries[0];
+    assert_eq!(
+        summary.involved_object.kind.as_deref(),
+        Some("CustomResourceDefinition")
+    );
+    assert_eq!(about(summary), "users.homestead.dev");
+    assert!(
+        summary.involved_object.uid.is_some(),
+        "with the CRD's uid, so `kubectl describe crd` shows it"
+    );
+    assert_eq!(summary.reason.as_deref(), Some("Provisioned"));
+    assert_eq!(summary.type_.as_deref(), Some("Normal"));
+    let note = summary.message.as_deref().unwrap();
+    assert!(note.starts_with("Provisioned: 100 Users at once"), "{note}");
+    assert!(
+        !events.iter().any(|e| about(e).starts_with("ipc-bulk-0")),
+        "no per-User Normal Event besides the summary"
+    );
+    let warnings: Vec<&Event> = events
+        .iter()
+        .filter(|e| about(e) == "ipc-bulk-refused")
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].type_.as_deref(), Some("Warning"));
+    assert_eq!(warnings[0].reason.as_deref(), Some("NamespaceConflict"));
+    assert_eq!(
+        ctx.metrics.events_summarised.get(),
+        100,
+        "counted as folded"
     );
 }
