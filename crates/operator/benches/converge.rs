@@ -15,7 +15,10 @@
 //!    change (a quota for every User), then taken back, so that Homestead's namespaces hold
 //!    what the floor's hold; and offboarding of all of them (`deletionPolicy: Delete`).
 //! 3. **Floor again**, with the operator stopped: the same provisioning (not the offboarding,
-//!    which at 10,000 Users would add 16 to 19 minutes). Every phase can leave the control
+//!    which at 10,000 Users would add 16 to 19 minutes). Then the **bare floor**: the same five
+//!    requests as the cluster admin with the least objects (a Namespace with a name, a
+//!    RoleBinding with a roleRef and a subject), what an operator without Homestead's safety
+//!    layers (admission policy, ownership and Pod Security labels) would cost. Every phase can leave the control
 //!    plane slower (etcd and the API server grow with what they have seen), so a floor
 //!    measured only before Homestead would charge Homestead for coming second. Homestead's
 //!    provisioning is compared with the mean of the floor before and after it (an A-B-A
@@ -30,7 +33,7 @@
 //! assertions: the output is meant to be compared between runs and with docs/performance.md.
 //!
 //! Options, as environment variables (docs/performance.md has them too):
-//! `HOMESTEAD_BENCH_QUICK` (`1`, `floor`, `homestead` or `used`: parts of the run only),
+//! `HOMESTEAD_BENCH_QUICK` (`1`, `floor`, `bare`, `homestead` or `used`: parts of the run only),
 //! `HOMESTEAD_BENCH_FLOOR_EVENT=1` (the floor publishes Homestead's one Event per User too) and
 //! `HOMESTEAD_BENCH_PPROF=DIR` (kube-apiserver CPU profiles of the provisioning phases).
 
@@ -250,12 +253,58 @@ async fn watch_users(
     task
 }
 
-/// The floor: provisions `count` Users with only the unavoidable requests. `admin` creates
-/// each User, as HR would; `operator` (the operator's own identity, so its requests pass the
-/// same RBAC, admission policy and API priority and fairness as Homestead's) makes the rest.
+/// Which floor a run measures.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Floor {
+    /// The operator's own identity (its requests pass the same RBAC, admission policy and API
+    /// priority and fairness as Homestead's) and Homestead's objects (ownership and Pod
+    /// Security labels, owner reference): what Homestead's safety layers cost included.
+    Bounded,
+    /// The cluster admin (no admission policy matches it; RBAC allows it at once) and the
+    /// least objects that give a person access: a Namespace with a name, a RoleBinding with a
+    /// roleRef and a subject. Users named `bare-00042`.
+    Bare,
+}
+
+impl Floor {
+    /// The run label and User name prefix.
+    fn run(self) -> &'static str {
+        match self {
+            Self::Bounded => "floor",
+            Self::Bare => "bare",
+        }
+    }
+}
+
+/// The least Namespace and RoleBinding that give `user` ClusterRole `edit` in `ns`.
+fn bare_objects(user: &User, ns: &str) -> (Namespace, RoleBinding) {
+    let namespace = serde_json::from_value(json!({ "metadata": { "name": ns } })).unwrap();
+    let binding = serde_json::from_value(json!({
+        "metadata": { "name": "homestead-user", "namespace": ns },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit" },
+        "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                       "name": user.spec.identity.username }],
+    }))
+    .unwrap();
+    (namespace, binding)
+}
+
+/// A floor: provisions `count` Users with only the unavoidable requests (create the User, add
+/// the finalizer, create the Namespace and the RoleBinding, write the status). `admin` creates
+/// each User, as HR would; the rest is made as [`Floor`] says, by `operator` or by `admin`.
 /// Returns the time until a User watch has seen every one `Ready=True`: measured exactly as
 /// Homestead's time is, the watch's cost to the API server included.
-async fn floor_provision(admin: &Client, operator: &Client, count: usize) -> Duration {
+async fn floor_provision(
+    admin: &Client,
+    operator: &Client,
+    count: usize,
+    floor: Floor,
+) -> Duration {
+    let operator = match floor {
+        Floor::Bounded => operator,
+        Floor::Bare => admin,
+    };
+    let run = floor.run();
     let hr: Api<User> = Api::all(admin.clone());
     let users: Api<User> = Api::all(operator.clone());
     // `HOMESTEAD_BENCH_FLOOR_EVENT=1`: the floor also publishes the one Event per User that
@@ -269,14 +318,14 @@ async fn floor_provision(admin: &Client, operator: &Client, count: usize) -> Dur
             };
             Recorder::new(operator.clone(), reporter)
         });
-    let ready = watch_users(admin, "floor", count, is_ready).await;
+    let ready = watch_users(admin, run, count, is_ready).await;
     let started = Instant::now();
     each(count, |i| {
         let (hr, users, client) = (hr.clone(), users.clone(), operator.clone());
         let recorder = recorder.clone();
         async move {
             let user = hr
-                .create(&PostParams::default(), &bench_user("floor", i))
+                .create(&PostParams::default(), &bench_user(run, i))
                 .await?;
             let name = user.name_any();
             let finalizer = json!({ "metadata": { "finalizers": [FINALIZER] } });
@@ -288,14 +337,18 @@ async fn floor_provision(admin: &Client, operator: &Client, count: usize) -> Dur
                 field_manager: Some(FIELD_MANAGER.to_owned()),
                 ..PostParams::default()
             };
+            let (namespace, binding) = match floor {
+                Floor::Bounded => (
+                    desired_namespace(&user, &ns, PodSecurity::default(), false),
+                    desired_role_binding(&user, &ns),
+                ),
+                Floor::Bare => bare_objects(&user, &ns),
+            };
             Api::<Namespace>::all(client.clone())
-                .create(
-                    &post,
-                    &desired_namespace(&user, &ns, PodSecurity::default(), false),
-                )
+                .create(&post, &namespace)
                 .await?;
             Api::<RoleBinding>::namespaced(client, &ns)
-                .create(&post, &desired_role_binding(&user, &ns))
+                .create(&post, &binding)
                 .await?;
             let outcome = Outcome::new(&ns, Reason::Provisioned, "provisioned")
                 .with_profile(bench_profile(1));
@@ -635,6 +688,10 @@ fn audit_log(plane: &ControlPlane) -> Vec<Request> {
         .collect()
 }
 
+/// What [`concerned_user`] says of a request about a summary Event (many Users' Events folded
+/// into one): it counts towards whichever run's requests are being counted.
+const SUMMARY: &str = "*";
+
 /// The benchmark User an audit event concerns (`floor-00042`), if any.
 fn concerned_user(event: &Value) -> Option<String> {
     let r = &event["objectRef"];
@@ -642,11 +699,16 @@ fn concerned_user(event: &Value) -> Option<String> {
     let user = match (r["resource"].as_str()?, r["namespace"].as_str()) {
         ("users", _) => name,
         ("namespaces", None) => name.strip_prefix("user-")?,
+        // A summary of many Users' Events, about the Users CRD: counted with every run.
+        ("events", Some("default")) if name.starts_with("users.homestead.dev.") => {
+            return Some(SUMMARY.to_owned());
+        }
         ("events", Some("default")) => name.split('.').next()?,
         (_, Some(ns)) => ns.strip_prefix("user-")?,
         _ => return None,
     };
-    (user.starts_with("floor-") || user.starts_with("homestead-")).then(|| user.to_owned())
+    (user.starts_with("floor-") || user.starts_with("bare-") || user.starts_with("homestead-"))
+        .then(|| user.to_owned())
 }
 
 /// `verb resource[/subresource]` of an audit event.
@@ -669,7 +731,10 @@ fn requests(
     let prefix = format!("{run}-");
     let mut counts = BTreeMap::new();
     for r in log.iter().filter(|r| r.at >= from && r.at <= to) {
-        if r.user.as_ref().is_some_and(|u| u.starts_with(&prefix)) {
+        if r.user
+            .as_ref()
+            .is_some_and(|u| u.starts_with(&prefix) || u == SUMMARY)
+        {
             *counts.entry(r.kind.clone()).or_default() += 1;
         }
     }
@@ -788,6 +853,28 @@ async fn profiled(profile: Option<tokio::task::JoinHandle<()>>) {
     }
 }
 
+/// `HOMESTEAD_BENCH_QUICK=bare`: the bare floor's provisioning alone on a fresh control plane,
+/// with its CPU per User.
+async fn bare_only(count: usize) {
+    let plane = install();
+    let admin = plane.client(ADMIN).await.unwrap();
+    create_profile(&admin).await;
+    println!("{count} Users, {IN_FLIGHT} in flight, one local control plane\n");
+    let start = cpu_seconds(plane, None);
+    let profile = profile_apiserver(&admin, "bare");
+    let bare_up = floor_provision(&admin, &admin, count, Floor::Bare).await;
+    let end = cpu_seconds(plane, None);
+    profiled(profile).await;
+    println!("bare floor: provisioned in {}", secs(bare_up));
+    print_cpu(
+        "bare floor: CPU while provisioning",
+        &start,
+        &end,
+        count,
+        bare_up,
+    );
+}
+
 #[tokio::main]
 async fn main() {
     let count: usize = std::env::var("HOMESTEAD_BENCH_USERS")
@@ -800,6 +887,9 @@ async fn main() {
     // control plane, with its CPU per User (to compare the two in minutes); `used`: the floor's
     // provisioning and offboarding, then Homestead's provisioning (the full run's first half).
     let quick_mode = std::env::var("HOMESTEAD_BENCH_QUICK").unwrap_or_default();
+    if quick_mode == "bare" {
+        return bare_only(count).await;
+    }
     let floor_only = quick_mode == "floor";
     let homestead_only = quick_mode == "homestead";
     let first_half = quick_mode == "used";
@@ -817,7 +907,7 @@ async fn main() {
     let mut profile = None;
     if !quick {
         profile = profile_apiserver(&admin, "floor");
-        floor_up = floor_provision(&admin, &operator_identity, count).await;
+        floor_up = floor_provision(&admin, &operator_identity, count, Floor::Bounded).await;
         println!("floor: provisioned in {}", secs(floor_up));
     }
     let cpu_floor_end = cpu_seconds(plane, None);
@@ -944,10 +1034,22 @@ async fn main() {
         background_after = background_cpu(plane, None).await;
         let start = cpu_seconds(plane, None);
         let profile = profile_apiserver(&admin, "floor-again");
-        floor_up_after = floor_provision(&admin, &operator_identity, count).await;
+        floor_up_after = floor_provision(&admin, &operator_identity, count, Floor::Bounded).await;
         cpu_floor_after = (start, cpu_seconds(plane, None));
-        println!("floor again: provisioned in {}\n", secs(floor_up_after));
+        println!("floor again: provisioned in {}", secs(floor_up_after));
         profiled(profile).await;
+    }
+    // The bare floor last, on the control plane as every run left it: its Users would be
+    // reconciled by Homestead earlier, and cleaning them up takes the namespace controller as
+    // long as an offboarding. So it may be slower than on a fresh control plane, which flatters
+    // Homestead's ratio to it; `HOMESTEAD_BENCH_QUICK=bare` measures it on a fresh one.
+    let mut bare_up = Duration::ZERO;
+    let mut cpu_bare = (BTreeMap::new(), BTreeMap::new());
+    if !quick {
+        let start = cpu_seconds(plane, None);
+        bare_up = floor_provision(&admin, &operator_identity, count, Floor::Bare).await;
+        cpu_bare = (start, cpu_seconds(plane, None));
+        println!("bare floor: provisioned in {}\n", secs(bare_up));
     }
 
     let events = audit_log(plane);
@@ -962,6 +1064,17 @@ async fn main() {
         secs(mean(floor_up, floor_up_after)),
         secs(ours_up),
         ratio(ours_up, mean(floor_up, floor_up_after))
+    );
+    println!(
+        "| create to all Ready, bare floor (admin, least objects; run last) | {} | not run | {} | {} | {:.2}x |",
+        secs(bare_up),
+        secs(bare_up),
+        secs(ours_up),
+        ratio(ours_up, bare_up)
+    );
+    println!(
+        "| bounded floor (mean) against the bare floor | | | | | {:.2}x |",
+        ratio(mean(floor_up, floor_up_after), bare_up)
     );
     println!(
         "| offboarding (Delete) | {} | not run | {} | {} | {:.2}x |",
@@ -1012,6 +1125,15 @@ async fn main() {
             &cpu_floor_after.1,
             count,
             floor_up_after,
+        );
+    }
+    if !quick {
+        print_cpu(
+            "bare floor: CPU while provisioning",
+            &cpu_bare.0,
+            &cpu_bare.1,
+            count,
+            bare_up,
         );
     }
     print_cpu(
