@@ -10,16 +10,18 @@
 //! share of it. `homestead_events_pending` says how many are waiting.
 //!
 //! A bulk change (an import, a mass offboarding, a Profile rollout) makes Events faster than one
-//! writer publishes them. When more than [`BULK`] are waiting, the publisher folds the Normal
-//! Events of each reason into one summary Event regarding the `users.homestead.dev`
-//! CustomResourceDefinition ("812 Users: Provisioned ..., naming as many as fit), so the
-//! Events never trail the change by more than a moment and never hold the API server after it.
+//! writer publishes them, and one Event per person would add a request per person to what the
+//! change costs the API server. When more than [`BULK`] arrive within a second, the publisher
+//! lets them gather for [`GATHER`] and folds the Normal Events of each reason into one summary
+//! Event regarding the `users.homestead.dev` CustomResourceDefinition ("Provisioned: 812 Users
+//! at once ...", naming as many as fit), until [`BULK_HOLD`] has passed without such a second.
+//! So Events never trail the change by more than a moment and cost it next to nothing.
 //! Warnings are never folded: every refusal and failure reaches the person's own User. What a
 //! folded Event would have said is in each User's `Ready` condition (`kubectl describe user`),
 //! and `homestead_events_summarised_total` counts them.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use std::collections::BTreeMap;
 
@@ -35,10 +37,17 @@ use tracing::warn;
 use crate::fence::Fence;
 use crate::metrics::Metrics;
 
-/// More Events than this waiting at once are a bulk change: the publisher folds their Normal
-/// Events, by reason, into summaries (see the module docs). At a few milliseconds per Event,
-/// what is waiting below it is published within about a second.
-pub const BULK: usize = 64;
+/// More Events than this arriving within a second are a bulk change (an import, a mass
+/// offboarding, a Profile rollout): the publisher folds their Normal Events, by reason, into
+/// summaries (see the module docs). Everyday changes, even a few people at once, stay below it.
+pub const BULK: usize = 32;
+
+/// How long the publisher keeps folding after the last second with more than [`BULK`] Events.
+pub const BULK_HOLD: Duration = Duration::from_secs(5);
+
+/// How long the publisher lets Events gather during a bulk change before it folds them: one
+/// summary per reason covers this much of it.
+pub const GATHER: Duration = Duration::from_millis(500);
 
 /// The most Events the publisher takes from the queue at once.
 const BATCH: usize = 100_000;
@@ -149,12 +158,11 @@ enum Outgoing {
     Summary { reason: String, users: Vec<String> },
 }
 
-/// What to publish for `batch`, the Events waiting at one moment, in the order queued: each
-/// as it is while there are at most [`BULK`]; beyond that, every Warning as it is and the
-/// Normal Events of each reason folded into one [`Outgoing::Summary`] (a reason only one User
-/// has stays as it is).
-fn fold(batch: Vec<Pending>) -> Vec<Outgoing> {
-    if batch.len() <= BULK {
+/// What to publish for `batch`, the Events taken from the queue at once, in the order queued:
+/// each as it is, unless `bulk`; then every Warning as it is and the Normal Events of each
+/// reason folded into one [`Outgoing::Summary`] (a reason only one User has stays as it is).
+fn fold(batch: Vec<Pending>, bulk: bool) -> Vec<Outgoing> {
+    if !bulk {
         return batch
             .into_iter()
             .map(|p| Outgoing::One(Box::new(p)))
@@ -184,6 +192,40 @@ fn fold(batch: Vec<Pending>) -> Vec<Outgoing> {
         }
     }
     out
+}
+
+/// Tells a bulk change from everyday ones by how many Events arrive per second.
+#[derive(Debug)]
+struct BulkDetector {
+    /// When the current one-second window began.
+    window: Instant,
+    /// Events arrived in it.
+    arrived: usize,
+    /// Until when the publisher folds (the last window over [`BULK`] plus [`BULK_HOLD`]).
+    until: Option<Instant>,
+}
+
+impl BulkDetector {
+    fn new(now: Instant) -> Self {
+        Self {
+            window: now,
+            arrived: 0,
+            until: None,
+        }
+    }
+
+    /// Counts `count` Events arriving at `now`; returns whether a bulk change is under way.
+    fn arrived(&mut self, count: usize, now: Instant) -> bool {
+        if now.duration_since(self.window) >= Duration::from_secs(1) {
+            self.window = now;
+            self.arrived = 0;
+        }
+        self.arrived += count;
+        if self.arrived > BULK {
+            self.until = Some(now + BULK_HOLD);
+        }
+        self.until.is_some_and(|until| now < until)
+    }
 }
 
 /// The note of a summary Event: how many Users had `reason` at once, and as many of their
@@ -225,9 +267,19 @@ impl Publisher {
     /// the next change publishes a new Event.
     async fn run(mut self, mut queue: mpsc::UnboundedReceiver<Pending>) {
         let mut batch = Vec::new();
+        let mut detector = BulkDetector::new(Instant::now());
         while queue.recv_many(&mut batch, BATCH).await > 0 {
+            let bulk = detector.arrived(batch.len(), Instant::now());
+            if bulk {
+                tokio::time::sleep(GATHER).await;
+                let before = batch.len();
+                if !queue.is_empty() {
+                    queue.recv_many(&mut batch, BATCH).await;
+                }
+                detector.arrived(batch.len() - before, Instant::now());
+            }
             let taken = batch.len();
-            for outgoing in fold(std::mem::take(&mut batch)) {
+            for outgoing in fold(std::mem::take(&mut batch), bulk) {
                 if self.fence.is_held() {
                     self.send(outgoing).await;
                 }
@@ -321,17 +373,35 @@ mod tests {
     }
 
     #[test]
-    fn a_few_events_go_out_as_they_are_in_order() {
-        let batch: Vec<Pending> = (0..BULK)
+    fn outside_a_bulk_change_events_go_out_as_they_are_in_order() {
+        let batch: Vec<Pending> = (0..100)
             .map(|i| pending(&format!("u{i}"), EventType::Normal, "Provisioned"))
             .collect();
-        let out = shape(&fold(batch));
-        assert_eq!(out.len(), BULK);
+        let out = shape(&fold(batch, false));
+        assert_eq!(out.len(), 100);
         assert_eq!(out[0], ("u0".into(), "Provisioned".into()));
-        assert_eq!(
-            out[BULK - 1],
-            (format!("u{}", BULK - 1), "Provisioned".into())
-        );
+        assert_eq!(out[99], ("u99".into(), "Provisioned".into()));
+    }
+
+    #[test]
+    fn more_than_bulk_events_within_a_second_start_a_bulk_change_that_holds_a_while() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut detector = BulkDetector::new(start);
+        // A few people at once, every second: never a bulk change.
+        for second in 0..5 {
+            for i in 0..4 {
+                assert!(!detector.arrived(BULK / 4, at(second * 1000 + i * 10)));
+            }
+        }
+        // One more Event than BULK within a second is.
+        assert!(!detector.arrived(BULK, at(5000)));
+        assert!(detector.arrived(1, at(5100)));
+        // It holds for BULK_HOLD after the last such second, whatever arrives meanwhile...
+        let hold = u64::try_from(BULK_HOLD.as_millis()).unwrap();
+        assert!(detector.arrived(1, at(5100 + hold - 10)));
+        // ...and then ends.
+        assert!(!detector.arrived(1, at(5100 + hold + 10)));
     }
 
     #[test]
@@ -342,7 +412,7 @@ mod tests {
         batch.push(pending("mallory", EventType::Warning, "NamespaceConflict"));
         batch.push(pending("eve", EventType::Warning, "NamespaceConflict"));
         batch.push(pending("bob", EventType::Normal, "Terminating"));
-        let out = shape(&fold(batch));
+        let out = shape(&fold(batch, true));
         assert_eq!(
             out,
             vec![
