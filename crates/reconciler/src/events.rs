@@ -12,10 +12,11 @@
 //! A bulk change (an import, a mass offboarding, a Profile rollout) makes Events faster than one
 //! writer publishes them, and one Event per person would add a request per person to what the
 //! change costs the API server. When more than [`BULK`] arrive within a second, the publisher
-//! lets them gather for [`GATHER`] and folds the Normal Events of each reason into one summary
+//! folds the Normal Events of each reason, for as long as the change lasts, into one summary
 //! Event regarding the `users.homestead.dev` CustomResourceDefinition ("Provisioned: 812 Users
-//! at once ...", naming as many as fit), until [`BULK_HOLD`] has passed without such a second.
-//! So Events never trail the change by more than a moment and cost it next to nothing.
+//! at once ...", naming as many as fit). It publishes the summaries once no Event has arrived
+//! for [`QUIET`] (the change is over), and every [`SUMMARY_EVERY`] while it goes on. So Events
+//! follow a bulk change by about a second and cost it a handful of requests in all.
 //! Warnings are never folded: every refusal and failure reaches the person's own User. What a
 //! folded Event would have said is in each User's `Ready` condition (`kubectl describe user`),
 //! and `homestead_events_summarised_total` counts them.
@@ -45,9 +46,15 @@ pub const BULK: usize = 32;
 /// How long the publisher keeps folding after the last second with more than [`BULK`] Events.
 pub const BULK_HOLD: Duration = Duration::from_secs(5);
 
-/// How long the publisher lets Events gather during a bulk change before it folds them: one
-/// summary per reason covers this much of it.
-pub const GATHER: Duration = Duration::from_millis(500);
+/// A bulk change is over when no Event has arrived for this long: its summaries go out.
+pub const QUIET: Duration = Duration::from_secs(1);
+
+/// While a bulk change goes on, its summaries go out this often, so a long one reports as it
+/// goes.
+pub const SUMMARY_EVERY: Duration = Duration::from_secs(30);
+
+/// How many Users' names a summary keeps (more than its note can name).
+const NAMES_KEPT: usize = 128;
 
 /// The most Events the publisher takes from the queue at once.
 const BATCH: usize = 100_000;
@@ -150,48 +157,59 @@ fn shard(name: &str, shards: usize) -> usize {
     hash as usize % shards
 }
 
-/// What the publisher sends for a batch taken from the queue.
-enum Outgoing {
-    /// One Event about one User, as queued.
-    One(Box<Pending>),
-    /// The Normal Events of one reason about these Users (at least two), folded into one.
-    Summary { reason: String, users: Vec<String> },
+/// The Normal Events of one reason folded during a bulk change.
+struct Summary {
+    /// The first of them, published as it is if it stays the only one.
+    first: Pending,
+    /// How many Users had it.
+    users: usize,
+    /// The first [`NAMES_KEPT`] of their names.
+    names: Vec<String>,
 }
 
-/// What to publish for `batch`, the Events taken from the queue at once, in the order queued:
-/// each as it is, unless `bulk`; then every Warning as it is and the Normal Events of each
-/// reason folded into one [`Outgoing::Summary`] (a reason only one User has stays as it is).
-fn fold(batch: Vec<Pending>, bulk: bool) -> Vec<Outgoing> {
-    if !bulk {
-        return batch
-            .into_iter()
-            .map(|p| Outgoing::One(Box::new(p)))
-            .collect();
-    }
-    let mut out = Vec::new();
-    let mut by_reason: BTreeMap<String, Vec<Pending>> = BTreeMap::new();
-    for pending in batch {
-        if pending.event.type_ == EventType::Normal {
-            by_reason
-                .entry(pending.event.reason.clone())
-                .or_default()
-                .push(pending);
-        } else {
-            out.push(Outgoing::One(Box::new(pending)));
+/// The Normal Events of a bulk change, folded by reason until they are published.
+#[derive(Default)]
+struct Folded {
+    /// When the first of them arrived.
+    since: Option<Instant>,
+    by_reason: BTreeMap<String, Summary>,
+    /// How many Events are folded and not yet published.
+    held: usize,
+}
+
+impl Folded {
+    /// Folds `pending`, which arrived at `now`.
+    fn add(&mut self, pending: Pending, now: Instant) {
+        self.since.get_or_insert(now);
+        self.held += 1;
+        let name = pending.regarding.name.clone().unwrap_or_default();
+        match self.by_reason.entry(pending.event.reason.clone()) {
+            std::collections::btree_map::Entry::Vacant(entry) => {
+                entry.insert(Summary {
+                    first: pending,
+                    users: 1,
+                    names: vec![name],
+                });
+            }
+            std::collections::btree_map::Entry::Occupied(mut entry) => {
+                let summary = entry.get_mut();
+                summary.users += 1;
+                if summary.names.len() < NAMES_KEPT {
+                    summary.names.push(name);
+                }
+            }
         }
     }
-    for (reason, mut group) in by_reason {
-        if group.len() == 1 {
-            out.extend(group.pop().map(|p| Outgoing::One(Box::new(p))));
-        } else {
-            let users = group
-                .into_iter()
-                .map(|p| p.regarding.name.unwrap_or_default())
-                .collect();
-            out.push(Outgoing::Summary { reason, users });
-        }
+
+    /// Everything folded so far, by reason (empties it); and how many Events that was.
+    fn take(&mut self) -> (Vec<Summary>, usize) {
+        self.since = None;
+        let held = std::mem::take(&mut self.held);
+        (
+            std::mem::take(&mut self.by_reason).into_values().collect(),
+            held,
+        )
     }
-    out
 }
 
 /// Tells a bulk change from everyday ones by how many Events arrive per second.
@@ -229,22 +247,23 @@ impl BulkDetector {
 }
 
 /// The note of a summary Event: how many Users had `reason` at once, and as many of their
-/// names as fit in [`MAX_NOTE_BYTES`].
-fn summary_note(reason: &str, users: &[String]) -> String {
-    let head = format!(
-        "{reason}: {} Users at once (each User's Ready condition says what was done): ",
-        users.len()
+/// `names` as fit in [`MAX_NOTE_BYTES`].
+fn summary_note(reason: &str, users: usize, names: &[String]) -> String {
+    let mut note = format!(
+        "{reason}: {users} Users at once (each User's Ready condition says what was done): "
     );
-    let mut note = head.clone();
-    for (i, user) in users.iter().enumerate() {
-        let more = format!(" and {} more", users.len() - i);
+    for (i, name) in names.iter().enumerate() {
+        let more = format!(" and {} more", users - i);
         let separator = if i == 0 { "" } else { ", " };
-        if note.len() + separator.len() + user.len() + more.len() > MAX_NOTE_BYTES {
+        if note.len() + separator.len() + name.len() + more.len() > MAX_NOTE_BYTES {
             note.push_str(&more);
             return note;
         }
         note.push_str(separator);
-        note.push_str(user);
+        note.push_str(name);
+    }
+    if users > names.len() {
+        note.push_str(&format!(" and {} more", users - names.len()));
     }
     note
 }
@@ -262,61 +281,100 @@ struct Publisher {
 }
 
 impl Publisher {
-    /// Publishes what arrives on `queue` until every sender is gone: whatever is waiting at
-    /// once, [`fold`]ed, one Event at a time. A failure is logged and counted, never retried:
-    /// the next change publishes a new Event.
+    /// Publishes what arrives on `queue` until every sender is gone, in order, one Event at a
+    /// time; during a bulk change, folds the Normal ones (see the module docs). A failure is
+    /// logged and counted, never retried: the next change publishes a new Event.
     async fn run(mut self, mut queue: mpsc::UnboundedReceiver<Pending>) {
         let mut batch = Vec::new();
         let mut detector = BulkDetector::new(Instant::now());
-        while queue.recv_many(&mut batch, BATCH).await > 0 {
-            let bulk = detector.arrived(batch.len(), Instant::now());
-            if bulk {
-                tokio::time::sleep(GATHER).await;
-                let before = batch.len();
-                if !queue.is_empty() {
-                    queue.recv_many(&mut batch, BATCH).await;
+        let mut folded = Folded::default();
+        loop {
+            let received = if folded.held == 0 {
+                queue.recv_many(&mut batch, BATCH).await
+            } else {
+                let next = queue.recv_many(&mut batch, BATCH);
+                match tokio::time::timeout(QUIET, next).await {
+                    Ok(received) => received,
+                    Err(_quiet) => {
+                        self.flush(&mut folded).await;
+                        continue;
+                    }
                 }
-                detector.arrived(batch.len() - before, Instant::now());
+            };
+            if received == 0 {
+                break;
             }
-            let taken = batch.len();
-            for outgoing in fold(std::mem::take(&mut batch), bulk) {
-                if self.fence.is_held() {
-                    self.send(outgoing).await;
+            let now = Instant::now();
+            let bulk = detector.arrived(batch.len(), now);
+            if !bulk {
+                self.flush(&mut folded).await;
+            }
+            for pending in batch.drain(..) {
+                if bulk && pending.event.type_ == EventType::Normal {
+                    folded.add(pending, now);
+                } else {
+                    self.send_one(pending).await;
+                    self.metrics.events_pending.dec();
                 }
             }
-            self.metrics.events_pending.sub(taken as i64);
+            if folded
+                .since
+                .is_some_and(|since| now.duration_since(since) >= SUMMARY_EVERY)
+            {
+                self.flush(&mut folded).await;
+            }
+        }
+        self.flush(&mut folded).await;
+    }
+
+    /// Publishes what `folded` holds: a summary per reason, or the one Event as it is.
+    async fn flush(&mut self, folded: &mut Folded) {
+        let (summaries, held) = folded.take();
+        for summary in summaries {
+            if summary.users == 1 {
+                self.send_one(summary.first).await;
+            } else {
+                self.send_summary(&summary).await;
+            }
+        }
+        self.metrics.events_pending.sub(held as i64);
+    }
+
+    /// Publishes one Event about one User, with the Recorder of that User.
+    async fn send_one(&self, pending: Pending) {
+        if !self.fence.is_held() {
+            return;
+        }
+        let Pending { event, regarding } = pending;
+        let user = regarding.name.clone().unwrap_or_default();
+        let recorder = &self.recorders[shard(&user, self.recorders.len())];
+        if let Err(e) = recorder.publish(&event, &regarding).await {
+            self.metrics.events_failed.inc();
+            warn!(%user, reason = %event.reason, "publishing Event failed: {e}");
         }
     }
 
-    async fn send(&mut self, outgoing: Outgoing) {
-        let (result, user, reason) = match outgoing {
-            Outgoing::One(pending) => {
-                let Pending { event, regarding } = *pending;
-                let user = regarding.name.clone().unwrap_or_default();
-                let recorder = &self.recorders[shard(&user, self.recorders.len())];
-                let result = recorder.publish(&event, &regarding).await;
-                (result, user, event.reason)
-            }
-            Outgoing::Summary { reason, users } => {
-                self.metrics.events_summarised.inc_by(users.len() as u64);
-                let event = Event {
-                    type_: EventType::Normal,
-                    reason: reason.clone(),
-                    note: Some(summary_note(&reason, &users)),
-                    action: "Reconcile".to_owned(),
-                    secondary: None,
-                };
-                let regarding = self.users_crd().await;
-                // A Recorder of its own: a summary is never folded into an earlier one's
-                // series (a series keeps the first note).
-                let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
-                let result = recorder.publish(&event, &regarding).await;
-                (result, format!("{} Users", users.len()), reason)
-            }
+    /// Publishes `summary` about the Users CRD.
+    async fn send_summary(&mut self, summary: &Summary) {
+        self.metrics.events_summarised.inc_by(summary.users as u64);
+        if !self.fence.is_held() {
+            return;
+        }
+        let reason = &summary.first.event.reason;
+        let event = Event {
+            type_: EventType::Normal,
+            reason: reason.clone(),
+            note: Some(summary_note(reason, summary.users, &summary.names)),
+            action: "Reconcile".to_owned(),
+            secondary: None,
         };
-        if let Err(e) = result {
+        let regarding = self.users_crd().await;
+        // A Recorder of its own: a summary is never folded into an earlier one's series (a
+        // series keeps the first note).
+        let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+        if let Err(e) = recorder.publish(&event, &regarding).await {
             self.metrics.events_failed.inc();
-            warn!(%user, %reason, "publishing Event failed: {e}");
+            warn!(users = summary.users, %reason, "publishing a summary Event failed: {e}");
         }
     }
 
@@ -359,30 +417,6 @@ mod tests {
         }
     }
 
-    /// (user or `n Users`, reason) of each outgoing Event.
-    fn shape(outgoing: &[Outgoing]) -> Vec<(String, String)> {
-        outgoing
-            .iter()
-            .map(|o| match o {
-                Outgoing::One(p) => (p.regarding.name.clone().unwrap(), p.event.reason.clone()),
-                Outgoing::Summary { reason, users } => {
-                    (format!("{} Users", users.len()), reason.clone())
-                }
-            })
-            .collect()
-    }
-
-    #[test]
-    fn outside_a_bulk_change_events_go_out_as_they_are_in_order() {
-        let batch: Vec<Pending> = (0..100)
-            .map(|i| pending(&format!("u{i}"), EventType::Normal, "Provisioned"))
-            .collect();
-        let out = shape(&fold(batch, false));
-        assert_eq!(out.len(), 100);
-        assert_eq!(out[0], ("u0".into(), "Provisioned".into()));
-        assert_eq!(out[99], ("u99".into(), "Provisioned".into()));
-    }
-
     #[test]
     fn more_than_bulk_events_within_a_second_start_a_bulk_change_that_holds_a_while() {
         let start = Instant::now();
@@ -405,29 +439,39 @@ mod tests {
     }
 
     #[test]
-    fn a_bulk_folds_normal_events_by_reason_and_keeps_every_warning() {
-        let mut batch: Vec<Pending> = (0..100)
-            .map(|i| pending(&format!("u{i}"), EventType::Normal, "Provisioned"))
+    fn a_bulk_folds_by_reason_counting_every_user_and_keeping_some_names() {
+        let start = Instant::now();
+        let mut folded = Folded::default();
+        for i in 0..200 {
+            let p = pending(&format!("u{i:03}"), EventType::Normal, "Provisioned");
+            folded.add(p, start);
+        }
+        folded.add(pending("bob", EventType::Normal, "Terminating"), start);
+        assert_eq!(folded.held, 201);
+        assert_eq!(folded.since, Some(start));
+        let (summaries, held) = folded.take();
+        assert_eq!(held, 201);
+        assert_eq!((folded.held, folded.since), (0, None), "taken");
+        let shape: Vec<(&str, usize, usize, &str)> = summaries
+            .iter()
+            .map(|s| {
+                let first = s.first.regarding.name.as_deref().unwrap();
+                (s.first.event.reason.as_str(), s.users, s.names.len(), first)
+            })
             .collect();
-        batch.push(pending("mallory", EventType::Warning, "NamespaceConflict"));
-        batch.push(pending("eve", EventType::Warning, "NamespaceConflict"));
-        batch.push(pending("bob", EventType::Normal, "Terminating"));
-        let out = shape(&fold(batch, true));
         assert_eq!(
-            out,
-            vec![
-                ("mallory".into(), "NamespaceConflict".into()),
-                ("eve".into(), "NamespaceConflict".into()),
-                ("100 Users".into(), "Provisioned".into()),
-                ("bob".into(), "Terminating".into()),
+            shape,
+            [
+                ("Provisioned", 200, NAMES_KEPT, "u000"),
+                ("Terminating", 1, 1, "bob"),
             ]
         );
     }
 
     #[test]
     fn a_summary_names_as_many_users_as_fit_and_counts_the_rest() {
-        let users: Vec<String> = (0..1000).map(|i| format!("person-{i:04}")).collect();
-        let note = summary_note("Provisioned", &users);
+        let names: Vec<String> = (0..NAMES_KEPT).map(|i| format!("person-{i:04}")).collect();
+        let note = summary_note("Provisioned", 1000, &names);
         assert!(note.len() <= MAX_NOTE_BYTES, "{} bytes", note.len());
         assert!(note.starts_with("Provisioned: 1000 Users at once"));
         assert!(note.contains("person-0000, person-0001"));
@@ -437,7 +481,12 @@ mod tests {
             note.ends_with(&format!(" and {} more", 1000 - named)),
             "{note}"
         );
-        let two = summary_note("Terminating", &users[..2]);
+        let short = summary_note("Provisioned", 40, &names[..2]);
+        assert!(
+            short.ends_with(": person-0000, person-0001 and 38 more"),
+            "{short}"
+        );
+        let two = summary_note("Terminating", 2, &names[..2]);
         assert!(two.ends_with(": person-0000, person-0001"), "{two}");
     }
 
