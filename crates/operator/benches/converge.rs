@@ -33,7 +33,8 @@
 //! assertions: the output is meant to be compared between runs and with docs/performance.md.
 //!
 //! Options, as environment variables (docs/performance.md has them too):
-//! `HOMESTEAD_BENCH_QUICK` (`1`, `floor`, `bare`, `homestead` or `used`: parts of the run only),
+//! `HOMESTEAD_BENCH_QUICK` (`1`, `offboard`, `floor`, `bare`, `homestead` or `used`: parts of the
+//! run only),
 //! `HOMESTEAD_BENCH_FLOOR_EVENT=1` (the floor publishes Homestead's one Event per User too) and
 //! `HOMESTEAD_BENCH_PPROF=DIR` (kube-apiserver CPU profiles of the provisioning phases).
 
@@ -894,6 +895,9 @@ async fn main() {
     let homestead_only = quick_mode == "homestead";
     let first_half = quick_mode == "used";
     let quick = quick_mode == "1" || homestead_only;
+    // `HOMESTEAD_BENCH_QUICK=offboard`: `1`, then Homestead's offboarding too.
+    let offboard = !quick || quick_mode == "offboard";
+    let quick = quick || quick_mode == "offboard";
     let plane = install();
     let admin = plane.client(ADMIN).await.unwrap();
     let operator_identity = plane.client(OPERATOR).await.unwrap();
@@ -1023,7 +1027,7 @@ async fn main() {
 
     let t7 = Timestamp::now();
     let mut ours_down = Duration::ZERO;
-    if !quick {
+    if offboard {
         ours_down = homestead_offboard(&admin, count).await;
         let lag = events_published(&operator.address).await;
         println!(
