@@ -46,7 +46,7 @@ impl Fact<'_> {
 
 /// A 64-bit fingerprint of `value` (see the module docs), for comparing fields such as a
 /// RoleBinding's subjects without keeping them.
-fn print(value: &impl Hash) -> u64 {
+pub(crate) fn print(value: &impl Hash) -> u64 {
     KEY.hash_one(value)
 }
 

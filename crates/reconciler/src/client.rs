@@ -262,7 +262,8 @@ impl Context {
         }
     }
 
-    /// The Namespace `name`: from the cache of managed Namespaces; `None` without a request when the Namespace watch reported it gone
+    /// The Namespace `name`: from the cache of managed Namespaces; `None` without a request
+    /// when the Namespace watch reported it gone
     /// ([`Recent::namespaces_gone`](crate::recent::Recent::namespaces_gone)); otherwise read
     /// from the API server (the cache may not have caught up with a create yet). `None` if it
     /// does not exist.

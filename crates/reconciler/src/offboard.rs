@@ -15,13 +15,12 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 
-use crate::cache::CachedNamespace;
+use crate::cache::{CachedNamespace, print};
 use crate::context::Context;
 use crate::desired::retained_namespace;
 use crate::error::{Error, Result};
 use crate::ownership::is_owned_by;
 use crate::provision::{cached_bindings_in, revoke, revoke_all};
-use crate::recent::uid_print;
 use crate::status::{Change, Outcome, Reason, terminating_message};
 use crate::validate::namespace_name;
 
@@ -52,7 +51,7 @@ pub async fn offboard(user: &User, ctx: &Context) -> Result<Action> {
     let deleted_here = ctx
         .recent
         .namespace_deletes
-        .unconfirmed(&name, uid_print(namespace.uid().as_deref()))
+        .unconfirmed(&name, print(&namespace.uid()))
         .is_some();
     if deleted_here {
         // This replica revoked access and deleted it moments ago; the watches have not caught
@@ -143,7 +142,7 @@ async fn delete_namespace(ctx: &Context, namespace: &CachedNamespace) -> Result<
     let name = namespace.name_any();
     ctx.delete(&ObjectRef::<Namespace>::new(&name), &params)
         .await?;
-    let print = uid_print(namespace.uid().as_deref());
+    let print = print(&namespace.uid());
     ctx.recent.namespace_deletes.remember(name, print);
     Ok(())
 }

@@ -40,9 +40,9 @@ pub struct Recent {
     pub namespaces: Arc<OwnCreates<CachedNamespace>>,
     /// RoleBindings created that the RoleBinding watch has not delivered yet.
     pub role_bindings: Arc<OwnCreates<CachedRoleBinding>>,
-    /// Namespaces deleted (offboarding), by name, as a fingerprint of their uid: until the
-    /// Namespace watch shows the deletion, a reconcile another watch triggers must not delete
-    /// the Namespace and revoke its bindings a second time.
+    /// Namespaces deleted (offboarding), by name, as a fingerprint of their uid
+    /// (`cache::print`): until the Namespace watch shows the deletion, a reconcile another
+    /// watch triggers must not delete the Namespace and revoke its bindings a second time.
     pub namespace_deletes: RecentWrites,
     /// Namespaces the Namespace watch reported gone (deleted, or no longer labelled as
     /// Homestead's): what lets an offboarding trust the cache's word that a Namespace is gone
@@ -84,12 +84,6 @@ impl Gone {
             .remove(name)
             .is_some_and(|at| at.elapsed() < GONE_FOR)
     }
-}
-
-/// The fingerprint [`Recent::namespace_deletes`] keeps of a deleted object's `uid`.
-pub fn uid_print(uid: Option<&str>) -> u64 {
-    use std::hash::BuildHasher;
-    std::hash::BuildHasherDefault::<std::hash::DefaultHasher>::default().hash_one(uid)
 }
 
 /// Writes made in the last [`RECENT`] seconds, by key (a User's name), as
