@@ -7,6 +7,10 @@
 set -euo pipefail
 version=v3.22.0
 dest=${HOMESTEAD_CACHE:-$HOME/.cache/homestead}/tools/helm-$version-released
+# Test binaries run in parallel and several need Helm: one builds it, the others wait for it.
+mkdir -p "${dest%/*}"
+exec 9>"$dest.lock"
+flock 9
 if [ ! -x "$dest/helm" ]; then
   echo "building helm $version from helm.sh/helm/v3 (once; a few minutes)" >&2
   gomod=$(GOFLAGS=-mod=mod go mod download -json "helm.sh/helm/v3@$version" |

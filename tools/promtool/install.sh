@@ -16,6 +16,10 @@ if [ -z "$version" ] || [ "$version" = "(none)" ]; then
   exit 1
 fi
 dest=$cache/promtool-${version//[^A-Za-z0-9.+-]/_}
+# Test binaries run in parallel: one fetches it, the others wait for it.
+mkdir -p "$cache"
+exec 9>"$dest.lock"
+flock 9
 if [ ! -x "$dest/promtool" ]; then
   echo "fetching promtool from Debian prometheus $version (once)" >&2
   work=$(mktemp -d)

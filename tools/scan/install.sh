@@ -9,6 +9,10 @@ kube_score=v1.20.0
 kubeconform=v0.8.0
 cache=${HOMESTEAD_CACHE:-$HOME/.cache/homestead}/tools
 dest=$cache/scanners-$kube_score-$kubeconform-$(sha256sum "$here/requirements.txt" | cut -c1-12)
+# Callers in parallel: one installs, the others wait for it.
+mkdir -p "$cache"
+exec 9>"$dest.lock"
+flock 9
 if [ ! -x "$dest/bin/checkov" ] || [ ! -x "$dest/bin/kubeconform" ]; then
   echo "installing kube-score $kube_score, kubeconform $kubeconform (Go modules) and checkov (PyPI) once" >&2
   rm -rf "$dest.tmp"
