@@ -15,7 +15,9 @@ mod watches;
 use clap::Parser;
 
 /// jemalloc returns freed memory to the system within seconds (its decay), where glibc's
-/// allocator keeps what the initial lists needed: see docs/performance.md.
+/// allocator keeps what the initial lists needed: see docs/performance.md. Without the
+/// `jemalloc` feature (on by default) the system allocator serves, for heap profilers.
+#[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
