@@ -28,6 +28,7 @@ use homestead_reconciler::profile::ProfileIndex;
 use homestead_reconciler::provision::RESYNC;
 use homestead_reconciler::recent::Recent;
 use homestead_reconciler::status;
+use homestead_reconciler::store::{Compact, CompactStore, compact_store};
 use homestead_reconciler::trim::{trim, trim_user};
 use homestead_reconciler::{Caches, Config};
 use k8s_openapi::api::core::v1::{LimitRange, Namespace, ResourceQuota};
@@ -102,13 +103,9 @@ pub fn controllers(
     recent: &Recent,
 ) -> Controllers {
     let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
-    let (namespaces, namespace_events) =
-        cached_watch(client, managed.clone(), trim_object::<CachedNamespace>);
-    let (role_bindings, role_binding_events) = cached_watch(
-        client,
-        watcher::Config::default(),
-        trim_object::<CachedRoleBinding>,
-    );
+    let (namespaces, namespace_events) = compact_watch::<CachedNamespace>(client, managed.clone());
+    let (role_bindings, role_binding_events) =
+        compact_watch::<CachedRoleBinding>(client, watcher::Config::default());
     let (quotas, quota_events) = quota_watch(client, managed.clone());
     let (limit_ranges, limit_range_events) =
         cached_watch(client, managed.clone(), trim_object::<LimitRange>);
@@ -263,7 +260,7 @@ fn quota_watch(
 /// Namespace (in `retained`) is nobody's User's any more: it wakes the retained Namespaces'
 /// Controller through `wake` instead, which removes it.
 fn user_of_role_binding(
-    namespaces: Store<CachedNamespace>,
+    namespaces: CompactStore<CachedNamespace>,
     retained: Store<Namespace>,
     wake: futures::channel::mpsc::UnboundedSender<ObjectRef<Namespace>>,
 ) -> impl Fn(CachedRoleBinding) -> Option<ObjectRef<User>> + Send + Sync + 'static {
@@ -274,7 +271,7 @@ fn user_of_role_binding(
             let _ = wake.unbounded_send(retained_namespace);
             return None;
         }
-        namespaces.get(&ObjectRef::new(namespace))?.user()
+        namespaces.get(None, namespace)?.user()
     }
 }
 
@@ -506,6 +503,40 @@ where
     (store, stream)
 }
 
+/// A compact cache ([`CompactStore`]) of `K` objects matching `config`, trimmed as
+/// [`cached_watch`]'s are, and the stream of its watch events that feeds both the cache and
+/// the Controller's triggers; a re-list updates the cache in place, and the objects it no
+/// longer lists come out of the stream as deletions (as [`relist_in_place`] does for
+/// reflector caches).
+fn compact_watch<K>(
+    client: &Client,
+    config: watcher::Config,
+) -> (
+    CompactStore<K>,
+    impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+)
+where
+    K: Compact
+        + Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, mut writer) = compact_store();
+    let events = watcher(Api::all(client.clone()), config)
+        .modify(trim_object::<K>)
+        .flat_map(move |event| {
+            let gone = event.as_ref().map(|e| writer.apply(e)).unwrap_or_default();
+            let gone = gone.into_iter().map(|o| Ok(watcher::Event::Delete(o)));
+            futures::stream::iter(std::iter::once(event).chain(gone))
+        })
+        .backoff(watch_backoff());
+    (store, events)
+}
+
 /// Turns every re-list after the first into updates of the cache in place: each listed object
 /// replaces its cached one as it arrives (`Apply`), and once the list is complete, objects
 /// the list no longer had are removed (`Delete`, which also triggers their User's reconcile).
@@ -581,8 +612,8 @@ fn trim_quota(quota: &mut ResourceQuota) {
 /// Waits until the User cache and every managed-object cache have seen their first list.
 pub async fn synced(users: &Store<User>, caches: &Caches) {
     wait_until_ready(users).await;
-    wait_until_ready(&caches.namespaces).await;
-    wait_until_ready(&caches.role_bindings).await;
+    caches.namespaces.wait_until_ready().await;
+    caches.role_bindings.wait_until_ready().await;
     wait_until_ready(&caches.quotas).await;
     wait_until_ready(&caches.limit_ranges).await;
     wait_until_ready(&caches.network_policies).await;

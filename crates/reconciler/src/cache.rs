@@ -18,10 +18,12 @@ use std::sync::LazyLock;
 use homestead_api::{LABEL_USER, User};
 use k8s_openapi::api::core::v1::{Namespace, NamespaceStatus};
 use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
 use serde::Deserialize;
+
+use crate::store::Compact;
 
 /// Owner references Homestead makes point to Users of this API group (`homestead.dev/...`);
 /// only those are compared, as owner references to anything else were added by other writers.
@@ -233,6 +235,92 @@ impl CachedRoleBinding {
         self.binds_role_of(desired)
             && self.binds_subjects_of(desired)
             && self.facts.include(&desired.metadata)
+    }
+}
+
+/// What [`crate::store::CompactStore`] keeps of a Namespace: no `ObjectMeta`, the name is the
+/// store's key.
+pub struct NamespaceRecord {
+    uid: Option<Box<str>>,
+    deletion_timestamp: Option<Time>,
+    facts: Facts,
+    user: Option<Box<str>>,
+    status: Option<Box<NamespaceStatus>>,
+}
+
+impl Compact for CachedNamespace {
+    type Record = NamespaceRecord;
+
+    fn namespace_and_name(&self) -> (Option<&str>, &str) {
+        (None, self.metadata.name.as_deref().unwrap_or_default())
+    }
+
+    fn record(&self) -> NamespaceRecord {
+        NamespaceRecord {
+            uid: self.metadata.uid.as_deref().map(Into::into),
+            deletion_timestamp: self.metadata.deletion_timestamp.clone(),
+            facts: self.facts.clone(),
+            user: self.user.as_deref().map(Into::into),
+            status: self.status.clone().map(Box::new),
+        }
+    }
+
+    fn from_record(_: Option<&str>, name: &str, record: &NamespaceRecord) -> Self {
+        Self {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                uid: record.uid.as_deref().map(str::to_owned),
+                deletion_timestamp: record.deletion_timestamp.clone(),
+                ..ObjectMeta::default()
+            },
+            facts: record.facts.clone(),
+            user: record.user.as_deref().map(str::to_owned),
+            status: record.status.as_deref().cloned(),
+        }
+    }
+}
+
+/// What [`crate::store::CompactStore`] keeps of a RoleBinding: no `ObjectMeta`, the namespace
+/// and name are the store's key.
+pub struct RoleBindingRecord {
+    facts: Facts,
+    role: Box<str>,
+    role_ref: u64,
+    subjects: u64,
+}
+
+impl Compact for CachedRoleBinding {
+    type Record = RoleBindingRecord;
+
+    fn namespace_and_name(&self) -> (Option<&str>, &str) {
+        let meta = &self.metadata;
+        (
+            meta.namespace.as_deref(),
+            meta.name.as_deref().unwrap_or_default(),
+        )
+    }
+
+    fn record(&self) -> RoleBindingRecord {
+        RoleBindingRecord {
+            facts: self.facts.clone(),
+            role: self.role.as_str().into(),
+            role_ref: self.role_ref,
+            subjects: self.subjects,
+        }
+    }
+
+    fn from_record(namespace: Option<&str>, name: &str, record: &RoleBindingRecord) -> Self {
+        Self {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: namespace.map(str::to_owned),
+                ..ObjectMeta::default()
+            },
+            facts: record.facts.clone(),
+            role: record.role.to_string(),
+            role_ref: record.role_ref,
+            subjects: record.subjects,
+        }
     }
 }
 

@@ -286,7 +286,7 @@ impl Context {
 
     /// The Namespace `name` from the cache of managed Namespaces.
     pub(crate) fn cached_namespace(&self, name: &str) -> Option<Arc<CachedNamespace>> {
-        self.caches.namespaces.get(&ObjectRef::new(name))
+        self.caches.namespaces.get(None, name).map(Arc::new)
     }
 
     /// Queues a Normal Event about `user` reporting `change`, with `note` saying what exactly

@@ -17,6 +17,7 @@ use crate::error::Backoffs;
 use crate::events::EventQueue;
 use crate::metrics::Metrics;
 use crate::recent::Recent;
+use crate::store::CompactStore;
 
 pub use crate::fence::Fence;
 
@@ -138,9 +139,9 @@ impl Config {
 #[derive(Clone)]
 pub struct Caches {
     /// Namespaces labelled as Homestead's (`app.kubernetes.io/managed-by=homestead`).
-    pub namespaces: Store<CachedNamespace>,
+    pub namespaces: CompactStore<CachedNamespace>,
     /// Every RoleBinding in the cluster: revoking access removes the ones a person made too.
-    pub role_bindings: Store<CachedRoleBinding>,
+    pub role_bindings: CompactStore<CachedRoleBinding>,
     /// ResourceQuotas labelled as Homestead's.
     pub quotas: Store<ResourceQuota>,
     /// LimitRanges labelled as Homestead's.
@@ -230,6 +231,7 @@ impl Context {
 pub(crate) mod test {
     //! A [`Context`] on a mock API server ([`tower_test`]), with caches the test fills itself.
 
+    use crate::store::{CompactWriter, compact_store};
     use kube::runtime::reflector::{self, store::Writer};
     use kube::runtime::watcher;
     use kube::{Client, Resource};
@@ -243,8 +245,8 @@ pub(crate) mod test {
 
     /// The cache writers of a test [`Context`].
     pub struct Writers {
-        pub namespaces: Writer<CachedNamespace>,
-        pub role_bindings: Writer<CachedRoleBinding>,
+        pub namespaces: CompactWriter<CachedNamespace>,
+        pub role_bindings: CompactWriter<CachedRoleBinding>,
         pub quotas: Writer<ResourceQuota>,
         pub limit_ranges: Writer<LimitRange>,
         pub network_policies: Writer<NetworkPolicy>,
@@ -273,8 +275,8 @@ pub(crate) mod test {
         pub fn test_fenced(fence: Fence) -> (Self, ApiServer, Writers) {
             let (service, server) = mock::pair();
             let client = Client::new(service, "default");
-            let (namespaces, ns_writer) = reflector::store();
-            let (role_bindings, rb_writer) = reflector::store();
+            let (namespaces, ns_writer) = compact_store();
+            let (role_bindings, rb_writer) = compact_store();
             let (quotas, quota_writer) = reflector::store();
             let (limit_ranges, limit_range_writer) = reflector::store();
             let (network_policies, network_policy_writer) = reflector::store();

@@ -19,6 +19,7 @@
 //! - [`profile`]: applying a User's Profile (precedence, overrides, what only Profiles set).
 //! - [`provision`]: the live-User path (namespace, access, quota).
 //! - [`cache`]: the compact forms Namespaces and RoleBindings are cached in.
+//! - [`store`]: the caches that keep those forms as records, without `ObjectMeta`.
 //! - [`trim`]: what the caches keep of each object.
 //! - [`offboard`]: the finalizer's cleanup (Delete, Retain, uninstall).
 //! - [`reconcile()`] / [`error_policy`]: the kube-runtime entry points.
@@ -43,6 +44,7 @@ pub mod recent;
 mod reconcile;
 pub mod status;
 pub mod statuses;
+pub mod store;
 pub mod trim;
 pub mod validate;
 

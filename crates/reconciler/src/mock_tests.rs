@@ -148,14 +148,15 @@ fn finalized(name: &str, spec: Value) -> User {
 /// generation (its message differs, so a reconcile writes the status once more).
 fn provisioned(writers: &mut Writers, user: &mut User) {
     converged_earlier(user, Reason::Provisioned);
-    Writers::insert(
-        &mut writers.namespaces,
-        desired_namespace(user, "user-alice", Default::default(), false),
-    );
-    Writers::insert(
-        &mut writers.role_bindings,
-        desired_role_binding(user, "user-alice"),
-    );
+    writers.namespaces.insert(desired_namespace(
+        user,
+        "user-alice",
+        Default::default(),
+        false,
+    ));
+    writers
+        .role_bindings
+        .insert(desired_role_binding(user, "user-alice"));
 }
 
 /// Gives `user` generation 1 and the `Ready=True` status (with `reason`) of an earlier
@@ -294,15 +295,17 @@ async fn forbidden_apply_is_an_apply_error_and_writes_no_status() {
     let (ctx, server, mut writers) = Context::test();
     let mut alice = finalized("alice", json!({}));
     converged_earlier(&mut alice, Reason::Provisioned);
-    Writers::insert(
-        &mut writers.namespaces,
-        desired_namespace(&alice, "user-alice", Default::default(), false),
-    );
+    writers.namespaces.insert(desired_namespace(
+        &alice,
+        "user-alice",
+        Default::default(),
+        false,
+    ));
     // A binding that drifted (someone removed its labels): repairing it is an apply. (Other
     // subjects would be an identity change: every binding removed, then a create.)
     let mut drifted = desired_role_binding(&alice, "user-alice");
     drifted.metadata.labels = None;
-    Writers::insert(&mut writers.role_bindings, drifted);
+    writers.role_bindings.insert(drifted);
     let script = vec![expect(
         Method::PATCH,
         "/namespaces/user-alice/rolebindings/homestead-user",
@@ -559,10 +562,12 @@ async fn a_binding_created_moments_ago_is_not_created_again_but_looked_at_again_
     let (ctx, server, mut writers) = Context::test();
     let mut alice = finalized("alice", json!({}));
     converged_earlier(&mut alice, Reason::Provisioned);
-    Writers::insert(
-        &mut writers.namespaces,
-        desired_namespace(&alice, "user-alice", Default::default(), false),
-    );
+    writers.namespaces.insert(desired_namespace(
+        &alice,
+        "user-alice",
+        Default::default(),
+        false,
+    ));
     // This replica created the binding; the RoleBinding watch has not delivered it yet.
     let binding = desired_role_binding(&alice, "user-alice");
     ctx.recent.role_bindings.remember(binding);

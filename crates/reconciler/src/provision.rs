@@ -452,7 +452,11 @@ impl Revocation {
 /// Homestead's RoleBinding in the User's `namespace`, from the cache. It is known by its name in
 /// a Namespace proven to be the User's, not by labels the person could edit.
 fn cached_binding(ctx: &Context, namespace: &str) -> Option<Arc<CachedRoleBinding>> {
-    cached(&ctx.caches.role_bindings, namespace, ROLE_BINDING_NAME)
+    let binding = ctx
+        .caches
+        .role_bindings
+        .get(Some(namespace), ROLE_BINDING_NAME);
+    binding.map(Arc::new)
 }
 
 /// Suspension or expiry: removes every RoleBinding in the User's `namespace` that the cache
@@ -468,16 +472,9 @@ async fn revoke_access(
     revoke(ctx, namespace, cached_bindings_in(ctx, namespace), why).await
 }
 
-/// The names of every RoleBinding in `namespace` the cache knows of (a scan of the whole
-/// cache: a suspended User's and an offboarding User's reconciles only).
+/// The names of every RoleBinding in `namespace` the cache knows of.
 pub(crate) fn cached_bindings_in(ctx: &Context, namespace: &str) -> Vec<String> {
-    ctx.caches
-        .role_bindings
-        .state()
-        .iter()
-        .filter(|rb| rb.namespace().as_deref() == Some(namespace))
-        .map(|rb| rb.name_any())
-        .collect()
+    ctx.caches.role_bindings.names_in(namespace)
 }
 
 /// Deletes the RoleBindings `names` in `namespace`; returns the `AccessRevoked` change that

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use homestead_api::{CONDITION_READY, FINALIZER, LABEL_RETAINED_FROM, User};
 use homestead_reconciler::context::{Caches, Fence};
 use homestead_reconciler::recent::Recent;
+use homestead_reconciler::store::compact_store;
 use homestead_reconciler::{Config, Context, Metrics, reconcile};
 use homestead_testenv::{ADMIN, ControlPlane, OPERATOR, Options};
 use k8s_openapi::api::core::v1::{Event, Namespace};
@@ -43,8 +44,8 @@ fn install() -> &'static ControlPlane {
 async fn context(plane: &ControlPlane) -> Arc<Context> {
     let client = plane.client(OPERATOR).await.unwrap();
     let caches = Caches {
-        namespaces: reflector::store().0,
-        role_bindings: reflector::store().0,
+        namespaces: compact_store().0,
+        role_bindings: compact_store().0,
         quotas: reflector::store().0,
         limit_ranges: reflector::store().0,
         network_policies: reflector::store().0,

@@ -1,0 +1,273 @@
+//! The caches of Namespaces and RoleBindings: at one or more of each per User they are the
+//! operator's largest, after the User cache itself (docs/performance.md, Memory).
+//!
+//! kube-runtime's reflector [`kube::runtime::reflector::Store`] keeps each object as an
+//! `Arc<K>` under an `ObjectRef<K>`: for the compact forms of [`crate::cache`] that is still
+//! about 470 bytes of `ObjectMeta` (fifteen fields, all but three empty) and 96 bytes of key
+//! per object, 0.8 KiB a Namespace and 0.7 KiB a RoleBinding in a heap profile at 10,000 Users.
+//! A [`CompactStore`] keeps a [`Compact::Record`] instead (what reconciles read, no
+//! `ObjectMeta`) under one `namespace/name` string, in a B-tree, so the RoleBindings of one
+//! Namespace are a range rather than a scan of every binding in the cluster.
+//!
+//! Guarantees, as the reflector's: the store applies watch events in order; after its first
+//! complete list it is ready ([`CompactStore::wait_until_ready`]); a re-list updates it in
+//! place, and what the re-list no longer lists is removed and handed back to the caller as a
+//! deletion ([`CompactWriter::apply`]), so the watch that feeds the Controller's triggers
+//! learns of it too. Readers get a whole object back ([`Compact::from_record`]), rebuilt from
+//! the record: the same value the watch delivered, less what [`crate::trim`] dropped.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use kube::runtime::watcher;
+
+/// A kind whose cache keeps a compact record of each object rather than the object.
+pub trait Compact: Sized {
+    /// What the cache keeps of one object.
+    type Record: Send + Sync + 'static;
+
+    /// The object's namespace (`None` for a cluster-scoped kind) and name.
+    fn namespace_and_name(&self) -> (Option<&str>, &str);
+
+    /// The record of this object.
+    fn record(&self) -> Self::Record;
+
+    /// The object back from its `namespace`, `name` and `record`.
+    fn from_record(namespace: Option<&str>, name: &str, record: &Self::Record) -> Self;
+}
+
+/// A cached record and the number of the list (or re-list) that last saw it.
+struct Entry<R> {
+    record: R,
+    list: u32,
+}
+
+struct Shared<C: Compact> {
+    /// Records by [`key`].
+    entries: RwLock<BTreeMap<Box<str>, Entry<C::Record>>>,
+    /// Whether the first list is complete.
+    ready: tokio::sync::watch::Sender<bool>,
+}
+
+/// The key of an object: `namespace/name`, or `name` for a cluster-scoped kind (`/` is in
+/// no Kubernetes name, so keys of one namespace sort together).
+fn key(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(namespace) => format!("{namespace}/{name}"),
+        None => name.to_owned(),
+    }
+}
+
+/// A reader of a compact cache; cheap to clone (all clones read one cache).
+pub struct CompactStore<C: Compact> {
+    shared: Arc<Shared<C>>,
+}
+
+impl<C: Compact> Clone for CompactStore<C> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// The one writer of a compact cache: applies the watch's events to it.
+pub struct CompactWriter<C: Compact> {
+    shared: Arc<Shared<C>>,
+    /// The number of the current (or last) list.
+    list: u32,
+}
+
+/// A new, empty cache (not ready until its first complete list): its reader and its writer.
+pub fn compact_store<C: Compact>() -> (CompactStore<C>, CompactWriter<C>) {
+    let shared = Arc::new(Shared {
+        entries: RwLock::new(BTreeMap::new()),
+        ready: tokio::sync::watch::channel(false).0,
+    });
+    (
+        CompactStore {
+            shared: shared.clone(),
+        },
+        CompactWriter { shared, list: 0 },
+    )
+}
+
+impl<C: Compact> CompactStore<C> {
+    fn entries(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<Box<str>, Entry<C::Record>>> {
+        self.shared
+            .entries
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The object `name` (in `namespace`, for a namespaced kind), if the cache has it.
+    pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<C> {
+        let entries = self.entries();
+        let entry = entries.get(key(namespace, name).as_str())?;
+        Some(C::from_record(namespace, name, &entry.record))
+    }
+
+    /// The names of every object the cache has in `namespace`, in order.
+    pub fn names_in(&self, namespace: &str) -> Vec<String> {
+        let prefix = format!("{namespace}/");
+        self.entries()
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix.as_str()),
+                std::ops::Bound::Unbounded,
+            ))
+            .map_while(|(key, _)| key.strip_prefix(prefix.as_str()).map(str::to_owned))
+            .collect()
+    }
+
+    /// How many objects the cache has.
+    pub fn len(&self) -> usize {
+        self.entries().len()
+    }
+
+    /// Whether the cache has no object.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Returns once the cache has seen its first complete list (at once after that).
+    pub async fn wait_until_ready(&self) {
+        let mut ready = self.shared.ready.subscribe();
+        // The sender lives as long as this reader: waiting cannot fail.
+        let _ = ready.wait_for(|ready| *ready).await;
+    }
+}
+
+impl<C: Compact + Clone> CompactWriter<C> {
+    fn entries(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<Box<str>, Entry<C::Record>>> {
+        self.shared
+            .entries
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Applies one watch event. At the end of a re-list, returns the objects it no longer
+    /// listed, now removed (the caller passes them on as deletions); else nothing.
+    pub fn apply(&mut self, event: &watcher::Event<C>) -> Vec<C> {
+        match event {
+            watcher::Event::Init => {
+                self.list = self.list.wrapping_add(1);
+                Vec::new()
+            }
+            watcher::Event::InitApply(object) | watcher::Event::Apply(object) => {
+                let (namespace, name) = object.namespace_and_name();
+                let entry = Entry {
+                    record: object.record(),
+                    list: self.list,
+                };
+                self.entries().insert(key(namespace, name).into(), entry);
+                Vec::new()
+            }
+            watcher::Event::Delete(object) => {
+                let (namespace, name) = object.namespace_and_name();
+                self.entries().remove(key(namespace, name).as_str());
+                Vec::new()
+            }
+            watcher::Event::InitDone => {
+                let gone = self.remove_unlisted();
+                self.shared.ready.send_replace(true);
+                gone
+            }
+        }
+    }
+
+    /// Removes every record the current list did not see; returns them as objects.
+    fn remove_unlisted(&mut self) -> Vec<C> {
+        let list = self.list;
+        let mut gone = Vec::new();
+        self.entries().retain(|key, entry| {
+            let listed = entry.list == list;
+            if !listed {
+                let (namespace, name) = match key.split_once('/') {
+                    Some((namespace, name)) => (Some(namespace), name),
+                    None => (None, &**key),
+                };
+                gone.push(C::from_record(namespace, name, &entry.record));
+            }
+            listed
+        });
+        gone
+    }
+
+    /// Puts `object` into the cache, as an `Apply` watch event would (tests).
+    #[cfg(test)]
+    pub fn insert(&mut self, object: impl Into<C>) {
+        self.apply(&watcher::Event::Apply(object.into()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::CachedRoleBinding;
+    use k8s_openapi::api::rbac::v1::RoleBinding;
+    use serde_json::json;
+
+    fn binding(namespace: &str, name: &str, role: &str) -> CachedRoleBinding {
+        let binding: RoleBinding = serde_json::from_value(json!({
+            "metadata": { "name": name, "namespace": namespace, "labels": { "a": "b" } },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role },
+            "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "ada" }],
+        }))
+        .unwrap();
+        binding.into()
+    }
+
+    #[tokio::test]
+    async fn objects_come_back_as_they_went_in_and_a_namespace_is_a_range() {
+        let (store, mut writer) = compact_store::<CachedRoleBinding>();
+        let ready = tokio::spawn({
+            let store = store.clone();
+            async move { store.wait_until_ready().await }
+        });
+        writer.apply(&watcher::Event::Init);
+        for (ns, name) in [
+            ("user-a", "x"),
+            ("user-a", "y"),
+            ("user-ab", "z"),
+            ("user-", "w"),
+        ] {
+            writer.apply(&watcher::Event::InitApply(binding(ns, name, "edit")));
+        }
+        assert!(
+            !ready.is_finished(),
+            "not ready before the list is complete"
+        );
+        assert!(writer.apply(&watcher::Event::InitDone).is_empty());
+        ready.await.unwrap();
+        assert_eq!(
+            store.get(Some("user-a"), "x"),
+            Some(binding("user-a", "x", "edit"))
+        );
+        assert_eq!(store.get(Some("user-ab"), "x"), None);
+        assert_eq!(store.names_in("user-a"), ["x", "y"]);
+        assert_eq!(store.names_in("user-ab"), ["z"]);
+        assert_eq!(store.names_in("user"), Vec::<String>::new());
+        writer.apply(&watcher::Event::Apply(binding("user-a", "x", "view")));
+        assert_eq!(store.get(Some("user-a"), "x").unwrap().role, "view");
+        writer.apply(&watcher::Event::Delete(binding("user-a", "x", "view")));
+        assert_eq!(store.names_in("user-a"), ["y"]);
+        assert_eq!(store.len(), 3);
+    }
+
+    #[test]
+    fn a_relist_removes_what_it_no_longer_lists_and_hands_it_back() {
+        let (store, mut writer) = compact_store::<CachedRoleBinding>();
+        writer.apply(&watcher::Event::Init);
+        writer.apply(&watcher::Event::InitApply(binding("user-a", "x", "edit")));
+        writer.apply(&watcher::Event::InitApply(binding("user-b", "y", "edit")));
+        writer.apply(&watcher::Event::InitDone);
+        // The watch breaks; the re-list sees only y, changed.
+        writer.apply(&watcher::Event::Init);
+        writer.apply(&watcher::Event::InitApply(binding("user-b", "y", "view")));
+        assert_eq!(store.len(), 2, "updated in place: nothing removed mid-list");
+        let gone = writer.apply(&watcher::Event::InitDone);
+        assert_eq!(gone, [binding("user-a", "x", "edit")]);
+        assert_eq!(store.get(Some("user-a"), "x"), None);
+        assert_eq!(store.get(Some("user-b"), "y").unwrap().role, "view");
+    }
+}
