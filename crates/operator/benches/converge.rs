@@ -35,8 +35,10 @@
 //! Options, as environment variables (docs/performance.md has them too):
 //! `HOMESTEAD_BENCH_QUICK` (`1`, `offboard`, `floor`, `bare`, `homestead` or `used`: parts of the
 //! run only),
-//! `HOMESTEAD_BENCH_FLOOR_EVENT=1` (the floor publishes Homestead's one Event per User too) and
-//! `HOMESTEAD_BENCH_PPROF=DIR` (kube-apiserver CPU profiles of the provisioning phases).
+//! `HOMESTEAD_BENCH_FLOOR_EVENT=1` (the floor publishes Homestead's one Event per User too),
+//! `HOMESTEAD_BENCH_PPROF=DIR` (kube-apiserver CPU profiles of the provisioning phases) and
+//! `HOMESTEAD_BENCH_SETTLE=SECONDS` (the operator's RSS again that long after the import, say
+//! past a resync).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -601,6 +603,24 @@ async fn background_cpu(plane: &ControlPlane, operator: Option<u32>) -> f64 {
     used / window.as_secs_f64()
 }
 
+/// `HOMESTEAD_BENCH_SETTLE=SECONDS`: waits that long with nothing changing (a resync of every
+/// User runs every 300 s) and prints the operator `pid`'s RSS and its peak since the import.
+async fn settled_memory(pid: u32) {
+    let Some(seconds) = std::env::var("HOMESTEAD_BENCH_SETTLE")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    else {
+        return;
+    };
+    reset_peak(pid);
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    println!(
+        "homestead: RSS {seconds} s after that, nothing changed: {:.1} MiB (peak in between {:.1} MiB)",
+        memory_mib(pid, "VmRSS"),
+        memory_mib(pid, "VmHWM")
+    );
+}
+
 /// Resets the peak resident set (`VmHWM`) of `pid` to its current one (Linux `clear_refs`).
 fn reset_peak(pid: u32) {
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
@@ -972,6 +992,7 @@ async fn main() {
         count,
         until_events,
     );
+    settled_memory(operator.pid()).await;
     if homestead_only || first_half {
         if first_half {
             let title = "floor: CPU while provisioning";
