@@ -59,18 +59,30 @@ pub struct Controllers {
     pub caches: Caches,
 }
 
-/// A Controller over the statuses of `K` (Profiles or DirectoryGroups: few objects, watched
-/// whole), one reconcile at a time, debounced by [`STATUS_DEBOUNCE`] so a bulk import of Users
-/// costs a few status writes, not one per User, and run for every object every [`RESYNC`].
-fn status_controller<K>(client: &Client) -> Controller<K>
-where
+/// What a kind must be for the operator to watch it: a cluster-wide [`Resource`] decoded from
+/// the API server's JSON, shared between tasks.
+trait Watched:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
+{
+}
+
+impl<K> Watched for K where
     K: Resource<DynamicType = ()>
         + Clone
         + DeserializeOwned
         + std::fmt::Debug
         + Send
         + Sync
-        + 'static,
+        + 'static
+{
+}
+
+/// A Controller over the statuses of `K` (Profiles or DirectoryGroups: few objects, watched
+/// whole), one reconcile at a time, debounced by [`STATUS_DEBOUNCE`] so a bulk import of Users
+/// costs a few status writes, not one per User, and run for every object every [`RESYNC`].
+fn status_controller<K>(client: &Client) -> Controller<K>
+where
+    K: Watched,
 {
     Controller::new(Api::<K>::all(client.clone()), watcher::Config::default())
         .with_config(
@@ -544,13 +556,7 @@ fn cached_watch<K>(
     impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
 )
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Watched,
 {
     let (store, writer) = reflector::store();
     let events = watcher(Api::all(client.clone()), config).modify(trim);
@@ -573,14 +579,7 @@ fn compact_watch<K>(
     impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
 )
 where
-    K: Compact
-        + Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Compact + Watched,
 {
     let (store, mut writer) = compact_store();
     let events = watcher(Api::all(client.clone()), config)
