@@ -1,7 +1,8 @@
 //! What the operator watches: Users (the Controller's own watch); Profiles; the Namespaces,
 //! ResourceQuotas, LimitRanges and NetworkPolicies labelled as Homestead's; and every
 //! RoleBinding, since revoking access means removing the ones a person made too. Each watch
-//! feeds both a reflector cache (read by reconciles instead of the API server) and the
+//! feeds both a cache (read by reconciles instead of the API server: kube-runtime's reflector,
+//! or for Namespaces and RoleBindings a compact one of our own, `store.rs`) and the
 //! Controller's triggers, except for changes no reconcile needs to see: a change to a User's
 //! status alone (Homestead's own) or to what the cache drops of it, a Profile's status, a
 //! quota's usage, and the first delivery of a Namespace or RoleBinding exactly as Homestead

@@ -119,14 +119,10 @@ impl<C: Compact> CompactStore<C> {
             .collect()
     }
 
-    /// How many objects the cache has.
-    pub fn len(&self) -> usize {
+    /// How many objects the cache has (tests).
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.entries().len()
-    }
-
-    /// Whether the cache has no object.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Returns once the cache has seen its first complete list (at once after that).
