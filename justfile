@@ -112,10 +112,16 @@ up: control-plane
     just _cluster --node
     {{kubectl}} apply -f manifests/namespace.yaml -f manifests/crd.yaml
     {{kubectl}} wait --for condition=Established --timeout=60s crd/users.homestead.dev crd/profiles.homestead.dev crd/directorygroups.homestead.dev
+    # rbac/, the admission policy's namespace names in step with the operator's
+    # --allowed-namespace below (a JSON patch of the policy's first variable, docs/security.md).
     {{kubectl}} apply -k rbac/
-    # The admission policy's namespace names, in step with the operator's --allowed-namespace below.
-    {{kubectl}} -n homestead-system patch configmap homestead-operator-bounds --type merge \
-      -p '{"data":{"namespacePattern":"^(user-.*|research-.*|legacy-.*)$"}}'
+    cat > {{state}}/namespace-pattern.json <<'EOF'
+    [{"op": "test", "path": "/spec/variables/0/name", "value": "namespacePattern"},
+     {"op": "replace", "path": "/spec/variables/0/expression",
+      "value": "r'^(user-.*|research-.*|legacy-.*)$'"}]
+    EOF
+    {{kubectl}} patch validatingadmissionpolicy homestead-operator-bounds --type json \
+      --patch-file {{state}}/namespace-pattern.json
     KUBECONFIG={{state}}/operator.kubeconfig POD_NAMESPACE=homestead-system POD_NAME=homestead-local \
       RUST_LOG=${RUST_LOG:-info} nohup {{target}}/debug/homestead --log-format text --metrics-address {{metrics_address}} \
       --allowed-namespace 'user-*,research-*,legacy-*' > {{state}}/operator.log 2>&1 &

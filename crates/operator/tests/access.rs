@@ -600,6 +600,40 @@ async fn the_admission_policy_bounds_the_operator_where_rbac_would_not() {
         .await
         .unwrap();
     let _ = ADMIN;
+
+    // The names it may create are the policy's `namespacePattern` (the tests set
+    // ALLOWED_NAMESPACE_PATTERN): a Namespace with Homestead's labels is admitted under a name
+    // the pattern allows and refused under any other, whatever RBAC says.
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let homesteads = |name: &str| -> Namespace {
+        serde_json::from_value(json!({ "metadata": { "name": name, "labels": {
+            "app.kubernetes.io/managed-by": "homestead", "homestead.dev/user": "acc-pattern",
+            "pod-security.kubernetes.io/enforce": "baseline" } } }))
+        .unwrap()
+    };
+    let namespaces = Api::<Namespace>::all(client);
+    for allowed in ["user-acc-pattern", "e2e-acc-pattern"] {
+        namespaces
+            .create(&dry_run, &homesteads(allowed))
+            .await
+            .unwrap_or_else(|e| panic!("{allowed} matches the pattern: {e}"));
+    }
+    for outside in ["acc-pattern", "research-acc-pattern", "xuser-acc-pattern"] {
+        let denied = namespaces
+            .create(&dry_run, &homesteads(outside))
+            .await
+            .expect_err(outside)
+            .to_string();
+        assert!(
+            denied.contains("homestead-operator-bounds")
+                && denied
+                    .contains("may only create namespaces whose names match ^(user-.*|e2e-.*)$"),
+            "{outside}: {denied}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -265,6 +265,7 @@ async fn helm_install_yields_a_working_crd_rbac_and_admission_policy() {
             "homestead-system",
         ])
         .args(["--set", "scim.enabled=true", "--wait=false"])
+        .args(["--set", "operator.allowedNamespaces={user-*,lab-*}"])
         .arg("--kubeconfig")
         .arg(&kubeconfig)
         .output()
@@ -337,6 +338,31 @@ async fn helm_install_yields_a_working_crd_rbac_and_admission_policy() {
             "the operator could create kube-taken: {out}"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // The names the operator may create are operator.allowedNamespaces, written into the policy.
+    for (name, admitted) in [
+        ("user-x", true),
+        ("lab-x", true),
+        ("labs-x", false),
+        ("other-x", false),
+    ] {
+        let namespace = format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n  labels:\n    app.kubernetes.io/managed-by: homestead\n    homestead.dev/user: x\n    pod-security.kubernetes.io/enforce: baseline\n"
+        );
+        let (ok, out) = kubectl(
+            &plane,
+            OPERATOR,
+            &["create", "--dry-run=server", "-f", "-"],
+            Some(&namespace),
+        );
+        if admitted {
+            assert!(ok, "{name}: {out}");
+        } else {
+            assert!(
+                !ok && out.contains("whose names match ^(user-.*|lab-.*)$"),
+                "{name}: {out}"
+            );
+        }
     }
     let user = "apiVersion: homestead.dev/v1alpha1\nkind: User\nmetadata:\n  name: sneaky\nspec:\n  identity:\n    username: sneaky@example.com\n  role: edit\n";
     let (ok, out) = kubectl(

@@ -27,9 +27,11 @@ pub const HR: &str = "hr-harriet@example.com";
 pub const HR_GROUP: &str = "hr";
 /// Namespace name patterns the operator under test allows in `spec.namespace.name`.
 pub const ALLOWED_NAMESPACES: &str = "user-*,e2e-*";
-/// [`ALLOWED_NAMESPACES`] as the admission policy's RE2 expression (ConfigMap
-/// `homestead-operator-bounds`, key `namespacePattern`).
-pub const ALLOWED_NAMESPACE_PATTERN: &str = "^(user-.*|e2e-.*)$";
+/// [`ALLOWED_NAMESPACES`] as the admission policy's variable `namespacePattern` (an RE2
+/// expression in a CEL raw string).
+pub const ALLOWED_NAMESPACE_PATTERN: &str = "r'^(user-.*|e2e-.*)$'";
+/// The variable `namespacePattern` as `rbac/admission-policy.yaml` ships it.
+const SHIPPED_NAMESPACE_PATTERN: &str = "r'^(user-.*)$'";
 
 /// The control plane of this test binary, with the CRDs and a token for [`TENANT`].
 pub fn plane() -> &'static ControlPlane {
@@ -55,38 +57,33 @@ pub fn repo_root() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }
 
-/// Installs the operator's namespace and `rbac/` (admission policy included) on [`plane`].
+/// Installs the operator's namespace and `rbac/` (admission policy included) on [`plane`], the
+/// policy's `namespacePattern` set to [`ALLOWED_NAMESPACE_PATTERN`] before it is applied.
 pub fn install() -> &'static ControlPlane {
     let plane = plane();
     let root = repo_root();
-    let pattern = format!(r#"{{"data":{{"namespacePattern":"{ALLOWED_NAMESPACE_PATTERN}"}}}}"#);
-    for args in [
-        vec!["apply", "-f", "manifests/namespace.yaml"],
-        vec!["apply", "-k", "rbac/"],
-        vec![
-            "-n",
-            "homestead-system",
-            "patch",
-            "configmap",
-            "homestead-operator-bounds",
-            "--type=merge",
-            "-p",
-            &pattern,
-        ],
-    ] {
-        let out = plane
-            .kubectl(ADMIN)
-            .unwrap()
-            .current_dir(root)
-            .args(&args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
+    let kubectl = |args: &[&str], stdin: &str| {
+        let (ok, out) = run_with_stdin(
+            plane.kubectl(ADMIN).unwrap().current_dir(root).args(args),
+            stdin,
         );
-    }
+        assert!(ok, "kubectl {args:?}: {out}");
+        out
+    };
+    kubectl(&["apply", "-f", "manifests/namespace.yaml"], "");
+    let rendered = plane
+        .kubectl(ADMIN)
+        .unwrap()
+        .current_dir(root)
+        .args(["kustomize", "rbac/"])
+        .output()
+        .unwrap();
+    assert!(rendered.status.success(), "kubectl kustomize rbac/");
+    let rbac = String::from_utf8(rendered.stdout).unwrap();
+    let shipped = SHIPPED_NAMESPACE_PATTERN;
+    assert_eq!(rbac.matches(shipped).count(), 1, "{shipped} in rbac/");
+    let rbac = rbac.replace(shipped, ALLOWED_NAMESPACE_PATTERN);
+    kubectl(&["apply", "-f", "-"], &rbac);
     // Admission policies load asynchronously: wait until they are in force, probing with dry
     // runs each must refuse (the operator may not create a reserved namespace; nobody but the
     // operator may add a NetworkPolicy that opens an isolated namespace).
