@@ -57,32 +57,21 @@ pub const GONE_FOR: Duration = Duration::from_secs(600);
 /// Names of objects whose watch delivered their deletion, each kept until taken or for
 /// [`GONE_FOR`].
 #[derive(Debug, Default)]
-pub struct Gone(Mutex<HashMap<String, Instant>>);
+pub struct Gone(Mutex<Expiring<String, ()>>);
 
 impl Gone {
-    /// Remembers that the watch delivered the deletion of `name`; first forgets entries older
-    /// than [`GONE_FOR`] once there are many (1,024).
+    /// Remembers that the watch delivered the deletion of `name` (forgetting entries older than
+    /// [`GONE_FOR`] now and then, [`Expiring::insert`]).
     pub fn remember(&self, name: String) {
-        let mut entries = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if entries.len() >= 1024 {
-            entries.retain(|_, at| at.elapsed() < GONE_FOR);
-        }
-        entries.insert(name, Instant::now());
+        lock(&self.0).insert(name, (), GONE_FOR);
     }
 
     /// Whether the watch delivered the deletion of `name` less than [`GONE_FOR`] ago; forgets
     /// it either way.
     pub fn take(&self, name: &str) -> bool {
-        let mut entries = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        entries
+        lock(&self.0)
             .remove(name)
-            .is_some_and(|at| at.elapsed() < GONE_FOR)
+            .is_some_and(|((), at)| at.elapsed() < GONE_FOR)
     }
 }
 
@@ -91,13 +80,11 @@ impl Gone {
 /// ([`RecentWrites::forget`]) and no longer counts after [`RECENT`], so a change someone else
 /// makes afterwards is still repaired.
 #[derive(Debug, Default)]
-pub struct RecentWrites(Mutex<HashMap<String, (u64, Instant)>>);
+pub struct RecentWrites(Mutex<Expiring<String, u64>>);
 
 impl RecentWrites {
-    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<String, (u64, Instant)>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn entries(&self) -> std::sync::MutexGuard<'_, Expiring<String, u64>> {
+        lock(&self.0)
     }
 
     /// How much longer a write with fingerprint `print` under `key` counts as made: `Some`
@@ -109,10 +96,10 @@ impl RecentWrites {
             .and_then(|(_, at)| left_since(*at))
     }
 
-    /// Remembers that a write with fingerprint `print` was just made under `key`; forgets
-    /// entries older than [`RECENT`] once there are many (1,024), so the map stays small.
+    /// Remembers that a write with fingerprint `print` was just made under `key` (forgetting
+    /// entries older than [`RECENT`] now and then, [`Expiring::insert`]).
     pub fn remember(&self, key: String, print: u64) {
-        insert_recent(&mut self.entries(), key, print);
+        self.entries().insert(key, print, RECENT);
     }
 
     /// Forgets `key`'s entry (the cache shows the write now).
@@ -138,7 +125,7 @@ impl RecentWrites {
 pub struct OwnCreates<K>(Mutex<Created<K>>);
 
 /// Created objects by namespace and name, with when each was remembered.
-type Created<K> = HashMap<(Option<String>, String), (K, Instant)>;
+type Created<K> = Expiring<(Option<String>, String), K>;
 
 impl<K> OwnCreates<K>
 where
@@ -173,15 +160,13 @@ where
 
 impl<K> Default for OwnCreates<K> {
     fn default() -> Self {
-        Self(Mutex::default())
+        Self(Mutex::new(Expiring::default()))
     }
 }
 
 impl<K: Resource + PartialEq> OwnCreates<K> {
     fn entries(&self) -> std::sync::MutexGuard<'_, Created<K>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.0)
     }
 
     fn key(object: &K) -> (Option<String>, String) {
@@ -197,7 +182,7 @@ impl<K: Resource + PartialEq> OwnCreates<K> {
     pub fn remember(&self, created: impl Into<K>) {
         let mut object: K = created.into();
         crate::trim::trim(object.meta_mut());
-        insert_recent(&mut self.entries(), Self::key(&object), object);
+        self.entries().insert(Self::key(&object), object, RECENT);
     }
 
     /// How much longer the object `name` in `namespace` counts as created by this replica and
@@ -240,18 +225,101 @@ fn left_since(at: Instant) -> Option<Duration> {
         .filter(|left| !left.is_zero())
 }
 
-/// Inserts `value` under `key`, stamped now; first forgets entries older than [`RECENT`] once
-/// there are many (1,024), so the map stays small.
-fn insert_recent<Q: Eq + Hash, V>(entries: &mut HashMap<Q, (V, Instant)>, key: Q, value: V) {
-    if entries.len() >= 1024 {
-        entries.retain(|_, (_, at)| at.elapsed() < RECENT);
+/// `mutex`'s guard, whether or not a thread panicked holding it (every map here stays
+/// consistent between its own operations).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The size from which [`Expiring::insert`] looks for expired entries.
+const PRUNE_FROM: usize = 1024;
+
+/// A map whose entries each carry the moment they were inserted and count for a time to live
+/// given on insertion; readers check it ([`left_since`], `GONE_FOR`). Expired entries are
+/// dropped in one pass once the map has doubled since the last pass (and holds at least
+/// [`PRUNE_FROM`]), so an insert costs O(1) amortized however many entries are still live (a
+/// bulk import keeps thousands within [`RECENT`]), and the map holds at most about twice its
+/// live entries.
+#[derive(Debug)]
+struct Expiring<Q, V> {
+    entries: HashMap<Q, (V, Instant)>,
+    /// The size at which the next insert first drops expired entries.
+    prune_at: usize,
+}
+
+impl<Q, V> Default for Expiring<Q, V> {
+    fn default() -> Self {
+        Self {
+            entries: HashMap::new(),
+            prune_at: PRUNE_FROM,
+        }
     }
-    entries.insert(key, (value, Instant::now()));
+}
+
+impl<Q: Eq + Hash, V> Expiring<Q, V> {
+    /// Inserts `value` under `key`, stamped now; first, when the map has reached its pruning
+    /// size, drops every entry older than `ttl` and sets the next pruning size to twice what
+    /// is left (at least [`PRUNE_FROM`]).
+    fn insert(&mut self, key: Q, value: V, ttl: Duration) {
+        if self.entries.len() >= self.prune_at {
+            let now = Instant::now();
+            self.entries
+                .retain(|_, (_, at)| now.saturating_duration_since(*at) < ttl);
+            self.prune_at = (self.entries.len() * 2).max(PRUNE_FROM);
+        }
+        self.entries.insert(key, (value, Instant::now()));
+    }
+
+    /// The value under `key` and when it was inserted.
+    fn get<B>(&self, key: &B) -> Option<&(V, Instant)>
+    where
+        Q: std::borrow::Borrow<B>,
+        B: Eq + Hash + ?Sized,
+    {
+        self.entries.get(key)
+    }
+
+    /// Removes and returns the value under `key` and when it was inserted.
+    fn remove<B>(&mut self, key: &B) -> Option<(V, Instant)>
+    where
+        Q: std::borrow::Borrow<B>,
+        B: Eq + Hash + ?Sized,
+    {
+        self.entries.remove(key)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn expired_entries_go_once_the_map_has_doubled_and_live_ones_stay() {
+        let mut live = Expiring::default();
+        for i in 0..3 * PRUNE_FROM {
+            live.insert(i, (), Duration::from_secs(60));
+        }
+        assert_eq!(live.entries.len(), 3 * PRUNE_FROM, "nothing has expired");
+        assert_eq!(
+            live.prune_at,
+            4 * PRUNE_FROM,
+            "the next pass waits until the map has doubled again"
+        );
+
+        let mut expired = Expiring::default();
+        for i in 0..PRUNE_FROM {
+            expired.insert(i, (), Duration::ZERO);
+        }
+        assert_eq!(expired.entries.len(), PRUNE_FROM);
+        expired.insert(PRUNE_FROM, (), Duration::ZERO);
+        assert_eq!(expired.entries.len(), 1, "every older entry expired");
+        assert_eq!(expired.prune_at, PRUNE_FROM);
+        assert!(expired.get(&PRUNE_FROM).is_some());
+        assert!(expired.remove(&PRUNE_FROM).is_some());
+        assert!(expired.get(&PRUNE_FROM).is_none());
+    }
 
     #[test]
     fn a_write_counts_until_forgotten_and_only_with_its_fingerprint() {
