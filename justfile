@@ -63,6 +63,10 @@ test: control-plane
 bench users="1000": control-plane
     HOMESTEAD_BENCH_USERS={{users}} cargo bench -p homestead --bench converge
 
+# Each side's provisioning alone on a fresh control plane (bounded floor, Homestead, bare floor), ROUNDS rounds in turn, then the ranges and each round's ratios (release build; about 5 minutes a round at 10,000 Users).
+bench-rounds users="10000" rounds="3": control-plane
+    tools/bench/rounds.sh {{users}} {{rounds}}
+
 # Kill the operator (SIGKILL) at random moments during a bulk import and an offboarding, then check nothing was lost or leaked, and count writes after a restart (release build; minutes).
 chaos users="1000" offboard="300": control-plane
     HOMESTEAD_CHAOS_USERS={{users}} HOMESTEAD_CHAOS_OFFBOARD={{offboard}} cargo bench -p homestead --bench chaos
