@@ -171,6 +171,31 @@ fn values_that_would_grant_cluster_admin_are_refused() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("allowedRoles"));
 }
 
+#[test]
+fn namespace_patterns_that_are_no_namespace_names_are_refused() {
+    // They go into the admission policy's CEL as a raw string: a quote would break the policy
+    // and, with it, every write of the operator.
+    for pattern in ["it's-*", "user-.*", "User-*"] {
+        let out = helm()
+            .args([
+                "template",
+                "x",
+                "charts/homestead",
+                "--kube-version",
+                "1.34.4",
+            ])
+            .args([
+                "--set",
+                &format!("operator.allowedNamespaces={{{pattern}}}"),
+            ])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{pattern} rendered");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("allowedNamespaces"), "{pattern}: {stderr}");
+    }
+}
+
 fn kubectl(
     plane: &ControlPlane,
     identity: &str,
