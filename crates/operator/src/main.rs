@@ -21,7 +21,10 @@ use clap::Parser;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-#[tokio::main]
+/// One thread runs every task (tokio's current-thread runtime): the operator needs a tenth of a
+/// core at 10,000 Users, and tokio's multi-threaded runtime spent about a third of its CPU
+/// waking and parking its worker threads (docs/performance.md). Nothing here blocks a thread.
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<std::process::ExitCode> {
     let mut cli = cli::Cli::parse();
     cli.runtime.init_tracing();
