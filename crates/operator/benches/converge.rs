@@ -36,6 +36,7 @@
 //! `HOMESTEAD_BENCH_QUICK` (`1`, `offboard`, `floor`, `bare`, `homestead` or `used`: parts of the
 //! run only),
 //! `HOMESTEAD_BENCH_FLOOR_EVENT=1` (the floor publishes Homestead's one Event per User too),
+//! `HOMESTEAD_BENCH_FLOOR_WATCH=1` (the floor holds the operator's watches too),
 //! `HOMESTEAD_BENCH_PPROF=DIR` (kube-apiserver CPU profiles of the provisioning phases) and
 //! `HOMESTEAD_BENCH_SETTLE=SECONDS` (the operator's RSS again that long after the import, say
 //! past a resync).
@@ -49,7 +50,9 @@ use std::time::{Duration, Instant};
 
 use common::{install, operator_pid, reconciles, spawn_operator_with};
 use futures::{StreamExt, TryStreamExt};
-use homestead_api::{AppliedProfile, FIELD_MANAGER, FINALIZER, Profile, User};
+use homestead_api::{
+    AppliedProfile, FIELD_MANAGER, FINALIZER, LABEL_MANAGED_BY, MANAGED_BY, Profile, User,
+};
 use homestead_reconciler::context::PodSecurity;
 use homestead_reconciler::desired::{desired_namespace, desired_role_binding};
 use homestead_reconciler::status::{Change, Outcome, Reason, desired_status, events_for};
@@ -60,7 +63,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, Recorder, Reporter};
-use kube::runtime::watcher;
+use kube::runtime::watcher::{self, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
@@ -321,6 +324,12 @@ async fn floor_provision(
             };
             Recorder::new(operator.clone(), reporter)
         });
+    // `HOMESTEAD_BENCH_FLOOR_WATCH=1`: the floor also holds the watches an operator needs
+    // (Users; Namespaces labelled as Homestead's; RoleBindings), reading and dropping every
+    // event, to measure what serving them costs the API server.
+    let watches = std::env::var("HOMESTEAD_BENCH_FLOOR_WATCH")
+        .is_ok_and(|v| v == "1")
+        .then(|| operator_watches(operator));
     let ready = watch_users(admin, run, count, is_ready).await;
     let started = Instant::now();
     each(count, |i| {
@@ -395,7 +404,31 @@ async fn floor_provision(
     })
     .await;
     ready.await.unwrap();
-    started.elapsed()
+    let elapsed = started.elapsed();
+    for watch in watches.into_iter().flatten() {
+        watch.abort();
+    }
+    elapsed
+}
+
+/// Watches, as `client`, what Homestead's operator watches of a provisioning (every User,
+/// the Namespaces labelled as Homestead's, every RoleBinding), dropping every event.
+fn operator_watches(client: &Client) -> Vec<tokio::task::JoinHandle<()>> {
+    fn drain<K>(api: Api<K>, config: watcher::Config) -> tokio::task::JoinHandle<()>
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    {
+        tokio::spawn(watcher(api, config).for_each(|_| async {}))
+    }
+    let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
+    vec![
+        drain(Api::<User>::all(client.clone()), watcher::Config::default()),
+        drain(Api::<Namespace>::all(client.clone()), managed),
+        drain(
+            Api::<RoleBinding>::all(client.clone()),
+            watcher::Config::default(),
+        ),
+    ]
 }
 
 /// Waits until the operator serving `metrics_address` has no Event queued
@@ -896,7 +929,10 @@ async fn bare_only(count: usize) {
     );
 }
 
-#[tokio::main]
+// One thread, as the operator runs: the floors' client is then as cheap as a client can be made,
+// and Homestead is measured against that, not against a client that spends CPU on tokio's
+// worker threads (docs/performance.md).
+#[tokio::main(flavor = "current_thread")]
 async fn main() {
     let count: usize = std::env::var("HOMESTEAD_BENCH_USERS")
         .ok()
