@@ -135,9 +135,10 @@ pub struct PolicyArgs {
 #[command(next_help_heading = "Runtime")]
 pub struct RuntimeArgs {
     /// How many Users are reconciled at once (0 = unbounded). The default is measured on the
-    /// local control plane: 10,000 new Users were all Ready in 137.1-144.1 s with 32, 145.3 s
-    /// with 64 and 158.9 s with 16; at 1,000 Users 8 was slower and 16 to 64 within noise of
-    /// each other (the API server is the bottleneck; see docs/performance.md).
+    /// local control plane: 10,000 new Users were all Ready in 74.2-93.7 s with 32, 85.6-86.0 s
+    /// with 64, 73.4 s with 128 (and 6 MiB more memory) and 117.1-123.9 s with 8; at 1,000
+    /// Users 16 to 64 were within noise of each other (the API server is the bottleneck; see
+    /// docs/performance.md).
     #[arg(long, env = "HOMESTEAD_CONCURRENCY", default_value_t = 32)]
     pub concurrency: u16,
 
