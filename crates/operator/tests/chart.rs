@@ -31,8 +31,9 @@ fn helm() -> Command {
     helm
 }
 
-/// `helm template` of the chart into `homestead-system` with `sets`, as YAML.
-fn template(sets: &[&str]) -> String {
+/// `helm template` of the chart into `homestead-system` with `sets`: helm's exit status and
+/// output, whether it rendered or refused the values.
+fn render(sets: &[&str]) -> std::process::Output {
     let mut helm = helm();
     helm.args([
         "template",
@@ -45,7 +46,12 @@ fn template(sets: &[&str]) -> String {
     for set in sets {
         helm.args(["--set", set]);
     }
-    let out = helm.output().unwrap();
+    helm.output().unwrap()
+}
+
+/// `helm template` of the chart into `homestead-system` with `sets`, as YAML.
+fn template(sets: &[&str]) -> String {
+    let out = render(sets);
     assert!(
         out.status.success(),
         "helm template: {}",
@@ -156,17 +162,7 @@ fn the_chart_renders_what_the_kustomize_path_installs() {
 
 #[test]
 fn values_that_would_grant_cluster_admin_are_refused() {
-    let out = helm()
-        .args([
-            "template",
-            "x",
-            "charts/homestead",
-            "--kube-version",
-            "1.34.4",
-        ])
-        .args(["--set", "operator.allowedRoles={admin,cluster-admin}"])
-        .output()
-        .unwrap();
+    let out = render(&["operator.allowedRoles={admin,cluster-admin}"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("allowedRoles"));
 }
@@ -176,20 +172,7 @@ fn namespace_patterns_that_are_no_namespace_names_are_refused() {
     // They go into the admission policy's CEL as a raw string: a quote would break the policy
     // and, with it, every write of the operator.
     for pattern in ["it's-*", "user-.*", "User-*"] {
-        let out = helm()
-            .args([
-                "template",
-                "x",
-                "charts/homestead",
-                "--kube-version",
-                "1.34.4",
-            ])
-            .args([
-                "--set",
-                &format!("operator.allowedNamespaces={{{pattern}}}"),
-            ])
-            .output()
-            .unwrap();
+        let out = render(&[&format!("operator.allowedNamespaces={{{pattern}}}")]);
         assert!(!out.status.success(), "{pattern} rendered");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("allowedNamespaces"), "{pattern}: {stderr}");
