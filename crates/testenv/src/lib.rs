@@ -727,7 +727,8 @@ impl ControlPlane {
         };
         plane.start_etcd()?;
         plane.start_apiserver("kube-apiserver.log")?;
-        plane.wait_ready(started).await?;
+        // Timed from here, not from `started`: a first run builds the binaries above (minutes).
+        plane.wait_ready().await?;
         plane.start_controller_manager().await?;
         if plane.node.is_some() {
             plane.start_node().await?;
@@ -805,7 +806,7 @@ impl ControlPlane {
                 .count()
         });
         self.start_apiserver(&format!("kube-apiserver-restarted-{}.log", restarts + 1))?;
-        self.wait_ready(Instant::now()).await
+        self.wait_ready().await
     }
 
     /// [`ControlPlane::stop_apiserver`], then [`ControlPlane::start_apiserver_again`].
@@ -980,8 +981,10 @@ impl ControlPlane {
         })
     }
 
-    /// Polls `/readyz` every 250 ms until it answers `ok`, failing early if a process exits.
-    async fn wait_ready(&self, started: Instant) -> Result<()> {
+    /// Polls `/readyz` every 250 ms until it answers `ok` (for at most `READY_TIMEOUT` from the
+    /// call), failing early if a process exits.
+    async fn wait_ready(&self) -> Result<()> {
+        let started = Instant::now();
         let client = self.client(ADMIN).await?;
         loop {
             self.check_running()?;
