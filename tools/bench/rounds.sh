@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Provisioning of USERS Users by each side alone on a fresh control plane (the bounded floor,
 # Homestead, the bare floor: `HOMESTEAD_BENCH_QUICK=floor|homestead|bare`), ROUNDS rounds in
-# turn, then per side the range of the time to all Ready and of kube-apiserver's CPU per User,
-# and the range of Homestead's ratio to each floor of the same round. One run says little on a
+# turn, then per side the range of the time to all Ready and of kube-apiserver's and etcd's CPU
+# per User, and the range of Homestead's ratio to each floor of the same round. One run says little on a
 # small shared machine (docs/performance.md); the ratios within a round are what to compare.
 # Each run's whole output is kept in $HOMESTEAD_BENCH_LOGS (default: a temporary directory).
 #
@@ -15,14 +15,15 @@ mkdir -p "$logs"
 cd "$(dirname "$0")/../.."
 cargo bench -q -p homestead --bench converge --no-run
 
-# The seconds to all Ready and kube-apiserver's ms per User while provisioning (its last CPU
-# table) in the output of one run.
+# The seconds to all Ready, and kube-apiserver's and etcd's ms per User while provisioning
+# (the last CPU table), in the output of one run.
 figures() {
   local seconds
   seconds=$(grep -Eo '(provisioned|all Ready) in [0-9.]+ s' "$1" | grep -Eo '[0-9.]+' | sed -n 1p)
-  local apiserver
+  local apiserver etcd
   apiserver=$(grep -E '^ +kube-apiserver ' "$1" | tail -1 | awk '{print $2}')
-  echo "$seconds $apiserver"
+  etcd=$(grep -E '^ +etcd ' "$1" | tail -1 | awk '{print $2}')
+  echo "$seconds $apiserver $etcd"
 }
 
 for round in $(seq "$rounds"); do
@@ -31,26 +32,26 @@ for round in $(seq "$rounds"); do
     HOMESTEAD_BENCH_USERS=$users HOMESTEAD_BENCH_QUICK=$side \
       cargo bench -q -p homestead --bench converge >"$log" 2>&1 ||
       { echo "$side, round $round failed: $log"; tail -20 "$log"; exit 1; }
-    read -r seconds apiserver < <(figures "$log")
-    printf 'round %s  %-9s %7.1f s  %6.2f ms of kube-apiserver per User\n' \
-      "$round" "$side" "$seconds" "$apiserver"
-    echo "$round $side $seconds $apiserver" >>"$logs/figures"
+    read -r seconds apiserver etcd < <(figures "$log")
+    printf 'round %s  %-9s %7.1f s  %6.2f ms of kube-apiserver, %5.2f ms of etcd per User\n' \
+      "$round" "$side" "$seconds" "$apiserver" "$etcd"
+    echo "$round $side $seconds $apiserver $etcd" >>"$logs/figures"
   done
 done
 
 echo
 echo "$users Users, $rounds rounds (logs: $logs):"
 awk '
-  { t[$2] = t[$2] " " $3; a[$2] = a[$2] " " $4; s[$1, $2] = $3 }
+  { t[$2] = t[$2] " " $3; a[$2] = a[$2] " " $4; e[$2] = e[$2] " " $5; s[$1, $2] = $3 }
   function range(list,   n, v, i, lo, hi) {
     n = split(list, v, " "); lo = v[1]; hi = v[1]
     for (i = 2; i <= n; i++) { if (v[i] + 0 < lo + 0) lo = v[i]; if (v[i] + 0 > hi + 0) hi = v[i] }
     return lo "-" hi
   }
   END {
-    printf "  %-10s all Ready %-13s kube-apiserver %s ms per User\n", "bounded", range(t["floor"]) " s", range(a["floor"])
-    printf "  %-10s all Ready %-13s kube-apiserver %s ms per User\n", "Homestead", range(t["homestead"]) " s", range(a["homestead"])
-    printf "  %-10s all Ready %-13s kube-apiserver %s ms per User\n", "bare", range(t["bare"]) " s", range(a["bare"])
+    printf "  %-10s all Ready %-13s kube-apiserver %s, etcd %s ms per User\n", "bounded", range(t["floor"]) " s", range(a["floor"]), range(e["floor"])
+    printf "  %-10s all Ready %-13s kube-apiserver %s, etcd %s ms per User\n", "Homestead", range(t["homestead"]) " s", range(a["homestead"]), range(e["homestead"])
+    printf "  %-10s all Ready %-13s kube-apiserver %s, etcd %s ms per User\n", "bare", range(t["bare"]) " s", range(a["bare"]), range(e["bare"])
     for (r = 1; (r, "homestead") in s; r++) {
       bounded = bounded " " sprintf("%.2f", s[r, "homestead"] / s[r, "floor"])
       bare = bare " " sprintf("%.2f", s[r, "homestead"] / s[r, "bare"])
