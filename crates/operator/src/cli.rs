@@ -135,11 +135,12 @@ pub struct PolicyArgs {
 #[command(next_help_heading = "Runtime")]
 pub struct RuntimeArgs {
     /// How many Users are reconciled at once (0 = unbounded). The default is measured on the
-    /// local control plane: 10,000 new Users were all Ready in 74.2-93.7 s with 32, 85.6-86.0 s
-    /// with 64, 73.4 s with 128 (and 6 MiB more memory) and 117.1-123.9 s with 8; at 1,000
-    /// Users 16 to 64 were within noise of each other (the API server is the bottleneck; see
-    /// docs/performance.md).
-    #[arg(long, env = "HOMESTEAD_CONCURRENCY", default_value_t = 32)]
+    /// local control plane: run alternately, 10,000 new Users were all Ready in 82.7-92.1 s with
+    /// 64 and 85.2-100.7 s with 32 (etcd batches more writes: 1.2-1.4 against 1.5-1.7 ms of its
+    /// CPU per User), for about 2.5 MiB more memory; 128 took 73.4 s once (and 6 MiB more than 32)
+    /// and 8 took 117.1-123.9 s; at 1,000 Users 16 to 64 were within noise of each other (the
+    /// API server is the bottleneck; see docs/performance.md).
+    #[arg(long, env = "HOMESTEAD_CONCURRENCY", default_value_t = 64)]
     pub concurrency: u16,
 
     /// How often the leader counts retained namespaces for `homestead_retained_namespaces`
