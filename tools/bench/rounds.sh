@@ -2,8 +2,9 @@
 # Provisioning of USERS Users by each side alone on a fresh control plane (the bounded floor,
 # Homestead, the bare floor: `HOMESTEAD_BENCH_QUICK=floor|homestead|bare`), ROUNDS rounds in
 # turn, then per side the range of the time to all Ready and of kube-apiserver's and etcd's CPU
-# per User, and the range of Homestead's ratio to each floor of the same round. One run says little on a
-# small shared machine (docs/performance.md); the ratios within a round are what to compare.
+# per User, and the range of Homestead's ratio to each floor of the same round. One run says
+# little on a small shared machine (docs/performance.md); the ratios within a round are what to
+# compare.
 # Each run's whole output is kept in $HOMESTEAD_BENCH_LOGS (default: a temporary directory).
 #
 #   rounds.sh [USERS] [ROUNDS]
