@@ -540,7 +540,7 @@ async fn the_admission_policy_bounds_the_operator_where_rbac_would_not() {
         .await
         .expect_err("a RoleBinding in kube-system");
     assert!(
-        denied.to_string().contains("homestead-operator-bounds"),
+        denied.to_string().contains("homestead-operator-namespaced"),
         "{denied}"
     );
     let label = Patch::Merge(json!({ "metadata": { "labels": { "homestead.dev/user": "x" } } }));
@@ -588,7 +588,7 @@ async fn the_admission_policy_bounds_the_operator_where_rbac_would_not() {
         .await
         .expect_err("a deletecollection in someone else's namespace");
     assert!(
-        denied.to_string().contains("homestead-operator-bounds"),
+        denied.to_string().contains("homestead-operator-namespaced"),
         "{denied}"
     );
     assert!(

@@ -615,12 +615,13 @@ fn full_and_name_overrides_rename_every_object_and_what_refers_to_it() {
         scim["spec"]["template"]["spec"]["serviceAccountName"],
         "hs-scim"
     );
-    let policies =
-        serde_json::to_string(&find("ValidatingAdmissionPolicy", "hs-operator-bounds")).unwrap();
-    assert!(
-        policies.contains("system:serviceaccount:homestead-system:hs'"),
-        "{policies}"
-    );
+    for name in ["hs-operator-bounds", "hs-operator-namespaced"] {
+        let policy = serde_json::to_string(&find("ValidatingAdmissionPolicy", name)).unwrap();
+        assert!(
+            policy.contains("system:serviceaccount:homestead-system:hs'"),
+            "{policy}"
+        );
+    }
     let scim_bounds =
         serde_json::to_string(&find("ValidatingAdmissionPolicy", "hs-scim-bounds")).unwrap();
     assert!(scim_bounds.contains("system:serviceaccount:homestead-system:hs-scim'"));

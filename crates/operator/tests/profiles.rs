@@ -465,6 +465,9 @@ async fn the_admission_policy_keeps_limit_ranges_and_network_policies_in_homeste
     })
     .await;
     for message in denied {
-        assert!(message.contains("homestead-operator-bounds"), "{message}");
+        assert!(
+            message.contains("homestead-operator-namespaced"),
+            "{message}"
+        );
     }
 }
