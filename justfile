@@ -67,6 +67,10 @@ bench users="1000": control-plane
 bench-rounds users="10000" rounds="3": control-plane
     tools/bench/rounds.sh {{users}} {{rounds}}
 
+# What each safety layer (admission policies, the operator's identity, Homestead's objects) costs the bounded floor: with and without each on a fresh control plane, and the bare floor, ROUNDS rounds (release build; about 12 minutes a round at 10,000 Users).
+bench-layers users="10000" rounds="2": control-plane
+    tools/bench/layers.sh {{users}} {{rounds}}
+
 # Kill the operator (SIGKILL) at random moments during a bulk import and an offboarding, then check nothing was lost or leaked, and count writes after a restart (release build; minutes).
 chaos users="1000" offboard="300": control-plane
     HOMESTEAD_CHAOS_USERS={{users}} HOMESTEAD_CHAOS_OFFBOARD={{offboard}} cargo bench -p homestead --bench chaos

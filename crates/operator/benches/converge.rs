@@ -37,6 +37,8 @@
 //! run only),
 //! `HOMESTEAD_BENCH_FLOOR_EVENT=1` (the floor publishes Homestead's one Event per User too),
 //! `HOMESTEAD_BENCH_FLOOR_WATCH=1` (the floor holds the operator's watches too),
+//! `HOMESTEAD_BENCH_FLOOR_WITHOUT=identity,objects,policies` (with `HOMESTEAD_BENCH_QUICK=floor`:
+//! the bounded floor less those safety layers, to measure what each costs),
 //! `HOMESTEAD_BENCH_PPROF=DIR` (kube-apiserver CPU profiles of the provisioning phases) and
 //! `HOMESTEAD_BENCH_SETTLE=SECONDS` (the operator's RSS again that long after the import, say
 //! past a resync).
@@ -57,6 +59,7 @@ use homestead_reconciler::context::PodSecurity;
 use homestead_reconciler::desired::{desired_namespace, desired_role_binding};
 use homestead_reconciler::status::{Change, Outcome, Reason, desired_status, events_for};
 use homestead_testenv::{ADMIN, ControlPlane, OPERATOR, Supervised, free_port};
+use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -259,26 +262,94 @@ async fn watch_users(
     task
 }
 
-/// Which floor a run measures.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Floor {
-    /// The operator's own identity (its requests pass the same RBAC, admission policy and API
-    /// priority and fairness as Homestead's) and Homestead's objects (ownership and Pod
-    /// Security labels, owner reference): what Homestead's safety layers cost included.
-    Bounded,
-    /// The cluster admin (no admission policy matches it; RBAC allows it at once) and the
-    /// least objects that give a person access: a Namespace with a name, a RoleBinding with a
-    /// roleRef and a subject. Users named `bare-00042`.
-    Bare,
+/// Which of Homestead's safety layers a floor carries (docs/performance.md, "Where the cost
+/// goes"): the bounded floor all three, the bare floor none of them.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Floor {
+    /// Whether the operator's identity makes every request but HR's: RBAC for a
+    /// ServiceAccount, API priority and fairness, and the admission policies' match conditions.
+    /// Without it, the cluster admin (RBAC allows it at once; exempt from API priority and
+    /// fairness; no policy matches it).
+    identity: bool,
+    /// Whether the Namespace and RoleBinding are Homestead's (ownership and Pod Security
+    /// labels, annotations, owner references). Without it, the least that gives a person
+    /// access: a Namespace with a name, a RoleBinding with a roleRef and a subject.
+    objects: bool,
+    /// Whether the operator's admission policies are bound. Without it, their bindings are
+    /// deleted before the floor runs (on a control plane of its own only).
+    policies: bool,
 }
 
 impl Floor {
+    /// Homestead's identity, objects and admission policies.
+    const BOUNDED: Self = Self {
+        identity: true,
+        objects: true,
+        policies: true,
+    };
+    /// The admin and the least objects (the policies stay bound, matching no request of it).
+    /// Users named `bare-00042`.
+    const BARE: Self = Self {
+        identity: false,
+        objects: false,
+        policies: true,
+    };
+
+    /// The bounded floor without the layers `HOMESTEAD_BENCH_FLOOR_WITHOUT` names
+    /// (comma-separated `identity`, `objects`, `policies`), to measure what each costs.
+    ///
+    /// # Panics
+    /// On any other name.
+    fn from_env() -> Self {
+        let mut floor = Self::BOUNDED;
+        let without = std::env::var("HOMESTEAD_BENCH_FLOOR_WITHOUT").unwrap_or_default();
+        for layer in without.split(',').map(str::trim).filter(|l| !l.is_empty()) {
+            match layer {
+                "identity" => floor.identity = false,
+                "objects" => floor.objects = false,
+                "policies" => floor.policies = false,
+                other => panic!(
+                    "HOMESTEAD_BENCH_FLOOR_WITHOUT: no layer {other:?} (identity, objects, policies)"
+                ),
+            }
+        }
+        assert!(
+            floor.objects || !floor.identity || !floor.policies,
+            "HOMESTEAD_BENCH_FLOOR_WITHOUT=objects needs policies (or identity) too: the \
+             operator's admission policies refuse the least objects"
+        );
+        floor
+    }
+
     /// The run label and User name prefix.
     fn run(self) -> &'static str {
-        match self {
-            Self::Bounded => "floor",
-            Self::Bare => "bare",
-        }
+        if self == Self::BARE { "bare" } else { "floor" }
+    }
+}
+
+/// Deletes, as `admin`, the bindings of the operator's admission policies and waits until the
+/// API server admits, as `operator`, a Namespace they would refuse (a dry run).
+async fn unbind_operator_policies(admin: &Client, operator: &Client) {
+    let bindings = Api::<ValidatingAdmissionPolicyBinding>::all(admin.clone());
+    for name in ["homestead-operator-bounds", "homestead-operator-namespaced"] {
+        bindings
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    let unlabelled: Namespace =
+        serde_json::from_value(json!({ "metadata": { "name": "user-unbound" } })).unwrap();
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while let Err(e) = Api::<Namespace>::all(operator.clone())
+        .create(&dry_run, &unlabelled)
+        .await
+    {
+        assert!(Instant::now() < deadline, "the policies still apply: {e}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
@@ -306,10 +377,7 @@ async fn floor_provision(
     count: usize,
     floor: Floor,
 ) -> Duration {
-    let operator = match floor {
-        Floor::Bounded => operator,
-        Floor::Bare => admin,
-    };
+    let operator = if floor.identity { operator } else { admin };
     let run = floor.run();
     let hr: Api<User> = Api::all(admin.clone());
     let users: Api<User> = Api::all(operator.clone());
@@ -349,12 +417,13 @@ async fn floor_provision(
                 field_manager: Some(FIELD_MANAGER.to_owned()),
                 ..PostParams::default()
             };
-            let (namespace, binding) = match floor {
-                Floor::Bounded => (
+            let (namespace, binding) = if floor.objects {
+                (
                     desired_namespace(&user, &ns, PodSecurity::default(), false),
                     desired_role_binding(&user, &ns),
-                ),
-                Floor::Bare => bare_objects(&user, &ns),
+                )
+            } else {
+                bare_objects(&user, &ns)
             };
             Api::<Namespace>::all(client.clone())
                 .create(&post, &namespace)
@@ -916,7 +985,7 @@ async fn bare_only(count: usize) {
     println!("{count} Users, {IN_FLIGHT} in flight, one local control plane\n");
     let start = cpu_seconds(plane, None);
     let profile = profile_apiserver(&admin, "bare");
-    let bare_up = floor_provision(&admin, &admin, count, Floor::Bare).await;
+    let bare_up = floor_provision(&admin, &admin, count, Floor::BARE).await;
     let end = cpu_seconds(plane, None);
     profiled(profile).await;
     println!("bare floor: provisioned in {}", secs(bare_up));
@@ -965,10 +1034,24 @@ async fn main() {
     let (mut floor_up, mut floor_down) = (Duration::ZERO, Duration::ZERO);
     let cpu_floor_start = cpu_seconds(plane, None);
     let mut profile = None;
+    // `HOMESTEAD_BENCH_FLOOR_WITHOUT` (with `HOMESTEAD_BENCH_QUICK=floor` only): the
+    // bounded floor less some of its safety layers.
+    let floor = Floor::from_env();
+    assert!(
+        floor == Floor::BOUNDED || floor_only,
+        "HOMESTEAD_BENCH_FLOOR_WITHOUT needs HOMESTEAD_BENCH_QUICK=floor"
+    );
+    if !floor.policies {
+        unbind_operator_policies(&admin, &operator_identity).await;
+    }
     if !quick {
         profile = profile_apiserver(&admin, "floor");
-        floor_up = floor_provision(&admin, &operator_identity, count, Floor::Bounded).await;
-        println!("floor: provisioned in {}", secs(floor_up));
+        floor_up = floor_provision(&admin, &operator_identity, count, floor).await;
+        if floor == Floor::BOUNDED {
+            println!("floor: provisioned in {}", secs(floor_up));
+        } else {
+            println!("floor ({floor:?}): provisioned in {}", secs(floor_up));
+        }
     }
     let cpu_floor_end = cpu_seconds(plane, None);
     profiled(profile).await;
@@ -1103,7 +1186,7 @@ async fn main() {
         background_after = background_cpu(plane, None).await;
         let start = cpu_seconds(plane, None);
         let profile = profile_apiserver(&admin, "floor-again");
-        floor_up_after = floor_provision(&admin, &operator_identity, count, Floor::Bounded).await;
+        floor_up_after = floor_provision(&admin, &operator_identity, count, Floor::BOUNDED).await;
         cpu_floor_after = (start, cpu_seconds(plane, None));
         println!("floor again: provisioned in {}", secs(floor_up_after));
         profiled(profile).await;
@@ -1116,7 +1199,7 @@ async fn main() {
     let mut cpu_bare = (BTreeMap::new(), BTreeMap::new());
     if !quick {
         let start = cpu_seconds(plane, None);
-        bare_up = floor_provision(&admin, &operator_identity, count, Floor::Bare).await;
+        bare_up = floor_provision(&admin, &operator_identity, count, Floor::BARE).await;
         cpu_bare = (start, cpu_seconds(plane, None));
         println!("bare floor: provisioned in {}\n", secs(bare_up));
     }
