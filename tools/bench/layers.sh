@@ -12,10 +12,8 @@
 set -euo pipefail
 users=${1:-10000}
 rounds=${2:-2}
-logs=${HOMESTEAD_BENCH_LOGS:-$(mktemp -d)}
-mkdir -p "$logs"
-cd "$(dirname "$0")/../.."
-cargo bench -q -p homestead --bench converge --no-run
+# shellcheck source=tools/bench/common.sh
+source "$(dirname "$0")/common.sh"
 
 # variant name, then HOMESTEAD_BENCH_QUICK and HOMESTEAD_BENCH_FLOOR_WITHOUT
 variants=(
@@ -36,8 +34,7 @@ for round in $(seq "$rounds"); do
     HOMESTEAD_BENCH_USERS=$users HOMESTEAD_BENCH_QUICK=$quick HOMESTEAD_BENCH_FLOOR_WITHOUT=$without \
       cargo bench -q -p homestead --bench converge >"$log" 2>&1 ||
       { echo "$name, round $round failed: $log"; tail -20 "$log"; exit 1; }
-    seconds=$(grep -Eo 'provisioned in [0-9.]+ s' "$log" | grep -Eo '[0-9.]+' | sed -n 1p)
-    apiserver=$(grep -E '^ +kube-apiserver ' "$log" | tail -1 | awk '{print $2}')
+    read -r seconds apiserver _ < <(figures "$log")
     printf 'round %s  %-20s %7.1f s  %6.2f ms of kube-apiserver per User\n' \
       "$round" "$name" "$seconds" "$apiserver"
     echo "$round $name $seconds $apiserver" >>"$logs/figures"

@@ -11,21 +11,8 @@
 set -euo pipefail
 users=${1:-10000}
 rounds=${2:-3}
-logs=${HOMESTEAD_BENCH_LOGS:-$(mktemp -d)}
-mkdir -p "$logs"
-cd "$(dirname "$0")/../.."
-cargo bench -q -p homestead --bench converge --no-run
-
-# The seconds to all Ready, and kube-apiserver's and etcd's ms per User while provisioning
-# (the last CPU table), in the output of one run.
-figures() {
-  local seconds
-  seconds=$(grep -Eo '(provisioned|all Ready) in [0-9.]+ s' "$1" | grep -Eo '[0-9.]+' | sed -n 1p)
-  local apiserver etcd
-  apiserver=$(grep -E '^ +kube-apiserver ' "$1" | tail -1 | awk '{print $2}')
-  etcd=$(grep -E '^ +etcd ' "$1" | tail -1 | awk '{print $2}')
-  echo "$seconds $apiserver $etcd"
-}
+# shellcheck source=tools/bench/common.sh
+source "$(dirname "$0")/common.sh"
 
 for round in $(seq "$rounds"); do
   for side in floor homestead bare; do
