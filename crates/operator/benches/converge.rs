@@ -263,7 +263,8 @@ async fn watch_users(
 }
 
 /// Which of Homestead's safety layers a floor carries (docs/performance.md, "Where the cost
-/// goes"): the bounded floor all three, the bare floor none of them.
+/// goes"): the bounded floor all three; the bare floor neither the identity nor the objects
+/// (the policies stay bound, but match none of its requests).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 struct Floor {
     /// Whether the operator's identity makes every request but HR's: RBAC for a
@@ -299,7 +300,8 @@ impl Floor {
     /// (comma-separated `identity`, `objects`, `policies`), to measure what each costs.
     ///
     /// # Panics
-    /// On any other name.
+    /// On any other name, and for `objects` without `policies` or `identity` (the policies
+    /// would refuse the least objects).
     fn from_env() -> Self {
         let mut floor = Self::BOUNDED;
         let without = std::env::var("HOMESTEAD_BENCH_FLOOR_WITHOUT").unwrap_or_default();
