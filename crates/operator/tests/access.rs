@@ -519,6 +519,15 @@ async fn the_admission_policy_bounds_the_operator_where_rbac_would_not() {
         "yes"
     );
     assert_eq!(can_i(&operator, &["patch", "namespaces/default"]), "yes");
+    // (Least privilege: its owner references block no deletion, so it holds no right on
+    // `users/finalizers`, docs/design.md rule 8.)
+    assert_eq!(
+        can_i(
+            &operator,
+            &["update", "users.homestead.dev", "--subresource=finalizers"]
+        ),
+        "no"
+    );
     // ...the policy denies them.
     let client = env().plane.client(OPERATOR).await.unwrap();
     let binding = RoleBinding {

@@ -309,7 +309,11 @@ mod tests {
         let delete = desired_namespace(&user("alice", json!({})), "user-alice", ps, false);
         let owners = delete.metadata.owner_references.clone().unwrap();
         assert_eq!(owners[0].uid, "uid-alice");
-        assert_eq!(owners[0].block_owner_deletion, Some(true));
+        assert_eq!(owners[0].controller, Some(true));
+        assert_eq!(
+            owners[0].block_owner_deletion, None,
+            "the finalizer blocks, not GC"
+        );
         let retain = desired_namespace(
             &user("alice", json!({ "deletionPolicy": "Retain" })),
             "user-alice",

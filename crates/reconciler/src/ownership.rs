@@ -42,16 +42,20 @@ pub fn managed_labels(user: &User) -> BTreeMap<String, String> {
     ])
 }
 
-/// The owner reference to `user`: controller, blocking foreground deletion of the User.
+/// The owner reference to `user`, as its controller, so garbage collection removes the object
+/// once the User is gone (the safety net behind the finalizer; docs/design.md rule 8).
+///
+/// No `blockOwnerDeletion`: the finalizer `homestead.dev/cleanup` already keeps the User until
+/// its objects are revoked or deleted, so blocking a foreground deletion adds nothing, and
+/// setting it would cost an authorization check of `users/finalizers` on every write that adds
+/// the reference (the OwnerReferencesPermissionEnforcement admission plugin) and that right in
+/// the operator's ClusterRole.
 ///
 /// # Panics
 /// If `user` has no name or uid, which a User read from the API server always has.
 pub fn owner_reference(user: &User) -> OwnerReference {
-    let mut owner = user
-        .controller_owner_ref(&())
-        .expect("a User read from the API server has a name and uid");
-    owner.block_owner_deletion = Some(true);
-    owner
+    user.controller_owner_ref(&())
+        .expect("a User read from the API server has a name and uid")
 }
 
 /// The User a managed object belongs to, by its `homestead.dev/user` label; `None` for an
