@@ -63,7 +63,7 @@ test: control-plane
 bench users="1000": control-plane
     HOMESTEAD_BENCH_USERS={{users}} cargo bench -p homestead --bench converge
 
-# Each side's provisioning alone on a fresh control plane (bounded floor, Homestead, bare floor), ROUNDS rounds in turn, then the ranges and each round's ratios (release build; about 5 minutes a round at 10,000 Users).
+# Each side's provisioning alone on a fresh control plane (bounded floor, Homestead, bare floor; every other round in reverse order), ROUNDS rounds, then the ranges, each round's ratios and their medians (release build; about 5 minutes a round at 10,000 Users).
 bench-rounds users="10000" rounds="3": control-plane
     tools/bench/rounds.sh {{users}} {{rounds}}
 

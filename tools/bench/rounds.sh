@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Provisioning of USERS Users by each side alone on a fresh control plane (the bounded floor,
 # Homestead, the bare floor: `HOMESTEAD_BENCH_QUICK=floor|homestead|bare`), ROUNDS rounds in
-# turn, then per side the range of the time to all Ready and of kube-apiserver's and etcd's CPU
-# per User, and the range of Homestead's ratio to each floor of the same round. One run says
-# little on a small shared machine (docs/performance.md); the ratios within a round are what to
-# compare.
+# turn, every other round in reverse order (so no side always runs first or last), then per side
+# the range of the time to all Ready and of kube-apiserver's and etcd's CPU per User, and the
+# range and median of Homestead's ratio to each floor of the same round. One run says little on
+# a small shared machine (docs/performance.md); the ratios within a round are what to compare.
 # Each run's whole output is kept in $HOMESTEAD_BENCH_LOGS (default: a temporary directory).
 #
 #   rounds.sh [USERS] [ROUNDS]
@@ -15,7 +15,9 @@ rounds=${2:-3}
 source "$(dirname "$0")/common.sh"
 
 for round in $(seq "$rounds"); do
-  for side in floor homestead bare; do
+  sides=(floor homestead bare)
+  if ((round % 2 == 0)); then sides=(bare homestead floor); fi
+  for side in "${sides[@]}"; do
     log="$logs/$side-$round.log"
     HOMESTEAD_BENCH_USERS=$users HOMESTEAD_BENCH_QUICK=$side \
       cargo bench -q -p homestead --bench converge >"$log" 2>&1 ||
@@ -36,6 +38,11 @@ awk '
     for (i = 2; i <= n; i++) { if (v[i] + 0 < lo + 0) lo = v[i]; if (v[i] + 0 > hi + 0) hi = v[i] }
     return lo "-" hi
   }
+  function median(list,   n, v, i, j, t) {
+    n = split(list, v, " ")
+    for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+    return n % 2 ? v[(n + 1) / 2] : sprintf("%.2f", (v[n / 2] + v[n / 2 + 1]) / 2)
+  }
   END {
     printf "  %-10s all Ready %-13s kube-apiserver %s, etcd %s ms per User\n", "bounded", range(t["floor"]) " s", range(a["floor"]), range(e["floor"])
     printf "  %-10s all Ready %-13s kube-apiserver %s, etcd %s ms per User\n", "Homestead", range(t["homestead"]) " s", range(a["homestead"]), range(e["homestead"])
@@ -45,7 +52,7 @@ awk '
       bare = bare " " sprintf("%.2f", s[r, "homestead"] / s[r, "bare"])
       floors = floors " " sprintf("%.2f", s[r, "floor"] / s[r, "bare"])
     }
-    printf "  Homestead / bounded floor, each round: %s x\n", range(bounded)
-    printf "  Homestead / bare floor, each round:    %s x\n", range(bare)
-    printf "  bounded / bare floor, each round:      %s x\n", range(floors)
+    printf "  Homestead / bounded floor, each round: %s x (median %s)\n", range(bounded), median(bounded)
+    printf "  Homestead / bare floor, each round:    %s x (median %s)\n", range(bare), median(bare)
+    printf "  bounded / bare floor, each round:      %s x (median %s)\n", range(floors), median(floors)
   }' "$logs/figures"
