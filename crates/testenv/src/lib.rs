@@ -495,6 +495,10 @@ pub fn apiserver_args(dir: &Path, ports: Ports, files: &ApiServerFiles) -> Vec<S
                 "--authorization-mode=RBAC",
                 // No Pod runs without a node; tests create Pods only as objects.
                 "--disable-admission-plugins=ServiceAccount",
+                // Nor does any Pod reach the API server through the `kubernetes` Service, whose
+                // endpoints cannot be a loopback address (1.34 logs an error every 10 s trying;
+                // 1.37 refuses to start).
+                "--endpoint-reconciler-type=none",
                 "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
             ]
             .map(str::to_owned),
@@ -1287,6 +1291,7 @@ mod tests {
                 "--service-account-signing-key-file=/cp/sa.key",
                 "--service-account-key-file=/cp/sa.pub",
                 "--audit-log-path=/cp/audit.log",
+                "--endpoint-reconciler-type=none",
             ],
         );
     }
@@ -1307,6 +1312,10 @@ mod tests {
         assert!(
             !args.iter().any(|a| a.contains("disable-admission-plugins")),
             "Pods on a node get their ServiceAccount token: {args:?}"
+        );
+        assert!(
+            !args.iter().any(|a| a.contains("endpoint-reconciler-type")),
+            "Pods on a node reach the API server through the kubernetes Service: {args:?}"
         );
     }
 
