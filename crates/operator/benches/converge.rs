@@ -29,7 +29,8 @@
 //! a benchmark User (the User, its Namespace and anything in it, Events about it), by verb and
 //! resource, per User. Memory is the operator's resident set from `/proc`; CPU is each process's
 //! user and system time from `/proc/<pid>/stat` (etcd, kube-apiserver, kube-controller-manager,
-//! the operator, the benchmark's own client), per User while provisioning. Figures, not
+//! the operator, the benchmark's own client), per User while provisioning; the watch events
+//! kube-apiserver sent (Users, Namespaces, RoleBindings) come from its own counters. Figures, not
 //! assertions: the output is meant to be compared between runs and with docs/performance.md.
 //!
 //! Options, as environment variables (docs/performance.md has them too):
@@ -971,6 +972,71 @@ fn profile_apiserver(admin: &Client, phase: &'static str) -> Option<tokio::task:
     }))
 }
 
+/// What kube-apiserver has sent on watches so far, by resource (`users`, `namespaces`,
+/// `rolebindings`): events and bytes, from its own counters `apiserver_watch_events_total` and
+/// `apiserver_watch_events_sizes_sum` (every version and group of a resource summed).
+async fn watch_sent(admin: &Client) -> BTreeMap<String, (f64, f64)> {
+    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = admin.request_text(request).await.unwrap();
+    let mut sent = BTreeMap::<String, (f64, f64)>::new();
+    for line in text.lines() {
+        let (is_count, rest) =
+            if let Some(rest) = line.strip_prefix("apiserver_watch_events_total{") {
+                (true, rest)
+            } else if let Some(rest) = line.strip_prefix("apiserver_watch_events_sizes_sum{") {
+                (false, rest)
+            } else {
+                continue;
+            };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let resource = labels
+            .split(',')
+            .find_map(|l| l.strip_prefix("resource=\""))
+            .map(|r| r.trim_end_matches('"'));
+        let (Some(resource @ ("users" | "namespaces" | "rolebindings")), Ok(value)) =
+            (resource, value.parse::<f64>())
+        else {
+            continue;
+        };
+        let entry = sent.entry(resource.to_owned()).or_default();
+        if is_count {
+            entry.0 += value;
+        } else {
+            entry.1 += value;
+        }
+    }
+    sent
+}
+
+/// Prints the watch events (and KiB) kube-apiserver sent per User (`count` Users) between two
+/// [`watch_sent`] snapshots: what serving every watcher (the benchmark's User watch,
+/// kube-controller-manager's informers, the operator's watches) cost it.
+fn print_watch_sent(
+    title: &str,
+    before: &BTreeMap<String, (f64, f64)>,
+    after: &BTreeMap<String, (f64, f64)>,
+    count: usize,
+) {
+    let per_user = |resource: &str| {
+        let (events, bytes) = after.get(resource).copied().unwrap_or_default();
+        let (events_before, bytes_before) = before.get(resource).copied().unwrap_or_default();
+        let count = count as f64;
+        format!(
+            "{resource} {:.2} ({:.1} KiB)",
+            (events - events_before) / count,
+            (bytes - bytes_before) / 1024.0 / count
+        )
+    };
+    println!(
+        "{title}: watch events per User sent by kube-apiserver: {}, {}, {}",
+        per_user("users"),
+        per_user("namespaces"),
+        per_user("rolebindings")
+    );
+}
+
 /// Waits for a profile [`profile_apiserver`] started, if it did.
 async fn profiled(profile: Option<tokio::task::JoinHandle<()>>) {
     if let Some(task) = profile {
@@ -986,11 +1052,14 @@ async fn bare_only(count: usize) {
     create_profile(&admin).await;
     println!("{count} Users, {IN_FLIGHT} in flight, one local control plane\n");
     let start = cpu_seconds(plane, None);
+    let sent_before = watch_sent(&admin).await;
     let profile = profile_apiserver(&admin, "bare");
     let bare_up = floor_provision(&admin, &admin, count, Floor::BARE).await;
     let end = cpu_seconds(plane, None);
+    let sent_after = watch_sent(&admin).await;
     profiled(profile).await;
     println!("bare floor: provisioned in {}", secs(bare_up));
+    print_watch_sent("bare floor", &sent_before, &sent_after, count);
     print_cpu(
         "bare floor: CPU while provisioning",
         &start,
@@ -1035,6 +1104,7 @@ async fn main() {
     let t0 = Timestamp::now();
     let (mut floor_up, mut floor_down) = (Duration::ZERO, Duration::ZERO);
     let cpu_floor_start = cpu_seconds(plane, None);
+    let floor_sent_before = watch_sent(&admin).await;
     let mut profile = None;
     // `HOMESTEAD_BENCH_FLOOR_WITHOUT` (with `HOMESTEAD_BENCH_QUICK=floor` only): the
     // bounded floor less some of its safety layers.
@@ -1056,7 +1126,11 @@ async fn main() {
         }
     }
     let cpu_floor_end = cpu_seconds(plane, None);
+    let floor_sent_after = watch_sent(&admin).await;
     profiled(profile).await;
+    if !quick {
+        print_watch_sent("floor", &floor_sent_before, &floor_sent_after, count);
+    }
     if floor_only {
         let title = "floor: CPU while provisioning";
         print_cpu(title, &cpu_floor_start, &cpu_floor_end, count, floor_up);
@@ -1075,10 +1149,13 @@ async fn main() {
     let cpu_ours_start = cpu_seconds(plane, Some(operator.pid()));
     let t3 = Timestamp::now();
     let reconciles_before = reconciles(&operator.address);
+    let sent_before = watch_sent(&admin).await;
     let profile = profile_apiserver(&admin, "homestead");
     let ours_up = homestead_provision(&admin, count).await;
     let cpu_ours_end = cpu_seconds(plane, Some(operator.pid()));
+    let sent_after = watch_sent(&admin).await;
     println!("homestead: all Ready in {}", secs(ours_up));
+    print_watch_sent("homestead", &sent_before, &sent_after, count);
     // Events are published off the reconcile path, with a small share of the API server while
     // provisioning; the requests counted and the CPU printed below include them.
     let lag = events_published(&operator.address).await;
