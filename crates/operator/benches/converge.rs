@@ -985,22 +985,28 @@ fn profile_apiserver(admin: &Client, phase: &'static str) -> Option<tokio::task:
     }))
 }
 
-/// What kube-apiserver has sent on watches so far, by resource (`users`, `namespaces`,
-/// `rolebindings`): events and bytes, from its own counters `apiserver_watch_events_total` and
-/// `apiserver_watch_events_sizes_sum` (every version and group of a resource summed).
-async fn watch_sent(admin: &Client) -> BTreeMap<String, (f64, f64)> {
+/// kube-apiserver's own watch counters, by metric and resource (`users`, `namespaces`,
+/// `rolebindings`; every version and group of a resource summed): events sent
+/// (`apiserver_watch_events_total`), their bytes (`apiserver_watch_events_sizes_sum`), watchers
+/// closed for falling behind (`apiserver_terminated_watchers_total`) and events replayed to
+/// watches as they started (`apiserver_init_events_total`).
+async fn watch_counters(admin: &Client) -> BTreeMap<(&'static str, String), f64> {
+    const METRICS: [&str; 4] = [
+        "apiserver_watch_events_total",
+        "apiserver_watch_events_sizes_sum",
+        "apiserver_terminated_watchers_total",
+        "apiserver_init_events_total",
+    ];
     let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
     let text = admin.request_text(request).await.unwrap();
-    let mut sent = BTreeMap::<String, (f64, f64)>::new();
+    let mut counters = BTreeMap::new();
     for line in text.lines() {
-        let (is_count, rest) =
-            if let Some(rest) = line.strip_prefix("apiserver_watch_events_total{") {
-                (true, rest)
-            } else if let Some(rest) = line.strip_prefix("apiserver_watch_events_sizes_sum{") {
-                (false, rest)
-            } else {
-                continue;
-            };
+        let Some((metric, rest)) = line.split_once('{') else {
+            continue;
+        };
+        let Some(metric) = METRICS.into_iter().find(|m| *m == metric) else {
+            continue;
+        };
         let Some((labels, value)) = rest.rsplit_once("} ") else {
             continue;
         };
@@ -1013,40 +1019,42 @@ async fn watch_sent(admin: &Client) -> BTreeMap<String, (f64, f64)> {
         else {
             continue;
         };
-        let entry = sent.entry(resource.to_owned()).or_default();
-        if is_count {
-            entry.0 += value;
-        } else {
-            entry.1 += value;
-        }
+        *counters.entry((metric, resource.to_owned())).or_default() += value;
     }
-    sent
+    counters
 }
 
-/// Prints the watch events (and KiB) kube-apiserver sent per User (`count` Users) between two
-/// [`watch_sent`] snapshots: what serving every watcher (the benchmark's User watch,
-/// kube-controller-manager's informers, the operator's watches) cost it.
-fn print_watch_sent(
+/// Prints, between two [`watch_counters`] snapshots, the watch events (and KiB) kube-apiserver
+/// sent per User (`count` Users) for Users, Namespaces and RoleBindings (what serving every
+/// watcher cost it: the benchmark's User watch, kube-controller-manager's informers, the
+/// operator's watches), and how many User watchers it closed for falling behind and how many
+/// User events it replayed to watches as they (re)started.
+fn print_watch_counters(
     title: &str,
-    before: &BTreeMap<String, (f64, f64)>,
-    after: &BTreeMap<String, (f64, f64)>,
+    before: &BTreeMap<(&'static str, String), f64>,
+    after: &BTreeMap<(&'static str, String), f64>,
     count: usize,
 ) {
+    let delta = |metric: &'static str, resource: &str| {
+        let key = (metric, resource.to_owned());
+        after.get(&key).copied().unwrap_or_default() - before.get(&key).copied().unwrap_or_default()
+    };
     let per_user = |resource: &str| {
-        let (events, bytes) = after.get(resource).copied().unwrap_or_default();
-        let (events_before, bytes_before) = before.get(resource).copied().unwrap_or_default();
         let count = count as f64;
         format!(
             "{resource} {:.2} ({:.1} KiB)",
-            (events - events_before) / count,
-            (bytes - bytes_before) / 1024.0 / count
+            delta("apiserver_watch_events_total", resource) / count,
+            delta("apiserver_watch_events_sizes_sum", resource) / 1024.0 / count
         )
     };
     println!(
-        "{title}: watch events per User sent by kube-apiserver: {}, {}, {}",
+        "{title}: watch events per User sent by kube-apiserver: {}, {}, {}; User watchers it \
+         closed for falling behind: {}, User events it replayed to starting watches: {}",
         per_user("users"),
         per_user("namespaces"),
-        per_user("rolebindings")
+        per_user("rolebindings"),
+        delta("apiserver_terminated_watchers_total", "users"),
+        delta("apiserver_init_events_total", "users"),
     );
 }
 
@@ -1065,14 +1073,14 @@ async fn bare_only(count: usize) {
     create_profile(&admin).await;
     println!("{count} Users, {IN_FLIGHT} in flight, one local control plane\n");
     let start = cpu_seconds(plane, None);
-    let sent_before = watch_sent(&admin).await;
+    let sent_before = watch_counters(&admin).await;
     let profile = profile_apiserver(&admin, "bare");
     let bare_up = floor_provision(&admin, &admin, count, Floor::BARE).await;
     let end = cpu_seconds(plane, None);
-    let sent_after = watch_sent(&admin).await;
+    let sent_after = watch_counters(&admin).await;
     profiled(profile).await;
     println!("bare floor: provisioned in {}", secs(bare_up));
-    print_watch_sent("bare floor", &sent_before, &sent_after, count);
+    print_watch_counters("bare floor", &sent_before, &sent_after, count);
     print_cpu(
         "bare floor: CPU while provisioning",
         &start,
@@ -1117,7 +1125,7 @@ async fn main() {
     let t0 = Timestamp::now();
     let (mut floor_up, mut floor_down) = (Duration::ZERO, Duration::ZERO);
     let cpu_floor_start = cpu_seconds(plane, None);
-    let floor_sent_before = watch_sent(&admin).await;
+    let floor_sent_before = watch_counters(&admin).await;
     let mut profile = None;
     // `HOMESTEAD_BENCH_FLOOR_WITHOUT` (with `HOMESTEAD_BENCH_QUICK=floor` only): the
     // bounded floor less some of its safety layers.
@@ -1139,10 +1147,10 @@ async fn main() {
         }
     }
     let cpu_floor_end = cpu_seconds(plane, None);
-    let floor_sent_after = watch_sent(&admin).await;
+    let floor_sent_after = watch_counters(&admin).await;
     profiled(profile).await;
     if !quick {
-        print_watch_sent("floor", &floor_sent_before, &floor_sent_after, count);
+        print_watch_counters("floor", &floor_sent_before, &floor_sent_after, count);
     }
     if floor_only {
         let title = "floor: CPU while provisioning";
@@ -1162,13 +1170,13 @@ async fn main() {
     let cpu_ours_start = cpu_seconds(plane, Some(operator.pid()));
     let t3 = Timestamp::now();
     let reconciles_before = reconciles(&operator.address);
-    let sent_before = watch_sent(&admin).await;
+    let sent_before = watch_counters(&admin).await;
     let profile = profile_apiserver(&admin, "homestead");
     let ours_up = homestead_provision(&admin, count).await;
     let cpu_ours_end = cpu_seconds(plane, Some(operator.pid()));
-    let sent_after = watch_sent(&admin).await;
+    let sent_after = watch_counters(&admin).await;
     println!("homestead: all Ready in {}", secs(ours_up));
-    print_watch_sent("homestead", &sent_before, &sent_after, count);
+    print_watch_counters("homestead", &sent_before, &sent_after, count);
     // Events are published off the reconcile path, with a small share of the API server while
     // provisioning; the requests counted and the CPU printed below include them.
     let lag = events_published(&operator.address).await;
