@@ -61,7 +61,7 @@ use homestead_reconciler::desired::{desired_namespace, desired_role_binding};
 use homestead_reconciler::status::{Change, Outcome, Reason, desired_status, events_for};
 use homestead_testenv::{ADMIN, ControlPlane, OPERATOR, Supervised, free_port};
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -102,6 +102,49 @@ fn bench_profile(generation: i64) -> Option<AppliedProfile> {
         observed_generation: Some(generation),
         group: None,
     })
+}
+
+/// Waits until kube-controller-manager's garbage collector knows Users, as it has long known
+/// them on any cluster where HR imports people: it learns of a new CRD only at its next
+/// discovery (every 30 s), then streams every User that exists to its metadata informer, so on a
+/// fresh control plane that would land inside whichever run comes first, the bigger and the
+/// likelier to be cut short (and started over) the more Users exist by then. The probe: a
+/// ConfigMap owned by a User that is then deleted; the collector deletes the ConfigMap once it
+/// can map the owner's kind. Returns how long that took.
+///
+/// # Panics
+/// When the ConfigMap is still there after 120 s.
+async fn wait_until_the_garbage_collector_knows_users(admin: &Client) -> Duration {
+    const PROBE: &str = "homestead-bench-gc-probe";
+    let started = Instant::now();
+    let users: Api<User> = Api::all(admin.clone());
+    let mut user = bench_user("probe", 0);
+    user.metadata.name = Some(PROBE.to_owned());
+    let user = users.create(&PostParams::default(), &user).await.unwrap();
+    let config_maps: Api<ConfigMap> = Api::namespaced(admin.clone(), "default");
+    let probe: ConfigMap = serde_json::from_value(json!({
+        "metadata": {
+            "name": PROBE,
+            "ownerReferences": [{
+                "apiVersion": User::api_version(&()), "kind": User::kind(&()),
+                "name": PROBE, "uid": user.uid().unwrap(),
+            }],
+        },
+    }))
+    .unwrap();
+    config_maps
+        .create(&PostParams::default(), &probe)
+        .await
+        .unwrap();
+    users.delete(PROBE, &DeleteParams::default()).await.unwrap();
+    while config_maps.get_opt(PROBE).await.unwrap().is_some() {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "kube-controller-manager's garbage collector still does not know Users"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    started.elapsed()
 }
 
 /// Creates [`PROFILE`] with an empty spec (generation 1).
@@ -1071,7 +1114,12 @@ async fn bare_only(count: usize) {
     let plane = install();
     let admin = plane.client(ADMIN).await.unwrap();
     create_profile(&admin).await;
+    let known = wait_until_the_garbage_collector_knows_users(&admin).await;
     println!("{count} Users, {IN_FLIGHT} in flight, one local control plane\n");
+    println!(
+        "kube-controller-manager's garbage collector knew Users after {}",
+        secs(known)
+    );
     let start = cpu_seconds(plane, None);
     let sent_before = watch_counters(&admin).await;
     let profile = profile_apiserver(&admin, "bare");
@@ -1121,6 +1169,11 @@ async fn main() {
     println!("{count} Users, {IN_FLIGHT} in flight, one local control plane\n");
 
     create_profile(&admin).await;
+    let known = wait_until_the_garbage_collector_knows_users(&admin).await;
+    println!(
+        "kube-controller-manager's garbage collector knew Users after {}",
+        secs(known)
+    );
     let background_fresh = background_cpu(plane, None).await;
     let t0 = Timestamp::now();
     let (mut floor_up, mut floor_down) = (Duration::ZERO, Duration::ZERO);
