@@ -110,11 +110,11 @@ fn bench_profile(generation: i64) -> Option<AppliedProfile> {
 /// fresh control plane that would land inside whichever run comes first, the bigger and the
 /// likelier to be cut short (and started over) the more Users exist by then. The probe: a
 /// ConfigMap owned by a User that is then deleted; the collector deletes the ConfigMap once it
-/// can map the owner's kind. Returns how long that took.
+/// can map the owner's kind. Prints how long that took.
 ///
 /// # Panics
 /// When the ConfigMap is still there after 120 s.
-async fn wait_until_the_garbage_collector_knows_users(admin: &Client) -> Duration {
+async fn wait_until_the_garbage_collector_knows_users(admin: &Client) {
     const PROBE: &str = "homestead-bench-gc-probe";
     let started = Instant::now();
     let users: Api<User> = Api::all(admin.clone());
@@ -144,7 +144,10 @@ async fn wait_until_the_garbage_collector_knows_users(admin: &Client) -> Duratio
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    started.elapsed()
+    println!(
+        "kube-controller-manager's garbage collector knew Users after {}",
+        secs(started.elapsed())
+    );
 }
 
 /// Creates [`PROFILE`] with an empty spec (generation 1).
@@ -1114,12 +1117,8 @@ async fn bare_only(count: usize) {
     let plane = install();
     let admin = plane.client(ADMIN).await.unwrap();
     create_profile(&admin).await;
-    let known = wait_until_the_garbage_collector_knows_users(&admin).await;
     println!("{count} Users, {IN_FLIGHT} in flight, one local control plane\n");
-    println!(
-        "kube-controller-manager's garbage collector knew Users after {}",
-        secs(known)
-    );
+    wait_until_the_garbage_collector_knows_users(&admin).await;
     let start = cpu_seconds(plane, None);
     let sent_before = watch_counters(&admin).await;
     let profile = profile_apiserver(&admin, "bare");
@@ -1169,11 +1168,7 @@ async fn main() {
     println!("{count} Users, {IN_FLIGHT} in flight, one local control plane\n");
 
     create_profile(&admin).await;
-    let known = wait_until_the_garbage_collector_knows_users(&admin).await;
-    println!(
-        "kube-controller-manager's garbage collector knew Users after {}",
-        secs(known)
-    );
+    wait_until_the_garbage_collector_knows_users(&admin).await;
     let background_fresh = background_cpu(plane, None).await;
     let t0 = Timestamp::now();
     let (mut floor_up, mut floor_down) = (Duration::ZERO, Duration::ZERO);
