@@ -118,3 +118,9 @@ egress:
       - protocol: TCP
         port: 53
 {{- end -}}
+
+{{/* A list of strings as the items of a CEL list literal: 'a', 'b' (empty: nothing). The
+values schema keeps quotes out of every item. */}}
+{{- define "homestead.quotedList" -}}
+{{- range $i, $item := . }}{{ if $i }}, {{ end }}'{{ $item }}'{{ end -}}
+{{- end -}}

@@ -168,6 +168,19 @@ fn values_that_would_grant_cluster_admin_are_refused() {
 }
 
 #[test]
+fn values_that_would_break_the_policies_cel_are_refused() {
+    // Each goes into a CEL string literal of an admission policy.
+    for set in [
+        "operator.reservedNamespaces={it's}",
+        "networkPolicy.tenantExternalCIDRs={0.0.0.0/0'}",
+        "tenantServices.allowedTypes={Headless}",
+    ] {
+        let out = render(&[set]);
+        assert!(!out.status.success(), "{set} rendered");
+    }
+}
+
+#[test]
 fn namespace_patterns_that_are_no_namespace_names_are_refused() {
     // They go into the admission policy's CEL as a raw string: a quote would break the policy
     // and, with it, every write of the operator.
@@ -274,6 +287,10 @@ async fn helm_install_yields_a_working_crd_rbac_and_admission_policy() {
         ])
         .args(["--set", "scim.enabled=true", "--wait=false"])
         .args(["--set", "operator.allowedNamespaces={user-*,lab-*}"])
+        .args([
+            "--set",
+            "operator.reservedNamespaces={user-finance,lab-audit}",
+        ])
         .arg("--kubeconfig")
         .arg(&kubeconfig)
         .output()
@@ -348,6 +365,25 @@ async fn helm_install_yields_a_working_crd_rbac_and_admission_policy() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     // The names the operator may create are operator.allowedNamespaces, written into the policy.
+    // operator.reservedNamespaces reach the policy too: the API server refuses the operator
+    // those names even where the pattern allows them.
+    for name in ["user-finance", "lab-audit"] {
+        let namespace = format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n  labels:\n    app.kubernetes.io/managed-by: homestead\n    homestead.dev/user: x\n    pod-security.kubernetes.io/enforce: baseline\n"
+        );
+        let (ok, out) = kubectl(
+            &plane,
+            OPERATOR,
+            &["create", "--dry-run=server", "-f", "-"],
+            Some(&namespace),
+        );
+        assert!(
+            !ok && out.contains(
+                "reserved namespace (default, kube-*, homestead-system, user-finance, lab-audit)"
+            ),
+            "{name}: {out}"
+        );
+    }
     for (name, admitted) in [
         ("user-x", true),
         ("lab-x", true),
