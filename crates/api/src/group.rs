@@ -12,7 +12,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::{NAME_IS_LABEL, NAME_IS_LABEL_MESSAGE};
+use crate::{LABEL_WRITER, NAME_IS_LABEL, NAME_IS_LABEL_MESSAGE, User};
 
 /// The most members one DirectoryGroup holds: with User names of up to 63 characters that is
 /// at most about 700 KiB, well inside etcd's 1.5 MiB object limit.
@@ -59,6 +59,23 @@ pub struct DirectoryGroupSpec {
         extend("x-kubernetes-list-type" = "set")
     )]
     pub members: Vec<String>,
+}
+
+impl DirectoryGroup {
+    /// Whether `user` is a member that counts (docs/security.md, "Membership by identity"):
+    /// named in `spec.members`, and, when the group carries the label `homestead.dev/writer`
+    /// (its writer, the SCIM service), written by the same writer. A group the SCIM identity
+    /// writes so reaches only Users that identity owns, never one HR made, whatever names its
+    /// members list holds; a group without the label (the platform's own) counts every name.
+    pub fn counts_member(&self, user: &User) -> bool {
+        let writer = |labels: &Option<std::collections::BTreeMap<String, String>>| {
+            labels.as_ref().and_then(|l| l.get(LABEL_WRITER)).cloned()
+        };
+        let name = user.metadata.name.as_deref().unwrap_or_default();
+        self.spec.has_member(name)
+            && writer(&self.metadata.labels)
+                .is_none_or(|w| writer(&user.metadata.labels).as_ref() == Some(&w))
+    }
 }
 
 impl DirectoryGroupSpec {

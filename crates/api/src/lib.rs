@@ -67,6 +67,11 @@ pub const LABEL_ISOLATION: &str = "homestead.dev/isolation";
 pub const LABEL_WRITER: &str = "homestead.dev/writer";
 /// Value of [`LABEL_WRITER`] on the Users the SCIM service owns.
 pub const WRITER_SCIM: &str = "scim";
+/// The Profile of a person the directory manages (`homestead.dev/writer=scim`) whom no
+/// directory group gives a Profile and who names none, when the operator has no
+/// `--default-profile`: built in (role `view`, `Isolated`, Pod Security `restricted`), unless
+/// the platform creates a Profile of this name, which then replaces it.
+pub const DIRECTORY_FLOOR_PROFILE: &str = "directory-floor";
 
 /// The condition type always present in [`UserStatus::conditions`].
 pub const CONDITION_READY: &str = "Ready";

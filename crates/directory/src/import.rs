@@ -3,6 +3,11 @@
 //! twice writes nothing. Users of the same source that left the roster are left, suspended or
 //! deleted (`--prune`). A dry run asks the API server to validate every write (`dryRun=All`)
 //! and stores nothing.
+//!
+//! A roster never prunes by accident (docs/directory.md, "Pruning"): a roster with no valid
+//! row prunes nobody ([`ImportError::EmptyRoster`]), and a prune larger than the [`PruneLimit`]
+//! (a count and a share of the source's Users) is refused whole, before anything is written,
+//! unless the caller confirms at least that many ([`ImportError::MassPrune`]).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -29,6 +34,41 @@ pub enum Prune {
     Delete,
 }
 
+/// How many Users one import may prune before it needs a confirmation: a prune is a mass
+/// prune when it acts on more than `max_count` Users, or on more than `max_percent` percent of
+/// the source's Users (and on more than one). A mass prune goes ahead only when `confirmed`
+/// is at least its size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PruneLimit {
+    /// The most Users pruned without a confirmation (count).
+    pub max_count: usize,
+    /// The largest share of the source's Users pruned without a confirmation (percent, 0-100).
+    pub max_percent: u8,
+    /// `--allow-mass-prune N`: the caller allows pruning up to this many Users (count).
+    pub confirmed: Option<usize>,
+}
+
+impl Default for PruneLimit {
+    /// 10 Users and 10 percent, nothing confirmed.
+    fn default() -> Self {
+        Self {
+            max_count: 10,
+            max_percent: 10,
+            confirmed: None,
+        }
+    }
+}
+
+impl PruneLimit {
+    /// Whether pruning `count` of the source's `total` Users needs a confirmation that is
+    /// missing or smaller than `count`.
+    pub fn refuses(&self, count: usize, total: usize) -> bool {
+        let mass = count > self.max_count
+            || (count > 1 && count * 100 > usize::from(self.max_percent) * total);
+        mass && self.confirmed.is_none_or(|n| n < count)
+    }
+}
+
 /// How to import.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -39,6 +79,8 @@ pub struct Options {
     pub dry_run: bool,
     /// What happens to Users of `source` missing from the roster.
     pub prune: Prune,
+    /// How many Users a prune may act on without a confirmation.
+    pub prune_limit: PruneLimit,
     /// Requests in flight at once.
     pub concurrency: usize,
 }
@@ -54,6 +96,9 @@ pub struct Report {
     pub unchanged: Vec<String>,
     /// Users of the source missing from the roster, suspended or deleted per [`Prune`].
     pub pruned: Vec<String>,
+    /// Of `pruned` under [`Prune::Delete`], those whose `deletionPolicy` is `Retain`: their
+    /// Namespace is kept (access revoked); every other one's is deleted with its contents.
+    pub retained: Vec<String>,
     /// Users of the source missing from the roster, left alone ([`Prune::None`], or already
     /// suspended).
     pub left: Vec<String>,
@@ -80,6 +125,32 @@ pub enum ImportError {
     /// Listing the existing Users failed.
     #[error("listing Users: {0}")]
     List(#[source] kube::Error),
+    /// The roster has no valid row, yet it should prune: a truncated or header-only file
+    /// would remove every User of the source.
+    #[error(
+        "the roster has no valid row: refusing to prune every User of source {0:?} (nothing was written)"
+    )]
+    EmptyRoster(String),
+    /// The prune would act on more Users than [`PruneLimit`] allows without a confirmation.
+    #[error(
+        "refusing to {verb} {count} of the {total} Users of source {roster:?} (more than {max_count}, or more than {max_percent}% of them): {names}; nothing was written. Check the roster; if it is right, run again with --allow-mass-prune {count}"
+    )]
+    MassPrune {
+        /// `suspend` or `delete`.
+        verb: &'static str,
+        /// How many Users would be pruned.
+        count: usize,
+        /// How many Users the source has.
+        total: usize,
+        /// The source (`--source`).
+        roster: String,
+        /// [`PruneLimit::max_count`].
+        max_count: usize,
+        /// [`PruneLimit::max_percent`].
+        max_percent: u8,
+        /// The first names of those Users, comma-separated.
+        names: String,
+    },
 }
 
 /// One write the import decided on.
@@ -95,8 +166,10 @@ enum Work<'a> {
 /// at a time, calling `progress` after each row or prune.
 ///
 /// # Errors
-/// [`ImportError`] when the import cannot start. A row the API server refuses is not an error
-/// but a [`RowFailure`] in the [`Report`]; the other rows are still applied.
+/// [`ImportError`] when the import cannot start, or would prune by accident (an empty roster,
+/// a prune over [`Options::prune_limit`]): nothing is written then. A row the API server
+/// refuses is not an error but a [`RowFailure`] in the [`Report`]; the other rows are still
+/// applied.
 pub async fn import(
     client: &Client,
     rows: &[Row],
@@ -122,6 +195,16 @@ pub async fn import(
         ..Report::default()
     };
     let work = plan(rows, &existing, options, &mut report, &progress);
+    check_prune(rows, &existing, &work, options)?;
+    report.retained = work
+        .iter()
+        .filter_map(|w| match w {
+            Work::Prune { name } if options.prune == Prune::Delete => Some(name),
+            _ => None,
+        })
+        .filter(|name| existing[name.as_str()].data["spec"]["deletionPolicy"] == json!("Retain"))
+        .cloned()
+        .collect();
     let users: Api<User> = Api::all(client.clone());
     let outcomes: Vec<(Work<'_>, Result<(), String>)> = futures::stream::iter(work)
         .map(|work| {
@@ -140,6 +223,57 @@ pub async fn import(
     }
     report.sort();
     Ok(report)
+}
+
+/// Refuses the prunes in `work` that `options` does not allow: any at all when `rows` is empty,
+/// and more than [`Options::prune_limit`] of the source's `existing` Users unless confirmed.
+fn check_prune(
+    rows: &[Row],
+    existing: &HashMap<String, DynamicObject>,
+    work: &[Work<'_>],
+    options: &Options,
+) -> Result<(), ImportError> {
+    let pruned: Vec<&str> = work
+        .iter()
+        .filter_map(|w| match w {
+            Work::Prune { name } => Some(name.as_str()),
+            Work::Apply { .. } => None,
+        })
+        .collect();
+    if pruned.is_empty() {
+        return Ok(());
+    }
+    if rows.is_empty() {
+        return Err(ImportError::EmptyRoster(options.source.clone()));
+    }
+    let total = existing
+        .values()
+        .filter(|u| {
+            u.metadata.labels.as_ref().and_then(|l| l.get(LABEL_SOURCE)) == Some(&options.source)
+        })
+        .count();
+    let limit = options.prune_limit;
+    if !limit.refuses(pruned.len(), total) {
+        return Ok(());
+    }
+    let shown = pruned.len().min(20);
+    let mut names = pruned[..shown].join(", ");
+    if pruned.len() > shown {
+        names.push_str(&format!(" and {} more", pruned.len() - shown));
+    }
+    Err(ImportError::MassPrune {
+        verb: if options.prune == Prune::Delete {
+            "delete"
+        } else {
+            "suspend"
+        },
+        count: pruned.len(),
+        total,
+        roster: options.source.clone(),
+        max_count: limit.max_count,
+        max_percent: limit.max_percent,
+        names,
+    })
 }
 
 /// The writes `rows` need against the `existing` Users (by name): an apply for each row that
@@ -217,6 +351,7 @@ impl Report {
             &mut self.changed,
             &mut self.unchanged,
             &mut self.pruned,
+            &mut self.retained,
             &mut self.left,
         ] {
             list.sort();
@@ -339,6 +474,25 @@ mod tests {
             "spec": spec,
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_prune_over_the_count_or_the_share_needs_a_confirmation_of_at_least_its_size() {
+        let limit = PruneLimit::default();
+        assert!(!limit.refuses(1, 3), "one person leaving a small roster");
+        assert!(!limit.refuses(10, 100), "10 of 100 is within both limits");
+        assert!(limit.refuses(11, 1000), "over the count");
+        assert!(limit.refuses(3, 20), "over the share");
+        assert!(limit.refuses(500, 500), "everyone");
+        let confirmed = PruneLimit {
+            confirmed: Some(500),
+            ..limit
+        };
+        assert!(!confirmed.refuses(500, 500));
+        assert!(
+            confirmed.refuses(501, 501),
+            "a confirmation covers at most its own count"
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
+use homestead_directory::import::PruneLimit;
 use homestead_reconciler::Config;
 use homestead_reconciler::context::{
     DEFAULT_ALLOWED_ROLES, DEFAULT_NAMESPACE_PREFIX, DEFAULT_OPERATOR_NAMESPACE,
@@ -230,6 +231,22 @@ pub struct ScimArgs {
     #[arg(long, env = "HOMESTEAD_SCIM_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
     pub max_body_bytes: usize,
 
+    /// The most connections open at once (a count); one more is closed as it is accepted,
+    /// before TLS and before any token is checked (`homestead_scim_connections_refused_total`).
+    #[arg(long, env = "HOMESTEAD_SCIM_MAX_CONNECTIONS", default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_connections: u16,
+
+    /// How long a connection may take for its TLS handshake, and then for each request's
+    /// headers, including the wait for the next request on a kept-alive connection (so also
+    /// the idle timeout): a number with a unit, `s`, `m`, `h` or `d`; more than 0.
+    #[arg(long, env = "HOMESTEAD_SCIM_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = parse_positive_duration)]
+    pub header_read_timeout: std::time::Duration,
+
+    /// The largest request line and headers accepted, in bytes (larger ones get 431), from
+    /// 8192 to 65536.
+    #[arg(long, env = "HOMESTEAD_SCIM_MAX_HEADER_BYTES", default_value_t = 16 * 1024, value_parser = clap::value_parser!(u32).range(8192..=65536))]
+    pub max_header_bytes: u32,
+
     /// The base URL clients reach the service at, up to `/scim/v2` (for `meta.location`).
     /// Default: `https://<Host header>/scim/v2`.
     #[arg(long, env = "HOMESTEAD_SCIM_BASE_URL")]
@@ -245,8 +262,9 @@ pub struct ImportArgs {
     pub roster: std::path::PathBuf,
 
     /// The roster's name, set on every User as the label `homestead.dev/roster-source`; prune
-    /// considers only Users of the same source. Default: the file's name.
-    #[arg(long)]
+    /// considers only Users of the same source. Required with `--prune suspend|delete` (a
+    /// date-stamped file name would never match the last import's); otherwise the file's name.
+    #[arg(long, required_if_eq_any([("prune", "suspend"), ("prune", "delete")]))]
     pub source: Option<String>,
 
     /// Print what would be created, changed, left alone and pruned, each write validated by the
@@ -258,6 +276,20 @@ pub struct ImportArgs {
     /// suspended (access revoked, data kept) or deleted (offboarded per their deletionPolicy).
     #[arg(long, value_enum, default_value_t = PruneMode::None)]
     pub prune: PruneMode,
+
+    /// The most Users one import prunes without `--allow-mass-prune` (count).
+    #[arg(long, default_value_t = PruneLimit::default().max_count)]
+    pub max_prune: usize,
+
+    /// The largest share of the source's Users one import prunes without
+    /// `--allow-mass-prune` (percent, 0-100; more than one User).
+    #[arg(long, default_value_t = PruneLimit::default().max_percent, value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub max_prune_percent: u8,
+
+    /// Confirms a prune over `--max-prune` or `--max-prune-percent` of up to N Users (the
+    /// refusal says how many it would be). Without it such an import writes nothing.
+    #[arg(long, value_name = "N")]
+    pub allow_mass_prune: Option<usize>,
 
     /// Requests in flight at once.
     #[arg(long, default_value_t = 32)]

@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use homestead_directory::import::{Options, Prune, Report, import};
+use homestead_directory::import::{Options, Prune, PruneLimit, Report, import};
 use homestead_directory::roster::parse;
 
 use crate::cli::{ImportArgs, PruneMode};
@@ -37,6 +37,11 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
             PruneMode::Suspend => Prune::Suspend,
             PruneMode::Delete => Prune::Delete,
         },
+        prune_limit: PruneLimit {
+            max_count: args.max_prune,
+            max_percent: args.max_prune_percent,
+            confirmed: args.allow_mass_prune,
+        },
         concurrency: args.concurrency,
     };
     let client = kube::Client::try_default()
@@ -59,7 +64,8 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
 const NAMES_SHOWN: usize = 50;
 
 /// Prints the report: counts, the names of Users created, changed or pruned (at most
-/// [`NAMES_SHOWN`] each), and each failure with its line.
+/// [`NAMES_SHOWN`] each, every pruned one in a dry run), which deletions keep their Namespace
+/// (`deletionPolicy: Retain`) and which delete it, and each failure with its line.
 fn print(report: &Report, options: &Options, took: std::time::Duration) {
     let (would, pruned) = match (options.dry_run, options.prune) {
         (true, Prune::Delete) => ("would be ", "deleted"),
@@ -69,7 +75,7 @@ fn print(report: &Report, options: &Options, took: std::time::Duration) {
     };
     let names = |list: &[String]| match list.len() {
         0 => String::new(),
-        n if n <= NAMES_SHOWN => format!(": {}", list.join(", ")),
+        n if n <= NAMES_SHOWN || options.dry_run => format!(": {}", list.join(", ")),
         n => format!(
             ": {}, and {} more",
             list[..NAMES_SHOWN].join(", "),
@@ -94,6 +100,24 @@ fn print(report: &Report, options: &Options, took: std::time::Duration) {
         report.pruned.len(),
         names(&report.pruned)
     );
+    if options.prune == Prune::Delete && !report.pruned.is_empty() {
+        let deleted: Vec<String> = report
+            .pruned
+            .iter()
+            .filter(|n| !report.retained.contains(n))
+            .cloned()
+            .collect();
+        println!(
+            "  {would}deleted with their namespace and its data (deletionPolicy Delete): {}{}",
+            deleted.len(),
+            names(&deleted)
+        );
+        println!(
+            "  {would}retained, namespace kept with access revoked (deletionPolicy Retain): {}{}",
+            report.retained.len(),
+            names(&report.retained)
+        );
+    }
     println!(
         "left alone (no longer in the roster): {}{}",
         report.left.len(),

@@ -5,6 +5,7 @@
 //! `homestead-directory` libraries.
 
 mod cli;
+mod connections;
 mod import;
 mod leadership;
 mod operator;

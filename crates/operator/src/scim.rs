@@ -1,16 +1,22 @@
 //! `homestead scim`: the SCIM 2.0 service of `homestead-directory`, served over HTTPS with
 //! the certificate and bearer tokens from mounted files (re-read every `--reload-interval`, so
-//! rotating the Secrets needs no restart), until SIGTERM or Ctrl-C.
+//! rotating the Secrets needs no restart), until SIGTERM or Ctrl-C. What a client that never
+//! authenticates can hold is bounded before any request is read (docs/security.md, "The SCIM
+//! service's limits"): `--max-connections` open at once, `--header-read-timeout` for the TLS
+//! handshake, each request's headers and an idle kept-alive connection, `--max-header-bytes`
+//! of headers.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use axum_server::tls_rustls::RustlsConfig;
+use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use homestead_directory::scim::{self, Scim, Settings, Tokens};
+use hyper_util::rt::TokioTimer;
 
 use crate::cli::ScimArgs;
+use crate::connections::ConnectionLimit;
 
 /// How long in-flight requests may take to finish after SIGTERM.
 const GRACE: Duration = Duration::from_secs(10);
@@ -73,6 +79,7 @@ pub async fn run(args: ScimArgs) -> anyhow::Result<()> {
         tls.clone(),
         args.reload_interval,
     ));
+    let connections = service.connection_metrics();
     let ready = service.clone();
     tokio::spawn(async move { ready.wait_until_ready().await });
 
@@ -84,8 +91,27 @@ pub async fn run(args: ScimArgs) -> anyhow::Result<()> {
         shutdown.graceful_shutdown(Some(GRACE));
     });
     tracing::info!(address = %args.address, tokens = count, "serving SCIM 2.0 at https://{}/scim/v2", args.address);
-    axum_server::bind_rustls(args.address, tls)
+    let max_header_bytes = args.max_header_bytes as usize;
+    let acceptor = RustlsAcceptor::new(tls)
+        .handshake_timeout(args.header_read_timeout)
+        .acceptor(ConnectionLimit::new(
+            usize::from(args.max_connections),
+            connections,
+        ));
+    let mut server = axum_server::bind(args.address)
+        .acceptor(acceptor)
         .handle(handle)
+        .first_request_timeout(args.header_read_timeout);
+    server
+        .http_builder()
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(args.header_read_timeout)
+        // The read buffer bounds the request line and headers (hyper answers 431 past it) and
+        // what a connection holds at once (hyper's default is about 400 KiB); bodies stream
+        // through it, bounded by --max-body-bytes as the handler reads them.
+        .max_buf_size(max_header_bytes);
+    server
         .serve(scim::router(service).into_make_service())
         .await
         .with_context(|| format!("serving on {}", args.address))

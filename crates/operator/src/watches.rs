@@ -24,6 +24,7 @@ use homestead_api::{
     DirectoryGroup, LABEL_MANAGED_BY, LABEL_RETAINED_FROM, MANAGED_BY, Profile, User,
 };
 use homestead_reconciler::cache::{CachedNamespace, CachedRoleBinding};
+use homestead_reconciler::identity::Identities;
 use homestead_reconciler::ownership::user_of;
 use homestead_reconciler::profile::ProfileIndex;
 use homestead_reconciler::provision::RESYNC;
@@ -146,7 +147,15 @@ pub fn controllers(
     let (retained, wake_retained) = retained_controller(client);
     let retained_namespaces = retained.store();
     let (wake_profiles, profile_triggers) = futures::channel::mpsc::unbounded();
-    let (users, user_events) = user_watch(client, config, index, wake_profiles);
+    let (wake_users, identity_triggers) = futures::channel::mpsc::unbounded();
+    let identities = Identities::default();
+    let (users, user_events) = user_watch(
+        client,
+        config,
+        index,
+        wake_profiles,
+        (identities.clone(), wake_users),
+    );
     let members = index.clone();
     let in_groups = groups.clone();
     let memberships = GroupMemberships::default();
@@ -173,7 +182,8 @@ pub fn controllers(
                 .into_iter()
                 .map(|user| ObjectRef::new(&user))
         })
-        .reconcile_on(resync);
+        .reconcile_on(resync)
+        .reconcile_on(identity_triggers);
     let caches = Caches {
         namespaces,
         role_bindings,
@@ -182,6 +192,7 @@ pub fn controllers(
         network_policies,
         profiles,
         groups,
+        identities,
     };
     Controllers {
         users: controller,
@@ -210,12 +221,15 @@ fn retained_controller(
 /// rather than with `reflect`, to compare each User with its cached version before the cache
 /// moves on: the stream yields only the Users whose change [`triggers_reconcile`], and keeps
 /// `index` (Profile to Users) current, with `config`'s default Profile for Users naming none,
-/// sending each Profile whose status a User event may change to `wake_profiles`.
+/// sending each Profile whose status a User event may change to `wake_profiles`; and keeps
+/// `identities` (which User holds each identity) current, sending the other Users of an
+/// identity a User took or gave up to `wake_users`.
 fn user_watch(
     client: &Client,
     config: &Config,
     index: &ProfileIndex,
     wake_profiles: UnboundedSender<ObjectRef<Profile>>,
+    (identities, wake_users): (Identities, UnboundedSender<ObjectRef<User>>),
 ) -> (
     Store<User>,
     impl futures::Stream<Item = Result<User, watcher::Error>> + Send + 'static,
@@ -234,6 +248,9 @@ fn user_watch(
             let Ok(event) = event else { return };
             for profile in indexed.observe(default_profile.as_deref(), event) {
                 let _ = wake_profiles.unbounded_send(profile);
+            }
+            for user in identities.observe(event) {
+                let _ = wake_users.unbounded_send(ObjectRef::new(&user));
             }
         })
         .map_ok(move |event| {

@@ -37,9 +37,9 @@ fn can_i(impersonate: &[&str], args: &[&str]) -> String {
 
 /// The identities that could reach into `ns` after the person bound `admin` to each of them:
 /// the person, a group they belong to, and a ServiceAccount of the namespace.
-fn ways_in(ns: &str) -> [Vec<String>; 3] {
+fn ways_in(ns: &str, person: &str) -> [Vec<String>; 3] {
     [
-        vec![format!("--as={TENANT}")],
+        vec![format!("--as={person}")],
         vec![
             "--as=someone-else@example.com".to_owned(),
             format!("--as-group={TENANT_GROUP}"),
@@ -50,8 +50,8 @@ fn ways_in(ns: &str) -> [Vec<String>; 3] {
 
 /// As the person (their own token), binds `admin` to themselves, to their group and to a
 /// ServiceAccount `robot` they create in `ns`, and checks each really grants access.
-async fn open_every_way_in(ns: &str) {
-    let tom = env().plane.client(TENANT).await.unwrap();
+async fn open_every_way_in(ns: &str, person: &str) {
+    let tom = env().plane.client(person).await.unwrap();
     let sas: Api<ServiceAccount> = Api::namespaced(tom.clone(), ns);
     sas.create(
         &PostParams::default(),
@@ -64,7 +64,7 @@ async fn open_every_way_in(ns: &str) {
     .unwrap();
     let bindings: Api<RoleBinding> = Api::namespaced(tom, ns);
     for (name, kind, subject) in [
-        ("mine", "User", TENANT.to_owned()),
+        ("mine", "User", person.to_owned()),
         ("my-team", "Group", TENANT_GROUP.to_owned()),
         ("my-robot", "ServiceAccount", "robot".to_owned()),
     ] {
@@ -87,7 +87,7 @@ async fn open_every_way_in(ns: &str) {
             .await
             .unwrap();
     }
-    for who in ways_in(ns) {
+    for who in ways_in(ns, person) {
         let who: Vec<&str> = who.iter().map(String::as_str).collect();
         assert_eq!(
             can_i(&who, &["get", "configmaps", "-n", ns]),
@@ -99,8 +99,8 @@ async fn open_every_way_in(ns: &str) {
 
 /// Checks that nobody of [`ways_in`] has any permission left in `ns`: `can-i --list` shows no
 /// namespaced resource, and specific checks say no.
-fn assert_no_access(ns: &str) {
-    for who in ways_in(ns) {
+fn assert_no_access(ns: &str, person: &str) {
+    for who in ways_in(ns, person) {
         let who: Vec<&str> = who.iter().map(String::as_str).collect();
         let mut args = vec!["auth", "can-i", "--list", "-n", ns];
         args.extend_from_slice(&who);
@@ -149,9 +149,9 @@ async fn set_suspended(c: &Client, name: &str, suspended: bool) {
         .unwrap();
 }
 
-fn tom_user(name: &str, spec: serde_json::Value) -> User {
+fn tom_user(name: &str, person: &str, spec: serde_json::Value) -> User {
     let mut spec = spec;
-    spec["identity"] = json!({ "username": TENANT });
+    spec["identity"] = json!({ "username": person });
     user(name, spec)
 }
 
@@ -159,7 +159,7 @@ fn tom_user(name: &str, spec: serde_json::Value) -> User {
 async fn a_person_works_in_their_namespace_and_nowhere_else() {
     let s = Scenario::new();
     let c = admin().await;
-    s.create(&c, &tom_user("acc-home", json!({}))).await;
+    s.create(&c, &tom_user("acc-home", TENANT, json!({}))).await;
     s.create(&c, &user("acc-neighbour", json!({}))).await;
     wait_reason(&c, "acc-home", "Provisioned").await;
     wait_reason(&c, "acc-neighbour", "Provisioned").await;
@@ -212,14 +212,15 @@ async fn a_person_works_in_their_namespace_and_nowhere_else() {
 async fn suspension_leaves_no_way_back_in_and_unsuspending_restores_homesteads_binding() {
     let s = Scenario::new();
     let c = admin().await;
-    s.create(&c, &tom_user("acc-susp", json!({}))).await;
+    s.create(&c, &tom_user("acc-susp", TENANTS[1], json!({})))
+        .await;
     wait_reason(&c, "acc-susp", "Provisioned").await;
-    open_every_way_in("user-acc-susp").await;
+    open_every_way_in("user-acc-susp", TENANTS[1]).await;
 
     set_suspended(&c, "acc-susp", true).await;
     wait_reason(&c, "acc-susp", "Suspended").await;
     wait_no_role_bindings(&c, "user-acc-susp", 30).await;
-    assert_no_access("user-acc-susp");
+    assert_no_access("user-acc-susp", TENANTS[1]);
     let revoked = event_notes(&c, "acc-susp", "Suspended").await;
     assert!(
         revoked
@@ -240,7 +241,7 @@ async fn suspension_leaves_no_way_back_in_and_unsuspending_restores_homesteads_b
         },
         subjects: Some(vec![Subject {
             kind: "User".into(),
-            name: TENANT.into(),
+            name: TENANTS[1].into(),
             api_group: Some("rbac.authorization.k8s.io".into()),
             namespace: None,
         }]),
@@ -251,7 +252,7 @@ async fn suspension_leaves_no_way_back_in_and_unsuspending_restores_homesteads_b
 
     set_suspended(&c, "acc-susp", false).await;
     wait_reason(&c, "acc-susp", "Provisioned").await;
-    let me = [format!("--as={TENANT}")];
+    let me = [format!("--as={}", TENANTS[1])];
     let me: Vec<&str> = me.iter().map(String::as_str).collect();
     eventually("the person's access to come back", 30, || async {
         (can_i(&me, &["get", "configmaps", "-n", "user-acc-susp"]) == "yes").then_some(())
@@ -277,17 +278,21 @@ async fn retain_offboarding_leaves_no_way_back_in() {
     let c = admin().await;
     s.create(
         &c,
-        &tom_user("acc-keep", json!({ "deletionPolicy": "Retain" })),
+        &tom_user(
+            "acc-keep",
+            TENANTS[2],
+            json!({ "deletionPolicy": "Retain" }),
+        ),
     )
     .await;
     wait_reason(&c, "acc-keep", "Provisioned").await;
-    open_every_way_in("user-acc-keep").await;
+    open_every_way_in("user-acc-keep", TENANTS[2]).await;
     Api::<User>::all(c.clone())
         .delete("acc-keep", &DeleteParams::default())
         .await
         .unwrap();
     wait_gone(&Api::<User>::all(c.clone()), "acc-keep", 30).await;
-    assert_no_access("user-acc-keep");
+    assert_no_access("user-acc-keep", TENANTS[2]);
     s.track_namespace("user-acc-keep");
 }
 
@@ -295,9 +300,10 @@ async fn retain_offboarding_leaves_no_way_back_in() {
 async fn delete_offboarding_revokes_before_the_namespace_is_gone() {
     let s = Scenario::new();
     let c = admin().await;
-    s.create(&c, &tom_user("acc-del", json!({}))).await;
+    s.create(&c, &tom_user("acc-del", TENANTS[3], json!({})))
+        .await;
     wait_reason(&c, "acc-del", "Provisioned").await;
-    open_every_way_in("user-acc-del").await;
+    open_every_way_in("user-acc-del", TENANTS[3]).await;
     let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "user-acc-del");
     let blocker = ConfigMap {
         metadata: ObjectMeta {
@@ -312,7 +318,7 @@ async fn delete_offboarding_revokes_before_the_namespace_is_gone() {
         .await
         .unwrap();
     wait_terminating(&c, "acc-del").await;
-    assert_no_access("user-acc-del");
+    assert_no_access("user-acc-del", TENANTS[3]);
     cms.patch(
         "blocker",
         &PatchParams::default(),
@@ -482,7 +488,8 @@ async fn a_namespace_made_by_someone_else_first_is_never_touched() {
 async fn pod_security_refuses_a_privileged_pod() {
     let s = Scenario::new();
     let c = admin().await;
-    s.create(&c, &tom_user("acc-psa", json!({}))).await;
+    s.create(&c, &tom_user("acc-psa", TENANTS[4], json!({})))
+        .await;
     wait_reason(&c, "acc-psa", "Provisioned").await;
     let pod = |privileged: bool| {
         json!({
@@ -499,12 +506,12 @@ async fn pod_security_refuses_a_privileged_pod() {
         "-f",
         "-",
     ];
-    let (ok, out) = kubectl_as(TENANT, &args, &pod(true));
+    let (ok, out) = kubectl_as(TENANTS[4], &args, &pod(true));
     assert!(
         !ok && out.contains("violates PodSecurity \"baseline:latest\""),
         "{out}"
     );
-    let (ok, out) = kubectl_as(TENANT, &args, &pod(false));
+    let (ok, out) = kubectl_as(TENANTS[4], &args, &pod(false));
     assert!(ok, "an ordinary pod is allowed: {out}");
 }
 

@@ -40,17 +40,17 @@ fn import(roster: &PathBuf, args: &[&str]) -> (bool, String) {
     (out.status.success(), format!("{stdout}{stderr}"))
 }
 
-/// The admin's writes to the prune test's Users (`hr-p*`; the other tests here run at the same
-/// time) since audit event `mark` that changed something (dry runs and refused requests
+/// The admin's writes to a prune test's Users (names starting with `prefix`; the other tests
+/// here run at the same time) since audit event `mark` that changed something (dry runs and refused requests
 /// excluded), as `verb name`.
-fn user_writes_since(mark: usize) -> Vec<String> {
+fn user_writes_since(mark: usize, prefix: &str) -> Vec<String> {
     audit()[mark..]
         .iter()
         .filter(|e| e["user"]["username"] == ADMIN && e["objectRef"]["resource"] == "users")
         .filter(|e| {
             e["objectRef"]["name"]
                 .as_str()
-                .is_some_and(|n| n.starts_with("hr-p"))
+                .is_some_and(|n| n.starts_with(prefix))
         })
         .filter(|e| {
             matches!(
@@ -140,7 +140,7 @@ async fn reimport_writes_nothing_a_changed_row_one_user_and_prune_does_what_it_s
     let (ok, out) = import(&path, &[]);
     assert!(ok && out.contains("unchanged: 3"), "{out}");
     assert_eq!(
-        user_writes_since(mark),
+        user_writes_since(mark, "hr-p"),
         Vec::<String>::new(),
         "a re-import writes nothing"
     );
@@ -152,7 +152,7 @@ async fn reimport_writes_nothing_a_changed_row_one_user_and_prune_does_what_it_s
     );
     let (ok, out) = import(&path, &[]);
     assert!(ok && out.contains("changed: 1: hr-p2"), "{out}");
-    assert_eq!(user_writes_since(mark), ["patch hr-p2"]);
+    assert_eq!(user_writes_since(mark, "hr-p"), ["patch hr-p2"]);
     assert_eq!(
         users.get("hr-p2").await.unwrap().spec.email.as_deref(),
         Some("new-p2@example.com")
@@ -169,14 +169,17 @@ async fn reimport_writes_nothing_a_changed_row_one_user_and_prune_does_what_it_s
         ok && out.contains("left alone (no longer in the roster): 1: hr-p3"),
         "{out}"
     );
-    let (ok, out) = import(&path, &["--dry-run", "--prune", "delete"]);
+    let (ok, out) = import(
+        &path,
+        &["--dry-run", "--prune", "delete", "--source", "people.csv"],
+    );
     assert!(
         ok && out.contains("would be deleted (no longer in the roster): 1: hr-p3"),
         "{out}"
     );
     // A dry-run delete carries dryRun in its body, which the audit log does not record: the
     // User itself shows it was not deleted.
-    let writes: Vec<String> = user_writes_since(mark)
+    let writes: Vec<String> = user_writes_since(mark, "hr-p")
         .into_iter()
         .filter(|w| w != "delete hr-p3")
         .collect();
@@ -188,25 +191,141 @@ async fn reimport_writes_nothing_a_changed_row_one_user_and_prune_does_what_it_s
     let p3 = users.get("hr-p3").await.unwrap();
     assert!(p3.metadata.deletion_timestamp.is_none() && !p3.spec.suspended);
 
-    let (ok, out) = import(&path, &["--prune", "suspend"]);
+    let (ok, out) = import(&path, &["--prune", "suspend", "--source", "people.csv"]);
     assert!(
         ok && out.contains("suspended (no longer in the roster): 1: hr-p3"),
         "{out}"
     );
     wait_reason(&c, "hr-p3", "Suspended").await;
-    let (ok, out) = import(&path, &["--prune", "suspend"]);
+    let (ok, out) = import(&path, &["--prune", "suspend", "--source", "people.csv"]);
     assert!(
         ok && out.contains("left alone (no longer in the roster): 1: hr-p3"),
         "{out}"
     );
 
-    let (ok, out) = import(&path, &["--prune", "delete"]);
+    let (ok, out) = import(&path, &["--prune", "delete", "--source", "people.csv"]);
     assert!(
         ok && out.contains("deleted (no longer in the roster): 1: hr-p3"),
         "{out}"
     );
     wait_gone(&users, "hr-p3", 120).await;
     assert!(users.get_opt("hr-p1").await.unwrap().is_some());
+}
+
+/// A bad roster deletes nobody (docs/directory.md, "Pruning"): pruning needs `--source`, a
+/// header-only roster prunes nobody, and a truncated one that would remove more than the
+/// limit is refused whole until HR confirms the count; the dry run names who would lose their
+/// namespace and who would keep it.
+#[tokio::test]
+async fn a_truncated_or_empty_roster_prunes_nobody_without_a_confirmation() {
+    let s = Scenario::new();
+    let c = admin().await;
+    let names: Vec<String> = (1..=12).map(|i| format!("hr-m{i:02}")).collect();
+    for name in &names {
+        s.track(name);
+    }
+    let mut all = String::from("name,username\n");
+    for name in &names {
+        all.push_str(&format!("{name},{name}@example.com\n"));
+    }
+    let path = roster("people-2026-11-26.csv", &all);
+    let (ok, out) = import(&path, &["--source", "hr-mass"]);
+    assert!(ok && out.contains("created: 12"), "{out}");
+    let users: Api<User> = Api::all(c.clone());
+    users
+        .patch(
+            "hr-m12",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({ "spec": { "deletionPolicy": "Retain" } })),
+        )
+        .await
+        .unwrap();
+
+    let (ok, out) = import(&path, &["--prune", "delete"]);
+    assert!(
+        !ok && out.contains("--source"),
+        "--prune without --source is refused: {out}"
+    );
+
+    let header_only = roster("people-2026-11-27.csv", "name,username\n");
+    let mark = settled_mark().await;
+    let (ok, out) = import(&header_only, &["--prune", "delete", "--source", "hr-mass"]);
+    assert!(!ok && out.contains("no valid row"), "{out}");
+
+    // Truncated after the first row: eleven of twelve would go.
+    let truncated = roster(
+        "people-2026-11-28.csv",
+        &all.lines().take(2).collect::<Vec<_>>().join("\n"),
+    );
+    let (ok, out) = import(&truncated, &["--prune", "delete", "--source", "hr-mass"]);
+    assert!(
+        !ok && out.contains("refusing to delete 11 of the 12 Users")
+            && out.contains("--allow-mass-prune 11"),
+        "{out}"
+    );
+    let (ok, out) = import(
+        &truncated,
+        &[
+            "--prune",
+            "delete",
+            "--source",
+            "hr-mass",
+            "--allow-mass-prune",
+            "10",
+        ],
+    );
+    assert!(
+        !ok,
+        "a confirmation of fewer than would go is refused: {out}"
+    );
+    assert_eq!(
+        user_writes_since(mark, "hr-m"),
+        Vec::<String>::new(),
+        "no refused import writes"
+    );
+    for name in &names {
+        let user = users.get(name).await.unwrap();
+        assert!(user.metadata.deletion_timestamp.is_none(), "{name} kept");
+    }
+
+    let (ok, out) = import(
+        &truncated,
+        &[
+            "--prune",
+            "delete",
+            "--source",
+            "hr-mass",
+            "--allow-mass-prune",
+            "11",
+            "--dry-run",
+        ],
+    );
+    assert!(
+        ok && out.contains("would be deleted (no longer in the roster): 11")
+            && out
+                .contains("deleted with their namespace and its data (deletionPolicy Delete): 10")
+            && out.contains(
+                "retained, namespace kept with access revoked (deletionPolicy Retain): 1: hr-m12"
+            ),
+        "{out}"
+    );
+    let (ok, out) = import(
+        &truncated,
+        &[
+            "--prune",
+            "suspend",
+            "--source",
+            "hr-mass",
+            "--allow-mass-prune",
+            "11",
+        ],
+    );
+    assert!(
+        ok && out.contains("suspended (no longer in the roster): 11"),
+        "{out}"
+    );
+    wait_reason(&c, "hr-m02", "Suspended").await;
+    assert!(!users.get("hr-m01").await.unwrap().spec.suspended);
 }
 
 /// `now + seconds`, to the second, in RFC 3339.

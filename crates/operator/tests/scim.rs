@@ -12,11 +12,12 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use common::*;
-use homestead_api::User;
+use homestead_api::{DIRECTORY_FLOOR_PROFILE, User};
 use homestead_directory::scim::groups::watch_groups;
 use homestead_directory::scim::{Scim, Settings, Tokens, router, watch_users};
 use homestead_testenv::SCIM;
 use k8s_openapi::api::core::v1::Namespace;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
@@ -557,8 +558,8 @@ async fn provisioned(
     created["id"].as_str().unwrap().to_owned()
 }
 
-/// `kubectl auth can-i create configmaps -n NS --as=PERSON`: "yes" under `admin` (no
-/// Profile: the operator's default role), "no" under `view`.
+/// `kubectl auth can-i create configmaps -n NS --as=PERSON`: "yes" under `admin` or `edit`,
+/// "no" under `view` (the directory floor of a SCIM person without a group Profile).
 fn can_create_configmaps(person: &str, ns: &str) -> String {
     let who = format!("--as={person}");
     let (_, out) = kubectl(
@@ -614,20 +615,21 @@ async fn a_directory_group_chooses_a_profile_for_its_members_and_leaving_it_move
         scenario.track(name);
         scenario.track_namespace(&format!("user-{name}"));
     }
-    // The platform team says: members of the directory group "Analysts (e2e)" get view.
+    // The platform team says: members of the directory group "Analysts (e2e)" get edit.
     profile(
         &admin,
         "e2e-analysts",
-        json!({ "role": "view", "directory": { "groups": ["Analysts (e2e)"] } }),
+        json!({ "role": "edit", "directory": { "groups": ["Analysts (e2e)"] } }),
     )
     .await;
     let mut ids = Vec::new();
     for (user_name, name) in people {
         ids.push(provisioned(&app, &admin, user_name, name).await);
+        wait_profile(&admin, name, Some(DIRECTORY_FLOOR_PROFILE), None).await;
         assert_eq!(
             can_create_configmaps(user_name, &format!("user-{name}")),
-            "yes",
-            "no group yet: admin"
+            "no",
+            "no group yet: the directory floor (view), never the operator's open default"
         );
     }
 
@@ -668,8 +670,8 @@ async fn a_directory_group_chooses_a_profile_for_its_members_and_leaving_it_move
         let ns = format!("user-{name}");
         assert_eq!(
             can_create_configmaps(user_name, &ns),
-            "no",
-            "{name} only views now"
+            "yes",
+            "{name} edits now"
         );
         assert_eq!(can_get_pods(user_name, &ns), "yes", "{name} still views");
     }
@@ -717,11 +719,24 @@ async fn a_directory_group_chooses_a_profile_for_its_members_and_leaving_it_move
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    wait_profile(&admin, "ben-grp", None, None).await;
+    wait_profile(&admin, "ben-grp", Some(DIRECTORY_FLOOR_PROFILE), None).await;
     assert_eq!(
         can_create_configmaps(people[1].0, "user-ben-grp"),
-        "yes",
-        "ben left the group"
+        "no",
+        "ben left the group: back at the directory floor"
+    );
+    // Issue 45, finding 6: leaving every group never lifts isolation or grants admin.
+    let ben_ns = Api::<k8s_openapi::api::core::v1::Namespace>::all(admin.clone())
+        .get("user-ben-grp")
+        .await
+        .unwrap();
+    assert_eq!(
+        ben_ns
+            .labels()
+            .get("homestead.dev/isolation")
+            .map(String::as_str),
+        Some("Isolated"),
+        "the directory floor isolates"
     );
     // Both moves stay visible: the move back is an Event of its own, not folded into the first.
     eventually("ben's Event for moving back", 30, || async {
@@ -737,12 +752,13 @@ async fn a_directory_group_chooses_a_profile_for_its_members_and_leaving_it_move
             ],
             "",
         );
-        (ok && notes.contains("(directory group analysts-e2e) -> none")).then_some(())
+        (ok && notes.contains("(directory group analysts-e2e) -> \"directory-floor\""))
+            .then_some(())
     })
     .await;
     assert_eq!(
         can_create_configmaps(people[0].0, "user-ann-grp"),
-        "no",
+        "yes",
         "ann is still in it"
     );
 
@@ -757,11 +773,11 @@ async fn a_directory_group_chooses_a_profile_for_its_members_and_leaving_it_move
     .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
     for (user_name, name) in [people[0], people[2]] {
-        wait_profile(&admin, name, None, None).await;
+        wait_profile(&admin, name, Some(DIRECTORY_FLOOR_PROFILE), None).await;
         assert_eq!(
             can_create_configmaps(user_name, &format!("user-{name}")),
-            "yes",
-            "{name}: the group is gone"
+            "no",
+            "{name}: the group is gone, back at the directory floor"
         );
     }
     let _ = Api::<homestead_api::Profile>::all(admin.clone())

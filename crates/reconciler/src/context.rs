@@ -152,6 +152,8 @@ pub struct Caches {
     pub profiles: Store<Profile>,
     /// Every DirectoryGroup.
     pub groups: Store<DirectoryGroup>,
+    /// Which User holds each identity, from the User watch.
+    pub identities: crate::identity::Identities,
 }
 
 /// Everything a reconcile needs, shared by all reconciles as `Arc<Context>`.
@@ -299,6 +301,7 @@ pub(crate) mod test {
                     network_policies,
                     profiles,
                     groups,
+                    identities: crate::identity::Identities::default(),
                 },
                 Recent::default(),
                 Arc::new(fence),

@@ -31,7 +31,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::Api;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, Resource};
 use tokio::sync::mpsc;
 use tracing::warn;
 
@@ -119,14 +119,17 @@ impl EventQueue {
     /// Queues `event` about `user`; returns at once. Never fails: if the publisher is gone
     /// (the runtime is shutting down), the Event is dropped with a warning.
     pub fn publish(&self, user: &User, event: Event) {
-        let pending = Pending {
-            event,
-            regarding: user.object_ref(&()),
-        };
+        self.publish_regarding(user.object_ref(&()), event);
+    }
+
+    /// [`EventQueue::publish`] about the object `regarding` (a User known by name and uid).
+    pub fn publish_regarding(&self, regarding: ObjectReference, event: Event) {
+        let name = regarding.name.clone().unwrap_or_default();
+        let pending = Pending { event, regarding };
         self.metrics.events_pending.inc();
         if self.sender.send(pending).is_err() {
             self.metrics.events_pending.dec();
-            warn!(user = %user.name_any(), "Event dropped: the publisher has stopped");
+            warn!(user = %name, "Event dropped: the publisher has stopped");
         }
     }
 

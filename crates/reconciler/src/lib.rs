@@ -8,6 +8,7 @@
 //! - [`events`]: the queue that publishes Events off the reconcile path.
 //! - [`fence`]: the leader's write fence and the client that enforces it on every write.
 //! - [`validate`]: refusals and the Namespace name.
+//! - [`identity`]: one person, one User (which User holds each identity).
 //! - [`ownership`]: what belongs to whom, and the watch-event-to-User mapping.
 //! - [`desired`]: pure builders of the desired Namespace, RoleBinding and ResourceQuota.
 //! - [`drift`]: comparisons of desired and cached state (no write when they match).
@@ -34,6 +35,7 @@ pub mod error;
 pub mod events;
 pub mod expiry;
 pub mod fence;
+pub mod identity;
 pub mod metrics;
 pub mod offboard;
 pub mod ownership;

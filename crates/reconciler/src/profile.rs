@@ -15,8 +15,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use homestead_api::{
-    AppliedProfile, CONDITION_READY, DirectoryGroup, DirectoryGroupStatus, FIELD_MANAGER,
-    NetworkIsolation, Profile, ProfileStatus, User, UserOverride,
+    AppliedProfile, CONDITION_READY, DIRECTORY_FLOOR_PROFILE, DirectoryGroup, DirectoryGroupStatus,
+    FIELD_MANAGER, LABEL_WRITER, NetworkIsolation, PodSecurityLevels, Profile, ProfileSpec,
+    ProfileStatus, User, UserOverride, WRITER_SCIM,
 };
 use k8s_openapi::api::core::v1::LimitRangeSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -75,7 +76,6 @@ pub fn choose(
             group: None,
         });
     }
-    let name = user.name_any();
     let mut best: Option<(&Profile, i32, &DirectoryGroup)> = None;
     for profile in profiles {
         let Some(directory) = &profile.spec.directory else {
@@ -92,7 +92,7 @@ pub fn choose(
         }
         let group = groups
             .iter()
-            .filter(|g| directory.groups.contains(&g.spec.display_name) && g.spec.has_member(&name))
+            .filter(|g| directory.groups.contains(&g.spec.display_name) && g.counts_member(user))
             .min_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         if let Some(group) = group {
             best = Some((profile, directory.priority, group));
@@ -103,11 +103,46 @@ pub fn choose(
             profile: profile.name_any(),
             group: Some(group.name_any()),
         }),
+        None if directory_managed(user) => Some(Choice {
+            profile: config
+                .default_profile
+                .clone()
+                .unwrap_or_else(|| DIRECTORY_FLOOR_PROFILE.to_owned()),
+            group: None,
+        }),
         None => config.default_profile.clone().map(|profile| Choice {
             profile,
             group: None,
         }),
     }
+}
+
+/// Whether the directory (the SCIM service) manages `user`: it carries the label
+/// `homestead.dev/writer=scim`. Such a person never falls back to the operator's open default
+/// (role `admin`, no isolation): a stolen token that empties their groups leaves them at the
+/// directory floor.
+fn directory_managed(user: &User) -> bool {
+    user.labels().get(LABEL_WRITER).map(String::as_str) == Some(WRITER_SCIM)
+}
+
+/// The built-in [`DIRECTORY_FLOOR_PROFILE`]: role `view`, network isolation `Isolated`, Pod
+/// Security `restricted` for enforce, warn and audit; no quota (`view` runs no Pods), and no
+/// User may override anything of it.
+pub fn directory_floor() -> Profile {
+    let restricted = Some(homestead_api::PodSecurityLevel::Restricted);
+    Profile::new(
+        DIRECTORY_FLOOR_PROFILE,
+        ProfileSpec {
+            role: Some("view".to_owned()),
+            pod_security: Some(PodSecurityLevels {
+                enforce: restricted,
+                warn: restricted,
+                audit: restricted,
+            }),
+            network_isolation: NetworkIsolation::Isolated,
+            ..ProfileSpec::default()
+        },
+    )
 }
 
 /// Applies the Profile `choice` names (from [`choose`]; `None`: no Profile), found by `lookup`
@@ -403,7 +438,10 @@ impl Context {
         let groups = self.caches.groups.state();
         let choice = choose(user, &self.config, &profiles, &groups);
         resolve(user, choice.as_ref(), &self.config, |name| {
-            self.caches.profiles.get(&ObjectRef::new(name))
+            self.caches
+                .profiles
+                .get(&ObjectRef::new(name))
+                .or_else(|| (name == DIRECTORY_FLOOR_PROFILE).then(|| Arc::new(directory_floor())))
         })
     }
 
@@ -446,6 +484,7 @@ mod tests {
     use super::*;
     use crate::context::PodSecurityLevel;
     use crate::test_fixtures::user;
+    use homestead_api::LABEL_WRITER;
     use serde_json::json;
 
     #[test]
@@ -684,6 +723,62 @@ mod tests {
                 &groups
             ),
             None
+        );
+    }
+
+    #[test]
+    fn a_group_its_writer_labels_counts_only_the_users_of_that_writer() {
+        let profiles = [named_profile(
+            "contractor",
+            json!({ "groups": ["Vendors"] }),
+        )];
+        let mut scim_group = (*group("vendors", "Vendors", &["walter", "newhire"])).clone();
+        scim_group.metadata.labels = Some([(LABEL_WRITER.to_owned(), "scim".to_owned())].into());
+        let groups = [Arc::new(scim_group)];
+        let mut by_scim = user("newhire", json!({}));
+        by_scim.metadata.labels = Some([(LABEL_WRITER.to_owned(), "scim".to_owned())].into());
+        let by_hr = user("walter", json!({}));
+        let chosen = choose(&by_scim, &Config::default(), &profiles, &groups);
+        assert_eq!(chosen.map(|c| c.profile).as_deref(), Some("contractor"));
+        assert_eq!(
+            choose(&by_hr, &Config::default(), &profiles, &groups),
+            None,
+            "a SCIM group listing a User HR made does not reach it"
+        );
+    }
+
+    #[test]
+    fn a_directory_managed_user_without_a_group_gets_the_floor_never_the_open_default() {
+        let mut by_scim = user("sam", json!({}));
+        by_scim.metadata.labels = Some([(LABEL_WRITER.to_owned(), "scim".to_owned())].into());
+        let chosen = choose(&by_scim, &Config::default(), &[], &[]).unwrap();
+        assert_eq!(
+            (chosen.profile.as_str(), chosen.group.as_deref()),
+            (DIRECTORY_FLOOR_PROFILE, None)
+        );
+        let floor = Arc::new(directory_floor());
+        let resolved = resolve(&by_scim, Some(&chosen), &Config::default(), |name| {
+            (name == DIRECTORY_FLOOR_PROFILE).then(|| floor.clone())
+        })
+        .unwrap();
+        assert_eq!(resolved.user.spec.role(), "view");
+        assert_eq!(resolved.isolation, Some(Vec::new()));
+        assert_eq!(resolved.pod_security.enforce, PodSecurityLevel::Restricted);
+        let config = Config {
+            default_profile: Some("engineer".into()),
+            ..Config::default()
+        };
+        assert_eq!(
+            choose(&by_scim, &config, &[], &[])
+                .map(|c| c.profile)
+                .as_deref(),
+            Some("engineer"),
+            "the platform's --default-profile comes first"
+        );
+        assert_eq!(
+            choose(&user("hank", json!({})), &Config::default(), &[], &[]),
+            None,
+            "HR's people keep the operator's default"
         );
     }
 

@@ -7,14 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use homestead_api::{AppliedProfile, OnExpiry, Suspension, User};
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt;
 use kube::api::DeleteParams;
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
 use tracing::{info, warn};
 
 use crate::cache::CachedRoleBinding;
@@ -27,6 +27,7 @@ use crate::desired::{
 use crate::drift::{limit_range_matches, network_policy_matches, quota_matches};
 use crate::error::{Error, Result, Verb};
 use crate::expiry::Expiry;
+use crate::identity::IdentityHolder;
 use crate::ownership::{is_owned_by, labelled_for};
 use crate::profile::Resolved;
 use crate::status::{Change, Outcome, Reason, convergence_print, terminating_message};
@@ -60,6 +61,13 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
             .is_some_and(|ns| is_owned_by(&ns.facts, user))
     };
     let expired = expiry == Expiry::Passed;
+    if let Some(holder) = ctx.caches.identities.holder_other_than(user) {
+        // One person, one User: checked before the Profile, so a duplicate gets nothing.
+        let name = namespace_name(user, &ctx.config, owned);
+        tell_holder(user, ctx, &holder);
+        let refusal = Refusal::DuplicateIdentity(holder.name);
+        return refuse(user, ctx, name, &refusal, expiry).await;
+    }
     let resolved = match ctx.resolve(user) {
         Ok(resolved) => resolved,
         Err(refusal) => {
@@ -358,11 +366,40 @@ fn failure_message(error: &Error) -> String {
     format!("{error}; retrying with backoff")
 }
 
+/// The Warning Event on `holder`, the older User with `user`'s identity, when `user` is
+/// first refused as its duplicate (not on every reconcile of `user` after that).
+fn tell_holder(user: &User, ctx: &Context, holder: &IdentityHolder) {
+    let already = user
+        .ready_condition()
+        .is_some_and(|c| c.reason == Reason::DuplicateIdentity.as_str());
+    if already {
+        return;
+    }
+    let regarding = ObjectReference {
+        api_version: Some(User::api_version(&()).into_owned()),
+        kind: Some(User::kind(&()).into_owned()),
+        name: Some(holder.name.clone()),
+        uid: holder.uid.clone(),
+        ..ObjectReference::default()
+    };
+    let note = format!(
+        "User {:?} names this User's identity {:?}; it was refused (DuplicateIdentity) and gets no access",
+        user.name_any(),
+        user.spec.identity.username
+    );
+    ctx.publish_regarding(
+        regarding,
+        EventType::Warning,
+        Reason::DuplicateIdentity.as_str(),
+        note,
+    );
+}
+
 /// Refuses to provision: `Ready=False` with the refusal's reason and a Warning Event on the
 /// transition, and no write but the User's status and, in a Namespace proven to be the User's,
 /// the revocation a suspension or a passed `validUntil` demands: a refusal never keeps access
-/// that expiry or suspension ends ("Expiry wins"). Looks again at `validUntil` if it is still
-/// ahead.
+/// that expiry or suspension ends ("Expiry wins"), and a duplicate identity keeps none at all.
+/// Looks again at `validUntil` if it is still ahead.
 pub(crate) async fn refuse(
     user: &User,
     ctx: &Context,
@@ -384,12 +421,17 @@ async fn refuse_after(
 ) -> Result<Action> {
     let reason = refusal.reason();
     info!(user = %user.name_any(), %reason, "refusing to provision");
-    if let Some(revocation) = revocation(user, expiry == Expiry::Passed)
+    let why = match (revocation(user, expiry == Expiry::Passed), refusal) {
+        (Some(revocation), _) => Some(revocation.why()),
+        (None, Refusal::DuplicateIdentity(_)) => Some("another User has this identity"),
+        (None, _) => None,
+    };
+    if let Some(why) = why
         && ctx
             .cached_namespace(&namespace)
             .is_some_and(|ns| is_owned_by(&ns.facts, user))
     {
-        changes.extend(revoke_access(ctx, &namespace, revocation.why()).await?);
+        changes.extend(revoke_access(ctx, &namespace, why).await?);
     }
     let outcome = Outcome::new(namespace, reason, refusal.message(&ctx.config))
         .with_changes(changes)

@@ -58,6 +58,8 @@ pub enum Reason {
     ProfileNotFound,
     /// The User sets a field its Profile does not let Users override.
     OverrideNotAllowed,
+    /// An older User has the same identity (`spec.identity.username`).
+    DuplicateIdentity,
     /// The User's Namespace is being deleted by someone else; Homestead waits for it to go.
     NamespaceTerminating,
     /// The User is being offboarded and its Namespace deleted.

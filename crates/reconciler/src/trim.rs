@@ -10,7 +10,7 @@
 //! `apply_over`) reads the live object. Namespaces and RoleBindings, cached at one or more per
 //! User, are cut down further, to the compact forms of [`crate::cache`].
 
-use homestead_api::User;
+use homestead_api::{LABEL_WRITER, User};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// kubectl's client-side apply keeps a full copy of the object in this annotation.
@@ -26,13 +26,18 @@ pub fn trim(meta: &mut ObjectMeta) {
     }
 }
 
-/// Trims a User before it is cached: no reconcile reads a User's own labels, annotations,
-/// `managedFields` or resourceVersion; spec, status, finalizers and identity stay.
+/// Trims a User before it is cached: no reconcile reads a User's annotations, `managedFields`
+/// or resourceVersion, nor any label but its writer (`homestead.dev/writer`, which decides the
+/// directory groups it counts in); spec, status, finalizers and identity stay.
 pub fn trim_user(user: &mut User) {
     let meta = &mut user.metadata;
     meta.managed_fields = None;
     meta.resource_version = None;
-    meta.labels = None;
+    meta.labels = meta
+        .labels
+        .take()
+        .and_then(|mut labels| labels.remove_entry(LABEL_WRITER))
+        .map(|(key, value)| [(key, value)].into());
     meta.annotations = None;
 }
 
@@ -47,7 +52,7 @@ mod tests {
             "apiVersion": "homestead.dev/v1alpha1", "kind": "User",
             "metadata": {
                 "name": "ada",
-                "labels": { "team": "x" },
+                "labels": { "team": "x", LABEL_WRITER: "scim" },
                 "annotations": { LAST_APPLIED: "{}", "note": "kept" },
                 "finalizers": ["homestead.dev/cleanup"],
                 "managedFields": [{ "manager": "kubectl", "operation": "Update" }],
@@ -60,7 +65,11 @@ mod tests {
         assert_eq!(user.metadata.managed_fields, None);
         assert_eq!(user.metadata.resource_version, None);
         assert_eq!(user.metadata.annotations, None);
-        assert_eq!(user.metadata.labels, None);
+        assert_eq!(
+            user.metadata.labels,
+            Some([(LABEL_WRITER.to_owned(), "scim".to_owned())].into()),
+            "the writer label alone stays"
+        );
         assert_eq!(user.metadata.finalizers.as_ref().unwrap().len(), 1);
         assert_eq!(user.spec.identity.username, "ada@example.com");
     }

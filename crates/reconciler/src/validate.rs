@@ -47,6 +47,9 @@ pub enum Refusal {
     /// The Profile named by `spec.profile` (or the operator's `--default-profile`) does not
     /// exist.
     ProfileNotFound(String),
+    /// Another live User, older than this one, names the same `spec.identity.username`
+    /// (compared case-insensitively): the one named here. One person, one User.
+    DuplicateIdentity(String),
     /// The User sets `field` differently from its Profile `profile`, whose `userOverrides` does
     /// not allow that.
     OverrideNotAllowed {
@@ -110,6 +113,9 @@ impl Refusal {
             ),
             Self::OverrideNotAllowed { profile, field } => format!(
                 "Profile {profile:?} does not let Users override {field:?} (its spec.userOverrides); remove the User's own value or ask the platform team to allow it"
+            ),
+            Self::DuplicateIdentity(holder) => format!(
+                "User {holder:?} already has this identity (spec.identity.username, compared case-insensitively): one person has one User, so this one gets no access; its suspension, expiry and offboarding would not be the person's. Delete this User or change its identity"
             ),
             Self::NamespaceConflict(ns) => format!(
                 "namespace {ns:?} already exists and does not belong to this User; Homestead never takes over a namespace it did not create for this User"

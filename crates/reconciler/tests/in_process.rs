@@ -51,6 +51,7 @@ async fn context(plane: &ControlPlane) -> Arc<Context> {
         network_policies: reflector::store().0,
         profiles: reflector::store().0,
         groups: reflector::store().0,
+        identities: Default::default(),
     };
     let reporter = Reporter {
         controller: "homestead".into(),

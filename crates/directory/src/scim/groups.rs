@@ -178,6 +178,53 @@ impl Scim {
             .collect()
     }
 
+    /// Removes the User `name` (just deleted) from every group of the service's that lists it,
+    /// so a later User of the same name, HR's or the service's, joins none of them by name
+    /// (docs/security.md, "Membership by identity"). Each write is a merge patch guarded by
+    /// the group's resourceVersion, retried on a conflict. Best effort: a failure is logged,
+    /// and the operator counts a membership only where the User's writer is the group's.
+    pub(super) async fn drop_member(&self, name: &str) {
+        for group in live(&self.groups) {
+            if !group.spec.has_member(name) {
+                continue;
+            }
+            let group_name = group.name_any();
+            let mut current = (*group).clone();
+            for _ in 0..PATCH_ATTEMPTS {
+                let members: Vec<&String> =
+                    current.spec.members.iter().filter(|m| *m != name).collect();
+                let patch = json!({
+                    "metadata": { "uid": current.uid(), "resourceVersion": current.resource_version() },
+                    "spec": { "members": members },
+                });
+                let params = PatchParams {
+                    field_manager: Some(FIELD_MANAGER.to_owned()),
+                    ..PatchParams::default()
+                };
+                match self
+                    .groups_api
+                    .patch(&group_name, &params, &Patch::Merge(&patch))
+                    .await
+                {
+                    Ok(_) => {
+                        tracing::info!(group = %group_name, user = %name, "removed a deleted User from a DirectoryGroup");
+                        break;
+                    }
+                    Err(kube::Error::Api(status)) if status.code == 409 => {
+                        match self.groups_api.get_opt(&group_name).await {
+                            Ok(Some(fresh)) if fresh.spec.has_member(name) => current = fresh,
+                            _ => break,
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(group = %group_name, user = %name, %error, "could not remove a deleted User from a DirectoryGroup");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
     /// The SCIM JSON of `group`, with `meta.location` under `base`. Members that are no User of
     /// the service's (any more) are left out.
     pub(super) fn group_representation(&self, group: &DirectoryGroup, base: &str) -> Value {

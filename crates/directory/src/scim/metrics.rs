@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use homestead_api::{LABEL_WRITER, WRITER_SCIM};
 use kube::ResourceExt as _;
 use prometheus::{
-    Encoder as _, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry,
+    Encoder as _, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
 };
 
 use super::Scim;
@@ -32,6 +32,19 @@ pub struct Metrics {
     /// `homestead_scim_groups`: DirectoryGroups the service manages (labelled
     /// `homestead.dev/writer=scim`), counted at each scrape from the cache.
     groups: IntGauge,
+    /// The server's connection counts, kept by whoever accepts connections.
+    connections: Connections,
+}
+
+/// The SCIM server's connection metrics, kept before any request is read (so before a token
+/// is checked): what bounds an unauthenticated client.
+#[derive(Clone)]
+pub struct Connections {
+    /// `homestead_scim_connections_open`: TCP connections accepted and not yet closed (count).
+    pub open: IntGauge,
+    /// `homestead_scim_connections_refused_total`: connections closed at once because
+    /// `--max-connections` were open (count).
+    pub refused: IntCounter,
 }
 
 impl Metrics {
@@ -70,11 +83,25 @@ impl Metrics {
             "DirectoryGroups the SCIM service manages (labelled homestead.dev/writer=scim).",
         )
         .expect("a valid metric");
+        let connections = Connections {
+            open: IntGauge::new(
+                "homestead_scim_connections_open",
+                "TCP connections the SCIM service has accepted and not yet closed.",
+            )
+            .expect("a valid metric"),
+            refused: IntCounter::new(
+                "homestead_scim_connections_refused_total",
+                "Connections the SCIM service closed at once because --max-connections were open.",
+            )
+            .expect("a valid metric"),
+        };
         for collector in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(duration.clone()),
             Box::new(users.clone()),
             Box::new(groups.clone()),
+            Box::new(connections.open.clone()),
+            Box::new(connections.refused.clone()),
         ] {
             registry.register(collector).expect("unique metric names");
         }
@@ -84,7 +111,13 @@ impl Metrics {
             duration,
             users,
             groups,
+            connections,
         }
+    }
+
+    /// The connection metrics, for the server that accepts connections.
+    pub fn connections(&self) -> Connections {
+        self.connections.clone()
     }
 }
 

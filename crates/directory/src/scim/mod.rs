@@ -166,6 +166,12 @@ impl Scim {
         }
     }
 
+    /// The connection metrics of the service's registry, for the server that accepts its
+    /// connections (`homestead scim`).
+    pub fn connection_metrics(&self) -> metrics::Connections {
+        self.metrics.connections()
+    }
+
     /// Waits until the caches hold every User and DirectoryGroup (the initial lists are done);
     /// `/readyz` answers 200 from then on.
     pub async fn wait_until_ready(&self) {
@@ -776,21 +782,17 @@ async fn create_user(
 }
 
 /// Writes `person` onto User `current` with a merge patch guarded by its uid and, if given,
-/// its resource version. `active_removed` (a PATCH `remove` of `active`) returns the identity
-/// provider's own switch to its default, active; an `active` that is merely absent (a PUT
-/// without it) changes nothing.
+/// its resource version. An `active` that is absent (a PUT without it) or removed (a PATCH
+/// `remove` of `active`) changes nothing: only `active: true` lifts a deactivation
+/// (docs/security.md, "Suspension has an author").
 async fn write(
     scim: &Scim,
     current: &User,
     person: &Person,
     resource_version: Option<&str>,
-    active_removed: bool,
 ) -> Result<User, kube::Error> {
     let mut patch = person.merge_patch(resource_version);
     patch["metadata"]["uid"] = json!(current.uid());
-    if active_removed && person.active.is_none() {
-        patch["spec"]["directory"] = json!({ "active": true });
-    }
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..PatchParams::default()
@@ -810,7 +812,7 @@ async fn replace_user(
     let person = Person::from_scim(parse_user::<ReplaceRequest>(&body(bytes)?)?)?;
     person.attributes()?;
     scim.check_unique(&person.user_name, Some(&id))?;
-    let updated = write(&scim, &current, &person, None, false)
+    let updated = write(&scim, &current, &person, None)
         .await
         .map_err(ScimError::from_kube)?;
     finish(&scim, &base, &updated).await
@@ -854,9 +856,7 @@ async fn patch_user(
             return Err(ScimError::not_found(format!("no User with id {id}")));
         }
         let mut resource = representation(&current, &base);
-        let had_active = resource.get("active").is_some();
         patch::apply(&mut resource, &patch)?;
-        let active_removed = had_active && resource.get("active").is_none();
         lenient_active(&mut resource);
         let user: ScimUser = scim_v2::case_insensitive::from_value(resource)
             .map_err(|e| ScimError::invalid_value(e.to_string()))?;
@@ -870,7 +870,6 @@ async fn patch_user(
             &current,
             &person,
             current.resource_version().as_deref(),
-            active_removed,
         )
         .await
         {
@@ -918,6 +917,7 @@ async fn delete_user(
         .await
         .map_err(ScimError::from_kube)?;
     tracing::info!(user = %name, "deleted a User over SCIM; the operator offboards per its deletionPolicy");
+    scim.drop_member(&name).await;
     scim.caught_up(&name, &id, "", true).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

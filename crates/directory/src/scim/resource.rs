@@ -19,10 +19,11 @@
 //! Suspension has an author: `active` is the identity provider's own switch,
 //! `spec.directory.active`, and never `spec.suspended`, which HR owns. So `active: true` lifts
 //! only a deactivation the provider made, never a suspension HR set, and `active` reflects the
-//! provider's switch alone. A PATCH `remove` of `active` returns the switch to its default
-//! (active). An absent `active` in a PUT leaves the switch as it is, where
-//! RFC 7644 §3.5.1's replace semantics would reset it: several providers omit `active` from
-//! routine updates, and that must never give a deactivated person their access back.
+//! provider's switch alone. Only `active: true` lifts a deactivation: an absent `active` in a
+//! PUT and a PATCH `remove` of `active` leave the switch as it is, where RFC 7644 §3.5.1's
+//! replace semantics (and a removal's "unassigned") would reset it to the default: several
+//! providers omit `active` from routine updates, and neither may give a deactivated person
+//! their access back.
 
 use homestead_api::{LABEL_WRITER, User, UserSpec, WRITER_SCIM};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

@@ -17,7 +17,17 @@ use kube::api::{Api, PostParams};
 use serde_json::Value;
 
 /// A tenant identity with a token, for access checks; a member of [`TENANT_GROUP`].
-pub const TENANT: &str = "tenant-tom@example.com";
+pub const TENANT: &str = TENANTS[0];
+/// Tenant identities with tokens, members of [`TENANT_GROUP`]: one person has one User
+/// (docs/security.md), so tests that run at the same time each take their own.
+pub const TENANTS: [&str; 6] = [
+    "tenant-tom@example.com",
+    "tenant-tia@example.com",
+    "tenant-ted@example.com",
+    "tenant-tua@example.com",
+    "tenant-tim@example.com",
+    "tenant-tey@example.com",
+];
 /// A group [`TENANT`] belongs to.
 pub const TENANT_GROUP: &str = "tom-team";
 /// An HR identity with a token, a member of [`HR_GROUP`]; tests bind `rbac/hr.yaml`'s
@@ -39,7 +49,12 @@ pub fn plane() -> &'static ControlPlane {
         homestead_api::crds()
             .into_iter()
             .fold(o, |o, crd| o.crd(crd))
-            .identity(Identity::new(TENANT).in_group(TENANT_GROUP))
+            .identity(Identity::new(TENANTS[0]).in_group(TENANT_GROUP))
+            .identity(Identity::new(TENANTS[1]).in_group(TENANT_GROUP))
+            .identity(Identity::new(TENANTS[2]).in_group(TENANT_GROUP))
+            .identity(Identity::new(TENANTS[3]).in_group(TENANT_GROUP))
+            .identity(Identity::new(TENANTS[4]).in_group(TENANT_GROUP))
+            .identity(Identity::new(TENANTS[5]).in_group(TENANT_GROUP))
             .identity(Identity::new(HR).in_group(HR_GROUP))
     })
 }
@@ -565,26 +580,7 @@ pub fn https_request(
     token: &str,
     body: Option<&Value>,
 ) -> Result<(u16, String), String> {
-    use rustls::pki_types::pem::PemObject as _;
-    use rustls::pki_types::{CertificateDer, ServerName};
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca).map_err(|e| e.to_string())? {
-        roots
-            .add(cert.map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
-    }
-    let config = rustls::ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let name = ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
-    let connection = rustls::ClientConnection::new(std::sync::Arc::new(config), name)
-        .map_err(|e| e.to_string())?;
-    let socket = TcpStream::connect(address).map_err(|e| e.to_string())?;
-    socket
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .map_err(|e| e.to_string())?;
-    let mut tls = rustls::StreamOwned::new(connection, socket);
+    let mut tls = tls_connect(address, ca)?;
     let body = body.map(Value::to_string).unwrap_or_default();
     write!(
         tls,
@@ -605,6 +601,34 @@ pub fn https_request(
         .map(|(_, b)| b.to_owned())
         .unwrap_or_default();
     Ok((code, body))
+}
+
+/// A TLS client stream to `address` (127.0.0.1), trusting only the CA in `ca` (PEM), with a
+/// 30 s read timeout; the handshake happens on the first read or write.
+pub fn tls_connect(
+    address: &str,
+    ca: &Path,
+) -> Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>, String> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).map_err(|e| e.to_string())? {
+        roots
+            .add(cert.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
+    let connection = rustls::ClientConnection::new(std::sync::Arc::new(config), name)
+        .map_err(|e| e.to_string())?;
+    let socket = TcpStream::connect(address).map_err(|e| e.to_string())?;
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .map_err(|e| e.to_string())?;
+    Ok(rustls::StreamOwned::new(connection, socket))
 }
 
 /// Applies `manifests/scim/` (the SCIM identity and its RBAC), once per test binary: two

@@ -1,0 +1,225 @@
+//! One person, one User (docs/security.md, "One person, one User"): which User holds each
+//! identity. Suspension, expiry and offboarding belong to a User object, so a second User with
+//! the username of a suspended person would give that person access again. [`Identities`]
+//! maps every `spec.identity.username`, compared case-insensitively, to the Users that name
+//! it; the oldest (by `metadata.creationTimestamp`, then name) holds it, and the operator
+//! refuses every other one (`Ready=False`, reason `DuplicateIdentity`), revoking whatever
+//! access it had.
+//!
+//! Kept current from the User watch ([`Identities::observe`]), which also says which other
+//! Users an event concerns: those that share the identity a User took, gave up or released by
+//! being deleted, so the next holder is provisioned as soon as the older User is gone.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use homestead_api::User;
+use kube::ResourceExt;
+use kube::runtime::watcher;
+
+/// The Users that name each identity (see the module docs). Cheap to clone: clones share one
+/// index.
+#[derive(Clone, Debug, Default)]
+pub struct Identities(Arc<Mutex<Index>>);
+
+#[derive(Debug, Default)]
+struct Index {
+    /// Identity (lower case) to the Users that name it, oldest first.
+    holders: HashMap<String, Vec<Holder>>,
+    /// User name to the identity it names (lower case).
+    of_user: HashMap<String, String>,
+    /// The Users seen since the watch's last `Init`, to drop the others at `InitDone`.
+    relisted: Option<HashSet<String>>,
+}
+
+/// A User naming an identity, ordered oldest first.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Holder {
+    /// `metadata.creationTimestamp` in seconds since the epoch (`i64::MAX` when unset).
+    created: i64,
+    /// `metadata.name`.
+    name: String,
+    /// `metadata.uid`, for Events about the holder.
+    uid: Option<String>,
+}
+
+/// The User that holds an identity, as [`Identities::holder_other_than`] names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IdentityHolder {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.uid`.
+    pub uid: Option<String>,
+}
+
+/// The identity `user` names, as compared: `spec.identity.username` in lower case.
+fn key(user: &User) -> String {
+    user.spec.identity.username.to_lowercase()
+}
+
+impl Identities {
+    /// Applies a User watch `event` to the index. Returns the names of the other Users the
+    /// event concerns: those naming an identity this User took or gave up (an identity change,
+    /// or its deletion), whose holder may now be another.
+    pub fn observe(&self, event: &watcher::Event<User>) -> Vec<String> {
+        let mut index = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match event {
+            watcher::Event::Init => {
+                index.relisted = Some(HashSet::new());
+                Vec::new()
+            }
+            watcher::Event::InitApply(user) => {
+                if let Some(seen) = index.relisted.as_mut() {
+                    seen.insert(user.name_any());
+                }
+                index.upsert(user)
+            }
+            watcher::Event::Apply(user) => index.upsert(user),
+            watcher::Event::Delete(user) => index.remove(&user.name_any()),
+            watcher::Event::InitDone => {
+                let seen = index.relisted.take().unwrap_or_default();
+                let gone: Vec<String> = index
+                    .of_user
+                    .keys()
+                    .filter(|name| !seen.contains(*name))
+                    .cloned()
+                    .collect();
+                gone.iter().flat_map(|name| index.remove(name)).collect()
+            }
+        }
+    }
+
+    /// The name of the User that holds `user`'s identity when it is another User: `user` is
+    /// then a duplicate. `None` when `user` holds it, or the index does not know the identity
+    /// yet (its watch event is on its way).
+    pub fn holder_other_than(&self, user: &User) -> Option<IdentityHolder> {
+        let index = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let first = index.holders.get(&key(user))?.first()?;
+        (first.name != user.name_any()).then(|| IdentityHolder {
+            name: first.name.clone(),
+            uid: first.uid.clone(),
+        })
+    }
+}
+
+impl Index {
+    /// Records that `user` names its identity; returns the other Users of the identity it
+    /// left and of the one it now names when either changed.
+    fn upsert(&mut self, user: &User) -> Vec<String> {
+        let name = user.name_any();
+        let identity = key(user);
+        if self.of_user.get(&name) == Some(&identity) {
+            return Vec::new();
+        }
+        let mut concerned = self.remove(&name);
+        let holder = Holder {
+            created: user
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map_or(i64::MAX, |t| t.0.as_second()),
+            name: name.clone(),
+            uid: user.uid(),
+        };
+        let holders = self.holders.entry(identity.clone()).or_default();
+        concerned.extend(holders.iter().map(|h| h.name.clone()));
+        let at = holders.partition_point(|h| *h < holder);
+        holders.insert(at, holder);
+        self.of_user.insert(name, identity);
+        concerned
+    }
+
+    /// Forgets the User `name`; returns the other Users of the identity it named.
+    fn remove(&mut self, name: &str) -> Vec<String> {
+        let Some(identity) = self.of_user.remove(name) else {
+            return Vec::new();
+        };
+        let Some(holders) = self.holders.get_mut(&identity) else {
+            return Vec::new();
+        };
+        holders.retain(|h| h.name != name);
+        let others: Vec<String> = holders.iter().map(|h| h.name.clone()).collect();
+        if holders.is_empty() {
+            self.holders.remove(&identity);
+        }
+        others
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
+    use serde_json::json;
+
+    fn user(name: &str, username: &str, created: i64) -> User {
+        let mut user: User = serde_json::from_value(json!({
+            "apiVersion": "homestead.dev/v1alpha1", "kind": "User",
+            "metadata": { "name": name },
+            "spec": { "identity": { "username": username } },
+        }))
+        .unwrap();
+        user.metadata.creation_timestamp = Some(Time(Timestamp::from_second(created).unwrap()));
+        user
+    }
+
+    fn holder(ids: &Identities, user: &User) -> Option<String> {
+        ids.holder_other_than(user).map(|h| h.name)
+    }
+
+    #[test]
+    fn the_oldest_user_holds_an_identity_compared_without_case() {
+        let ids = Identities::default();
+        let frank = user("frank", "frank@example.com", 100);
+        let two = user("frank-two", "Frank@Example.com", 200);
+        assert!(ids.observe(&watcher::Event::Apply(two.clone())).is_empty());
+        assert_eq!(
+            ids.observe(&watcher::Event::Apply(frank.clone())),
+            ["frank-two"],
+            "the younger User is reconciled again once the older one appears"
+        );
+        assert_eq!(ids.holder_other_than(&frank), None);
+        assert_eq!(holder(&ids, &two).as_deref(), Some("frank"));
+
+        // The same second: the first by name holds it.
+        let same = user("a-frank", "frank@example.com", 100);
+        ids.observe(&watcher::Event::Apply(same.clone()));
+        assert_eq!(holder(&ids, &frank).as_deref(), Some("a-frank"));
+
+        // Deleting the holder hands the identity to the next and says so.
+        let mut concerned = ids.observe(&watcher::Event::Delete(same));
+        concerned.sort();
+        assert_eq!(concerned, ["frank", "frank-two"]);
+        assert_eq!(ids.holder_other_than(&frank), None);
+    }
+
+    #[test]
+    fn an_identity_change_concerns_both_identities_and_a_relist_drops_the_missing() {
+        let ids = Identities::default();
+        ids.observe(&watcher::Event::Apply(user("a", "x@example.com", 1)));
+        ids.observe(&watcher::Event::Apply(user("b", "x@example.com", 2)));
+        ids.observe(&watcher::Event::Apply(user("c", "y@example.com", 3)));
+        let moved = user("b", "y@example.com", 2);
+        let mut concerned = ids.observe(&watcher::Event::Apply(moved.clone()));
+        concerned.sort();
+        assert_eq!(concerned, ["a", "c"]);
+        assert_eq!(ids.holder_other_than(&moved), None, "b is older than c");
+        assert_eq!(
+            holder(&ids, &user("c", "y@example.com", 3)).as_deref(),
+            Some("b")
+        );
+        assert!(
+            ids.observe(&watcher::Event::Apply(moved.clone()))
+                .is_empty(),
+            "an unchanged identity concerns nobody"
+        );
+
+        // A re-list that no longer has c (deleted while the watch was down).
+        ids.observe(&watcher::Event::Init);
+        ids.observe(&watcher::Event::InitApply(user("a", "x@example.com", 1)));
+        ids.observe(&watcher::Event::InitApply(moved.clone()));
+        assert_eq!(ids.observe(&watcher::Event::InitDone), ["b"]);
+        assert_eq!(ids.holder_other_than(&moved), None);
+    }
+}
