@@ -29,6 +29,11 @@ const WALT: &str = "node-walt@example.com";
 const DAVE: &str = "node-dave@example.com";
 /// A person in an isolated namespace who tries to open it.
 const IRIS: &str = "node-iris@example.com";
+/// A person who tries to take other people's traffic, and to open an isolated namespace's
+/// egress.
+const MAL: &str = "node-mal@example.com";
+/// A person in an isolated namespace who tries to open its egress.
+const SYB: &str = "node-syb@example.com";
 /// The namespace the chart installs Homestead into.
 const SYSTEM: &str = "homestead-system";
 
@@ -39,6 +44,8 @@ fn cluster() -> &'static ControlPlane {
             .identity(Identity::new(WALT))
             .identity(Identity::new(DAVE))
             .identity(Identity::new(IRIS))
+            .identity(Identity::new(MAL))
+            .identity(Identity::new(SYB))
     })
 }
 
@@ -205,6 +212,29 @@ fn server_pod(namespace: &str, name: &str) -> Value {
 /// A client Pod that sleeps, for `kubectl exec`.
 fn client_pod(namespace: &str, name: &str) -> Value {
     toolbox_pod(namespace, name, json!({"app": name}), &["sleep", "3600"])
+}
+
+/// An HTTP server Pod labelled `app: <name>` whose page (`/`) says `says`.
+fn named_server_pod(namespace: &str, name: &str, says: &str) -> Value {
+    let script = format!("echo {says} > /tmp/index.html && exec httpd -f -p 8080 -h /tmp");
+    toolbox_pod(
+        namespace,
+        name,
+        json!({"app": name}),
+        &["sh", "-c", &script],
+    )
+}
+
+/// The body of `GET /` on `ip:8080` from inside `client` (busybox nc, 2 s timeout), if any.
+fn page(namespace: &str, client: &str, ip: &str) -> Option<String> {
+    let script = format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 2 {ip} 8080");
+    let (ok, out) = kubectl_as(
+        ADMIN,
+        &["-n", namespace, "exec", client, "--", "sh", "-c", &script],
+        "",
+    );
+    let body = out.split_once("\r\n\r\n")?.1.trim().to_owned();
+    (ok && out.starts_with("HTTP/1.")).then_some(body)
 }
 
 /// Waits until the Pod runs and returns its IP.
@@ -759,4 +789,114 @@ async fn a_suspended_persons_running_pod_loses_its_api_access() {
     ]);
     assert_eq!(phase, "Running");
     kubectl(&["delete", "user", "node-dave", "--wait=false"]);
+}
+
+/// Issue 45, findings 1 and 2, with real traffic between Pods. (1) A Service with
+/// `spec.externalIPs` naming another person's Pod IP makes kube-proxy send everyone's traffic
+/// for that Pod to the Service's endpoints (CVE-2020-8554): shown working in a namespace
+/// Homestead does not govern, then refused to a person with `admin` in their own, whose
+/// neighbours' traffic keeps reaching them. (2) A person in an `Isolated` namespace may not
+/// open its egress with an ipBlock policy of their own, and their Pod still reaches nobody
+/// outside it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tenant_can_neither_take_anothers_traffic_nor_open_isolated_egress() {
+    chart();
+    create_user("node-mal", MAL, json!({}));
+    create_user("node-bea", "node-bea@example.com", json!({}));
+    create_user("node-dan", "node-dan@example.com", json!({}));
+    let profile = json!({
+        "apiVersion": "homestead.dev/v1alpha1", "kind": "Profile",
+        "metadata": {"name": "node-contractor"},
+        "spec": {"role": "admin", "networkIsolation": "Isolated"},
+    });
+    let (ok, out) = apply_as(ADMIN, &profile);
+    assert!(ok, "{out}");
+    create_user("node-syb", SYB, json!({"profile": "node-contractor"}));
+    for user in ["node-mal", "node-bea", "node-dan", "node-syb"] {
+        wait_ready(user, "True/Provisioned").await;
+    }
+    let (mal, bea, dan, syb, plain) = (
+        "user-node-mal",
+        "user-node-bea",
+        "user-node-dan",
+        "user-node-syb",
+        "node-plain",
+    );
+    kubectl(&["create", "namespace", plain]);
+    for (ns, says) in [(bea, "bea"), (mal, "mallory"), (plain, "plain")] {
+        let (ok, out) = apply_as(ADMIN, &named_server_pod(ns, "server", says));
+        assert!(ok, "{out}");
+    }
+    for ns in [dan, syb] {
+        let (ok, out) = apply_as(ADMIN, &client_pod(ns, "client"));
+        assert!(ok, "{out}");
+    }
+    let bea_ip = running(bea, "server").await;
+    running(mal, "server").await;
+    running(plain, "server").await;
+    running(dan, "client").await;
+    running(syb, "client").await;
+    eventually("dan to reach bea's server", 60, || {
+        (page(dan, "client", &bea_ip).as_deref() == Some("bea")).then_some(())
+    })
+    .await;
+
+    // The control: where no admission policy of Homestead's applies, externalIPs really take
+    // another Pod's traffic on this node.
+    let steal = |ns: &str| {
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "steal", "namespace": ns},
+            "spec": {"selector": {"app": "server"}, "externalIPs": [bea_ip],
+                     "ports": [{"port": 8080, "targetPort": 8080}]},
+        })
+    };
+    let (ok, out) = apply_as(ADMIN, &steal(plain));
+    assert!(ok, "{out}");
+    eventually(
+        "kube-proxy to send bea's traffic to the plain namespace",
+        60,
+        || (page(dan, "client", &bea_ip).as_deref() == Some("plain")).then_some(()),
+    )
+    .await;
+    kubectl(&["-n", plain, "delete", "service", "steal"]);
+    eventually("bea's traffic to reach bea again", 60, || {
+        (page(dan, "client", &bea_ip).as_deref() == Some("bea")).then_some(())
+    })
+    .await;
+
+    // The attack by a person with admin in their own namespace: refused, and dan keeps
+    // reaching bea.
+    let (ok, out) = apply_as(MAL, &steal(mal));
+    assert!(
+        !ok && out.contains("CVE-2020-8554"),
+        "mal took bea's traffic: {out}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(page(dan, "client", &bea_ip).as_deref(), Some("bea"));
+
+    // Finding 2: syb's isolated namespace reaches nobody outside it, and her own ipBlock
+    // policy cannot change that.
+    eventually("syb's egress to bea to be blocked", 60, || {
+        page(syb, "client", &bea_ip).is_none().then_some(())
+    })
+    .await;
+    let open_egress = json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "egress-everywhere", "namespace": syb},
+        "spec": {"podSelector": {}, "policyTypes": ["Egress"],
+                 "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}]},
+    });
+    let (ok, out) = apply_as(SYB, &open_egress);
+    assert!(
+        !ok && out.contains("isolated"),
+        "syb opened her egress: {out}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(page(syb, "client", &bea_ip), None, "syb reaches bea");
+
+    kubectl(&["delete", "namespace", plain, "--wait=false"]);
+    for user in ["node-mal", "node-bea", "node-dan", "node-syb"] {
+        kubectl(&["delete", "user", user, "--wait=false"]);
+    }
 }
