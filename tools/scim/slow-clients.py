@@ -102,6 +102,7 @@ async def main():
         while time.monotonic() - started < at:
             peak = max(peak, rss_mib(pid))
             await asyncio.sleep(0.25)
+        peak = max(peak, rss_mib(pid))
         print(f"{at:>3} s: rss {rss_mib(pid):.1f} MiB, open {established(port)}, peak rss {peak:.1f} MiB")
     stop.set()
     results = await asyncio.gather(*tasks, return_exceptions=True)
