@@ -20,10 +20,10 @@
 //! `spec.directory.active`, and never `spec.suspended`, which HR owns. So `active: true` lifts
 //! only a deactivation the provider made, never a suspension HR set, and `active` reflects the
 //! provider's switch alone. Only `active: true` lifts a deactivation: an absent `active` in a
-//! PUT and a PATCH `remove` of `active` leave the switch as it is, where RFC 7644 §3.5.1's
-//! replace semantics (and a removal's "unassigned") would reset it to the default: several
-//! providers omit `active` from routine updates, and neither may give a deactivated person
-//! their access back.
+//! PUT and a PATCH `remove` of `active` leave the switch as it is (the attribute is then
+//! unassigned in responses, as RFC 7644 §3.5.2.2 says of a removal), where RFC 7644 §3.5.1's
+//! replace semantics would reset it to the default: several providers omit `active` from
+//! routine updates, and neither may give a deactivated person their access back.
 
 use homestead_api::{LABEL_WRITER, User, UserSpec, WRITER_SCIM};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -117,8 +117,10 @@ impl Person {
     /// The person a User describes. The `emails` list comes from the annotation while its
     /// primary value still equals `spec.email`; if someone changed `spec.email` since (or HR
     /// wrote it), it is that one address, as the primary `work` e-mail: what identity providers
-    /// match and replace (Entra ID's `emails[type eq "work"].value`). `active` is `spec.directory.active` (false: deactivated by the
-    /// provider); otherwise true, or absent if SCIM wrote the User without asserting it. HR's
+    /// match and replace (Entra ID's `emails[type eq "work"].value`). `active` is
+    /// `spec.directory.active` (false: deactivated by the provider) when the provider last
+    /// asserted it or the User is not from SCIM, and absent when the provider's last write left
+    /// it unassigned (a PUT without it, a PATCH `remove`), which changes nothing. HR's
     /// `spec.suspended` is not the provider's to see or change.
     pub fn from_user(user: &User) -> Self {
         let annotation = user.annotations().get(ANNOTATION_ATTRIBUTES);
@@ -154,12 +156,15 @@ impl Person {
             }),
             display_name: spec.display_name.clone(),
             emails,
-            active: if spec.directory.as_ref().is_some_and(|d| !d.active) {
-                Some(false)
-            } else if annotation.is_none() || kept.active.is_some() {
-                Some(true)
-            } else {
-                None
+            active: {
+                let deactivated = spec.directory.as_ref().is_some_and(|d| !d.active);
+                // What the provider last asserted, shown as the switch in force; absent when it
+                // asserted nothing (a PUT without `active`, a PATCH `remove`), though a
+                // deactivation it made stands until it sends `active: true`.
+                match annotation {
+                    Some(_) => kept.active.map(|_| !deactivated),
+                    None => Some(!deactivated),
+                }
             },
         }
     }
@@ -460,6 +465,13 @@ mod tests {
         );
         let user = person.new_user("ada", None);
         assert_eq!(Person::from_user(&user).active, None, "and stays absent");
+        // Deactivated, then `active` removed (or a PUT without it): the deactivation stands
+        // and the attribute is unassigned.
+        let mut left = deactivated.new_user("ada", None);
+        assert_eq!(Person::from_user(&left).active, Some(false));
+        left.metadata.annotations = user.metadata.annotations.clone();
+        assert_eq!(left.spec.directory.as_ref().map(|d| d.active), Some(false));
+        assert_eq!(Person::from_user(&left).active, None);
         let mut by_hand = user.clone();
         by_hand.metadata.annotations = None;
         assert_eq!(
