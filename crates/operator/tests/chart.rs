@@ -364,19 +364,23 @@ async fn helm_install_yields_a_working_crd_rbac_and_admission_policy() {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    // The names the operator may create are operator.allowedNamespaces, written into the policy.
-    // operator.reservedNamespaces reach the policy too: the API server refuses the operator
-    // those names even where the pattern allows them.
-    for name in ["user-finance", "lab-audit"] {
+    // The operator's server-side dry-run create of a Homestead Namespace `name`.
+    let create_namespace = |name: &str| {
         let namespace = format!(
             "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n  labels:\n    app.kubernetes.io/managed-by: homestead\n    homestead.dev/user: x\n    pod-security.kubernetes.io/enforce: baseline\n"
         );
-        let (ok, out) = kubectl(
+        kubectl(
             &plane,
             OPERATOR,
             &["create", "--dry-run=server", "-f", "-"],
             Some(&namespace),
-        );
+        )
+    };
+    // The names the operator may create are operator.allowedNamespaces, written into the policy.
+    // operator.reservedNamespaces reach the policy too: the API server refuses the operator
+    // those names even where the pattern allows them.
+    for name in ["user-finance", "lab-audit"] {
+        let (ok, out) = create_namespace(name);
         assert!(
             !ok && out.contains(
                 "reserved namespace (default, kube-*, homestead-system, user-finance, lab-audit)"
@@ -390,15 +394,7 @@ async fn helm_install_yields_a_working_crd_rbac_and_admission_policy() {
         ("labs-x", false),
         ("other-x", false),
     ] {
-        let namespace = format!(
-            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n  labels:\n    app.kubernetes.io/managed-by: homestead\n    homestead.dev/user: x\n    pod-security.kubernetes.io/enforce: baseline\n"
-        );
-        let (ok, out) = kubectl(
-            &plane,
-            OPERATOR,
-            &["create", "--dry-run=server", "-f", "-"],
-            Some(&namespace),
-        );
+        let (ok, out) = create_namespace(name);
         if admitted {
             assert!(ok, "{name}: {out}");
         } else {

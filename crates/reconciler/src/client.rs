@@ -302,27 +302,6 @@ impl Context {
         self.publish_related(user, type_, reason, note, None);
     }
 
-    /// [`Context::publish`] about the User `regarding` (known by name and uid only).
-    pub(crate) fn publish_regarding(
-        &self,
-        regarding: ObjectReference,
-        type_: EventType,
-        reason: &str,
-        note: String,
-    ) {
-        if !self.fence.is_held() {
-            return;
-        }
-        let event = Event {
-            type_,
-            reason: reason.to_owned(),
-            note: Some(note),
-            action: "Reconcile".to_owned(),
-            secondary: None,
-        };
-        self.events.publish_regarding(regarding, event);
-    }
-
     /// [`Context::publish`] with `related` as the Event's related object (`secondary`). The
     /// Recorder folds Events that differ only in their note into one series that keeps the
     /// first note, so a related object is what tells, say, a move to one Profile from a move
@@ -330,6 +309,19 @@ impl Context {
     pub(crate) fn publish_related(
         &self,
         user: &User,
+        type_: EventType,
+        reason: &str,
+        note: String,
+        related: Option<ObjectReference>,
+    ) {
+        self.publish_regarding(user.object_ref(&()), type_, reason, note, related);
+    }
+
+    /// [`Context::publish_related`] about the User `regarding`, which may be known by name and
+    /// uid only (another User than the one reconciled).
+    pub(crate) fn publish_regarding(
+        &self,
+        regarding: ObjectReference,
         type_: EventType,
         reason: &str,
         note: String,
@@ -345,7 +337,7 @@ impl Context {
             action: "Reconcile".to_owned(),
             secondary: related,
         };
-        self.events.publish(user, event);
+        self.events.publish_regarding(regarding, event);
     }
 }
 

@@ -392,6 +392,7 @@ fn tell_holder(user: &User, ctx: &Context, holder: &IdentityHolder) {
         EventType::Warning,
         Reason::DuplicateIdentity.as_str(),
         note,
+        None,
     );
 }
 
