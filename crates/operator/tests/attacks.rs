@@ -1481,3 +1481,47 @@ async fn the_scim_service_bounds_what_unauthenticated_clients_hold() {
         "{metrics}"
     );
 }
+
+/// Issue 45, finding 4, raced: five Users with one username created at once, before the
+/// operator has seen any of them. However the watch events and reconciles interleave, exactly
+/// one ends up with access (the oldest, on a tie the first by name), and every other one is
+/// `DuplicateIdentity` with nothing in its namespace.
+#[tokio::test]
+async fn users_raced_into_one_identity_end_with_exactly_one_home() {
+    let s = Scenario::new();
+    let hr = hr().await;
+    let c = admin().await;
+    let names: Vec<String> = (0..5).map(|i| format!("atk-twin-{i}")).collect();
+    let person = "atk-twin@example.com";
+    let twins: Vec<User> = names
+        .iter()
+        .map(|name| user(name, json!({ "identity": { "username": person } })))
+        .collect();
+    futures::future::join_all(twins.iter().map(|twin| s.create(&hr, twin))).await;
+    let users: Api<User> = Api::all(c.clone());
+    let reasons = eventually("every twin to settle", 60, || async {
+        let mut reasons = Vec::new();
+        for name in &names {
+            let u = users.get(name).await.ok()?;
+            let current = u.status.as_ref()?.observed_generation == u.metadata.generation;
+            let reason = reason(&u).filter(|_| current)?;
+            reasons.push(reason);
+        }
+        let provisioned = reasons.iter().filter(|r| *r == "Provisioned").count();
+        let refused = reasons.iter().filter(|r| *r == "DuplicateIdentity").count();
+        (provisioned == 1 && refused == names.len() - 1).then_some(reasons)
+    })
+    .await;
+    let holder = &names[reasons.iter().position(|r| r == "Provisioned").unwrap()];
+    for name in &names {
+        let ns = format!("user-{name}");
+        let expected = if name == holder { "yes" } else { "no" };
+        eventually(&format!("access in {ns} to be {expected}"), 30, || async {
+            (can_get_pods(person, &ns) == expected).then_some(())
+        })
+        .await;
+        if name != holder {
+            assert!(bindings(&c, &ns).await.is_empty(), "{ns} keeps a binding");
+        }
+    }
+}
