@@ -6,13 +6,12 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::*;
 use homestead_api::User;
-use homestead_testenv::{OPERATOR, SCIM, Supervised};
+use homestead_testenv::{OPERATOR, SCIM};
 use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::RoleBinding;
@@ -20,84 +19,9 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-/// Binds `homestead-hr` (from `rbac/`, applied with the rest of it) to [`HR_GROUP`], once.
-async fn hr() -> Client {
-    static BOUND: OnceLock<()> = OnceLock::new();
-    BOUND.get_or_init(|| {
-        let binding = json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": { "name": "homestead-hr-test" },
-            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                         "name": "homestead-hr" },
-            "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
-                           "name": HR_GROUP }],
-        });
-        let (ok, out) = kubectl(&["apply", "-f", "-"], &binding.to_string());
-        assert!(ok, "{out}");
-    });
-    env().plane.client(HR).await.unwrap()
-}
-
-/// A running `homestead scim` (HTTPS, as the SCIM ServiceAccount), started once per binary.
-struct ScimService {
-    address: String,
-    ca: PathBuf,
-    token: String,
-    _process: Supervised,
-}
-
 fn scim_service() -> &'static ScimService {
     static SERVICE: OnceLock<ScimService> = OnceLock::new();
     SERVICE.get_or_init(|| spawn_scim("scim-attacks", &[]))
-}
-
-/// Starts `homestead scim` (HTTPS, as the SCIM ServiceAccount) named `name`, with `extra`
-/// flags, and waits until it is ready.
-fn spawn_scim(name: &'static str, extra: &[&str]) -> ScimService {
-    install_scim_identity();
-    let plane = env().plane;
-    let dir = plane.dir().join(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    let credentials = homestead_testenv::scim_credentials(&dir).unwrap();
-    let token = std::fs::read_to_string(&credentials.token)
-        .unwrap()
-        .trim()
-        .to_owned();
-    let address = format!("127.0.0.1:{}", homestead_testenv::free_port().unwrap());
-    let kubeconfig = plane
-        .write_kubeconfig(SCIM, &dir.join("scim.kubeconfig"))
-        .unwrap();
-    let mut args = vec![
-        "--log-format=text".to_owned(),
-        "scim".to_owned(),
-        format!("--address={address}"),
-        format!("--token-file={}", credentials.token.display()),
-        format!("--tls-cert={}", credentials.cert.display()),
-        format!("--tls-key={}", credentials.key.display()),
-    ];
-    args.extend(extra.iter().map(|a| (*a).to_owned()));
-    let process = plane
-        .spawn(
-            name,
-            Path::new(env!("CARGO_BIN_EXE_homestead")),
-            &args,
-            &[
-                ("KUBECONFIG", kubeconfig.display().to_string()),
-                ("RUST_LOG", "info".to_owned()),
-            ],
-        )
-        .unwrap();
-    wait_until_ready(&process, || {
-        https_request(&address, &credentials.ca, "GET", "/readyz", &token, None)
-            .map(|(code, _)| code)
-            == Ok(200)
-    });
-    ScimService {
-        address,
-        ca: credentials.ca,
-        token,
-        _process: process,
-    }
 }
 
 /// A SCIM request with the service's bearer token, over HTTPS: status and JSON body.

@@ -11,10 +11,10 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use homestead_api::User;
-use homestead_testenv::{ADMIN, ControlPlane, Identity, OPERATOR, Supervised, free_port};
+use homestead_testenv::{ADMIN, ControlPlane, Identity, OPERATOR, SCIM, Supervised, free_port};
 use kube::Client;
 use kube::api::{Api, PostParams};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// A tenant identity with a token, for access checks; a member of [`TENANT_GROUP`].
 pub const TENANT: &str = TENANTS[0];
@@ -707,5 +707,80 @@ pub fn wait_until_ready(process: &Supervised, ready: impl Fn() -> bool) {
             process.log_tail(40)
         );
         std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Binds `homestead-hr` (from `rbac/`, applied with the rest of it) to [`HR_GROUP`], once.
+pub async fn hr() -> Client {
+    static BOUND: OnceLock<()> = OnceLock::new();
+    BOUND.get_or_init(|| {
+        let binding = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": { "name": "homestead-hr-test" },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                         "name": "homestead-hr" },
+            "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                           "name": HR_GROUP }],
+        });
+        let (ok, out) = kubectl(&["apply", "-f", "-"], &binding.to_string());
+        assert!(ok, "{out}");
+    });
+    env().plane.client(HR).await.unwrap()
+}
+
+/// A running `homestead scim` (HTTPS, as the SCIM ServiceAccount): its address, CA and token.
+pub struct ScimService {
+    pub address: String,
+    pub ca: std::path::PathBuf,
+    pub token: String,
+    _process: Supervised,
+}
+
+/// Starts `homestead scim` (HTTPS, as the SCIM ServiceAccount) named `name`, with `extra`
+/// flags, and waits until it is ready.
+pub fn spawn_scim(name: &'static str, extra: &[&str]) -> ScimService {
+    install_scim_identity();
+    let plane = env().plane;
+    let dir = plane.dir().join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let credentials = homestead_testenv::scim_credentials(&dir).unwrap();
+    let token = std::fs::read_to_string(&credentials.token)
+        .unwrap()
+        .trim()
+        .to_owned();
+    let address = format!("127.0.0.1:{}", homestead_testenv::free_port().unwrap());
+    let kubeconfig = plane
+        .write_kubeconfig(SCIM, &dir.join("scim.kubeconfig"))
+        .unwrap();
+    let mut args = vec![
+        "--log-format=text".to_owned(),
+        "scim".to_owned(),
+        format!("--address={address}"),
+        format!("--token-file={}", credentials.token.display()),
+        format!("--tls-cert={}", credentials.cert.display()),
+        format!("--tls-key={}", credentials.key.display()),
+    ];
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
+    let process = plane
+        .spawn(
+            name,
+            Path::new(env!("CARGO_BIN_EXE_homestead")),
+            &args,
+            &[
+                ("KUBECONFIG", kubeconfig.display().to_string()),
+                ("RUST_LOG", "info".to_owned()),
+            ],
+        )
+        .unwrap();
+    wait_until_ready(&process, || {
+        https_request(&address, &credentials.ca, "GET", "/readyz", &token, None)
+            .map(|(code, _)| code)
+            == Ok(200)
+    });
+    ScimService {
+        address,
+        ca: credentials.ca,
+        token,
+        _process: process,
     }
 }

@@ -1,0 +1,704 @@
+//! The oracle: reads only the cluster (objects, SubjectAccessReviews as each person, the API
+//! server's audit log, the leader Lease) and the workload's model, never the operator's code or
+//! metrics, and names every promise it finds broken. Each check stands for a sentence of
+//! docs/security.md or docs/design.md (listed in docs/soak.md) and allows the delay that
+//! sentence allows, measured from the change the API server accepted, moved past faults.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, Seek};
+use std::path::PathBuf;
+
+use futures::StreamExt;
+use homestead_api::User;
+use homestead_testenv::OPERATOR;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use kube::api::{Api, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde::{Deserialize, Serialize};
+
+use crate::common::{TENANT_GROUP, TENANTS};
+use crate::faults::LEASE;
+use crate::model::{Clock, Model, READY_ALLOWED, REVOCATION_ALLOWED};
+
+/// Namespaces nobody may give Homestead: the cluster's own.
+const RESERVED: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
+/// The roles Homestead's RoleBindings may grant (`--allowed-role`).
+const ALLOWED_ROLES: [&str; 3] = ["admin", "edit", "view"];
+
+/// A broken promise: which check, about what, when it was seen, and what was seen.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Violation {
+    pub check: String,
+    pub key: String,
+    pub at: f64,
+    pub detail: String,
+}
+
+/// What the cluster looked like at one moment.
+pub struct Snapshot {
+    pub at: f64,
+    pub users: Vec<User>,
+    pub namespaces: BTreeMap<String, Namespace>,
+    pub bindings: Vec<RoleBinding>,
+}
+
+/// The audit log, read as it grows: who created each RoleBinding, and the operator's writes.
+pub struct Audit {
+    path: PathBuf,
+    offset: u64,
+    /// (namespace, name) of a RoleBinding to the user whose create of it succeeded.
+    pub creators: BTreeMap<(String, String), String>,
+    /// The operator's successful writes so far (resource, namespace, name, verb).
+    pub operator_writes: Vec<(String, String, String, String)>,
+}
+
+impl Audit {
+    pub fn new(path: PathBuf) -> Self {
+        Self {
+            path,
+            offset: 0,
+            creators: BTreeMap::new(),
+            operator_writes: Vec::new(),
+        }
+    }
+
+    /// Skips what the log holds so far: the next [`Audit::read`] sees only what comes after.
+    pub fn skip_to_end(&mut self) {
+        self.offset = std::fs::metadata(&self.path).map_or(0, |m| m.len());
+    }
+
+    /// Reads the events written since the last call.
+    pub fn read(&mut self) {
+        let Ok(mut file) = std::fs::File::open(&self.path) else {
+            return;
+        };
+        if file.seek(std::io::SeekFrom::Start(self.offset)).is_err() {
+            return;
+        }
+        let mut reader = std::io::BufReader::new(file);
+        let mut line = String::new();
+        while reader.read_line(&mut line).unwrap_or(0) > 0 {
+            if !line.ends_with('\n') {
+                break; // half-written; read it whole next time
+            }
+            self.offset += line.len() as u64;
+            if let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) {
+                self.take(&event);
+            }
+            line.clear();
+        }
+    }
+
+    fn take(&mut self, e: &serde_json::Value) {
+        let ok = e["responseStatus"]["code"]
+            .as_u64()
+            .is_some_and(|c| c < 300);
+        let verb = e["verb"].as_str().unwrap_or_default();
+        if !ok
+            || !matches!(
+                verb,
+                "create" | "update" | "patch" | "delete" | "deletecollection"
+            )
+        {
+            return;
+        }
+        let r = &e["objectRef"];
+        let field = |k: &str| r[k].as_str().unwrap_or_default().to_owned();
+        let (resource, namespace, name) = (field("resource"), field("namespace"), field("name"));
+        let user = e["user"]["username"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if resource == "rolebindings" && matches!(verb, "create" | "patch") && !name.is_empty() {
+            self.creators
+                .entry((namespace.clone(), name.clone()))
+                .or_insert_with(|| user.clone());
+        }
+        if resource == "rolebindings" && verb == "delete" {
+            self.creators.remove(&(namespace.clone(), name.clone()));
+        }
+        if user == OPERATOR && !r["subresource"].is_string() {
+            self.operator_writes
+                .push((resource, namespace, name, verb.to_owned()));
+        } else if user == OPERATOR {
+            self.operator_writes.push((
+                format!(
+                    "{resource}/{}",
+                    r["subresource"].as_str().unwrap_or_default()
+                ),
+                namespace,
+                name,
+                verb.to_owned(),
+            ));
+        }
+    }
+}
+
+/// How long each revocation took, from the accepted change to the first observation of no
+/// binding and no access, in seconds.
+#[derive(Default)]
+pub struct Delays {
+    measured: BTreeSet<(String, String)>,
+    pub revocations: Vec<f64>,
+}
+
+/// The oracle's state between ticks.
+pub struct Oracle {
+    pub admin: Client,
+    pub clock: Clock,
+    pub audit: Audit,
+    pub delays: Delays,
+    /// Findings first seen at, by key, for checks that allow a delay from first sight.
+    first_seen: BTreeMap<String, f64>,
+    /// Keys already reported, so one broken promise is one violation.
+    reported: BTreeSet<String>,
+    last_renew: Option<String>,
+}
+
+/// A namespace in which nobody may have access: whose, since when, and why.
+struct Revoked {
+    namespace: String,
+    owner: String,
+    since: f64,
+    why: &'static str,
+}
+
+fn lower(s: &str) -> String {
+    s.to_ascii_lowercase()
+}
+
+impl Oracle {
+    pub fn new(admin: Client, clock: Clock, audit: PathBuf) -> Self {
+        Self {
+            admin,
+            clock,
+            audit: Audit::new(audit),
+            delays: Delays::default(),
+            first_seen: BTreeMap::new(),
+            reported: BTreeSet::new(),
+            last_renew: None,
+        }
+    }
+
+    /// Lists what the checks read. Fails if the API server does not answer (a fault).
+    pub async fn snapshot(&self) -> Result<Snapshot, kube::Error> {
+        let at = self.clock.now();
+        let users = Api::<User>::all(self.admin.clone())
+            .list(&ListParams::default())
+            .await?
+            .items;
+        let namespaces = Api::<Namespace>::all(self.admin.clone())
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .map(|n| (n.name_any(), n))
+            .collect();
+        let bindings = Api::<RoleBinding>::all(self.admin.clone())
+            .list(&ListParams::default())
+            .await?
+            .items;
+        Ok(Snapshot {
+            at,
+            users,
+            namespaces,
+            bindings,
+        })
+    }
+
+    /// Marks faults healed once the leader Lease is renewed after they ended.
+    pub async fn observe_lease(&mut self, model: &std::sync::Mutex<Model>) {
+        let Ok(Some(lease)) = Api::<Lease>::namespaced(self.admin.clone(), "homestead-system")
+            .get_opt(LEASE)
+            .await
+        else {
+            return;
+        };
+        let renew = lease
+            .spec
+            .and_then(|s| s.renew_time)
+            .map(|t| (t.0.to_string(), self.clock.at(t.0.into())));
+        let Some((stamp, renewed)) = renew else {
+            return;
+        };
+        if self.last_renew.as_ref() == Some(&stamp) {
+            return;
+        }
+        self.last_renew = Some(stamp);
+        let now = self.clock.now();
+        for fault in &mut model.lock().unwrap().faults {
+            if fault.healed.is_none() && fault.end.is_some_and(|end| renewed >= end) {
+                fault.healed = Some(now);
+            }
+        }
+    }
+
+    /// Runs every check on `snap` against `model`; returns the new violations.
+    pub async fn check(&mut self, snap: &Snapshot, model: &Model) -> Vec<Violation> {
+        self.audit.read();
+        let mut found = Vec::new();
+        self.revocation(snap, model, &mut found).await;
+        self.sources(snap, model, &mut found);
+        self.readiness(snap, model, &mut found);
+        self.foreign(model, &mut found);
+        found
+            .into_iter()
+            .filter(|v| self.reported.insert(v.key.clone()))
+            .collect()
+    }
+
+    /// The namespaces that must grant nobody anything at `t`, per the model: a User
+    /// suspended, deactivated, expired or offboarding; a User whose username an older live
+    /// User has (`DuplicateIdentity`); a namespace offboarded while it exists.
+    fn revoked(snap: &Snapshot, model: &Model) -> Vec<Revoked> {
+        let mut out = Vec::new();
+        let mut holders: BTreeMap<String, (String, String)> = BTreeMap::new();
+        for u in &snap.users {
+            let created = u
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.to_string())
+                .unwrap_or_default();
+            let key = lower(&u.spec.identity.username);
+            let candidate = (created, u.name_any());
+            holders
+                .entry(key)
+                .and_modify(|h| {
+                    if candidate < *h {
+                        *h = candidate.clone();
+                    }
+                })
+                .or_insert(candidate);
+        }
+        for u in &snap.users {
+            let Some(m) = model.users.get(&u.name_any()) else {
+                continue;
+            };
+            if u.metadata.uid.is_none() {
+                continue;
+            }
+            let namespace = u
+                .status
+                .as_ref()
+                .and_then(|s| s.namespace.clone())
+                .unwrap_or_else(|| m.namespace.clone());
+            if let Some(since) = m.revoked_since(snap.at) {
+                out.push(Revoked {
+                    namespace,
+                    owner: m.username.clone(),
+                    since,
+                    why: "suspended, deactivated, expired or offboarding",
+                });
+            } else if holders
+                .get(&lower(&u.spec.identity.username))
+                .is_some_and(|(_, holder)| *holder != u.name_any())
+            {
+                out.push(Revoked {
+                    namespace,
+                    owner: m.username.clone(),
+                    since: m.created_at,
+                    why: "its username belongs to an older User",
+                });
+            }
+        }
+        for o in &model.offboarded {
+            let exists = snap
+                .namespaces
+                .get(&o.namespace)
+                .is_some_and(|n| o.uid.is_some() && n.uid() == o.uid);
+            if exists {
+                out.push(Revoked {
+                    namespace: o.namespace.clone(),
+                    owner: o.owner.clone(),
+                    since: o.since,
+                    why: if o.retain { "retained" } else { "offboarded" },
+                });
+            }
+        }
+        // A squatted namespace is not Homestead's to revoke: a User naming it is refused.
+        out.retain(|r| {
+            !model.squatted.contains(&r.namespace) && snap.namespaces.contains_key(&r.namespace)
+        });
+        out
+    }
+
+    /// `revocation-removes-every-binding` and `revoked-means-no-access`.
+    async fn revocation(&mut self, snap: &Snapshot, model: &Model, found: &mut Vec<Violation>) {
+        let revoked = Self::revoked(snap, model);
+        for r in &revoked {
+            let bindings: Vec<&RoleBinding> = snap
+                .bindings
+                .iter()
+                .filter(|b| b.namespace().as_deref() == Some(r.namespace.as_str()))
+                .collect();
+            let mut who: BTreeSet<(String, Vec<String>)> = BTreeSet::new();
+            who.insert(identity(&r.owner));
+            who.insert(service_account(&r.namespace));
+            for b in &bindings {
+                for s in b.subjects.iter().flatten() {
+                    match s.kind.as_str() {
+                        "User" => {
+                            who.insert(identity(&s.name));
+                        }
+                        "Group" => {
+                            who.insert(("soak-group-member".into(), vec![s.name.clone()]));
+                        }
+                        _ => {
+                            let ns = s.namespace.clone().unwrap_or(r.namespace.clone());
+                            who.insert(service_account_named(&ns, &s.name));
+                        }
+                    }
+                }
+            }
+            let allowed = self.who_may_get_pods(&r.namespace, who).await;
+            let key = (r.namespace.clone(), format!("{:.3}", r.since));
+            if bindings.is_empty() && allowed.is_empty() {
+                // The first look that finds it done bounds how long it took.
+                if self.delays.measured.insert(key) {
+                    self.delays.revocations.push((snap.at - r.since).max(0.0));
+                }
+                continue;
+            }
+            let Some(deadline) = model.deadline(r.since, REVOCATION_ALLOWED) else {
+                continue;
+            };
+            if snap.at <= deadline {
+                continue;
+            }
+            let late = snap.at - r.since;
+            if !bindings.is_empty() {
+                found.push(Violation {
+                    check: "revocation-removes-every-binding".into(),
+                    key: format!("bindings {} {:.3}", r.namespace, r.since),
+                    at: snap.at,
+                    detail: format!(
+                        "{} ({}, since {:.1} s) still holds {} {:.1} s later",
+                        r.namespace,
+                        r.why,
+                        r.since,
+                        bindings
+                            .iter()
+                            .map(|b| b.name_any())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        late
+                    ),
+                });
+            }
+            if !allowed.is_empty() {
+                found.push(Violation {
+                    check: "revoked-means-no-access".into(),
+                    key: format!("access {} {:.3}", r.namespace, r.since),
+                    at: snap.at,
+                    detail: format!(
+                        "{} ({}, since {:.1} s): {} may get pods there {:.1} s later",
+                        r.namespace,
+                        r.why,
+                        r.since,
+                        allowed.join(", "),
+                        late
+                    ),
+                });
+            }
+        }
+    }
+
+    /// The identities among `who` that a SubjectAccessReview allows to get pods in `namespace`.
+    async fn who_may_get_pods(
+        &self,
+        namespace: &str,
+        who: BTreeSet<(String, Vec<String>)>,
+    ) -> Vec<String> {
+        let api: Api<SubjectAccessReview> = Api::all(self.admin.clone());
+        futures::stream::iter(who)
+            .map(|(user, groups)| {
+                let api = api.clone();
+                let review = SubjectAccessReview {
+                    spec: SubjectAccessReviewSpec {
+                        user: Some(user.clone()),
+                        groups: Some(groups),
+                        resource_attributes: Some(ResourceAttributes {
+                            namespace: Some(namespace.to_owned()),
+                            verb: Some("get".into()),
+                            resource: Some("pods".into()),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                };
+                async move {
+                    let answer = api.create(&PostParams::default(), &review).await.ok()?;
+                    answer.status?.allowed.then_some(user)
+                }
+            })
+            .buffer_unordered(8)
+            .filter_map(std::future::ready)
+            .collect()
+            .await
+    }
+
+    /// `every-access-has-a-source`: in a Homestead namespace, Homestead's RoleBinding names
+    /// the namespace's person with an allow-listed role, and every other RoleBinding was made
+    /// by that person or a ServiceAccount of the namespace.
+    fn sources(&mut self, snap: &Snapshot, model: &Model, found: &mut Vec<Violation>) {
+        let owners: BTreeMap<String, (String, String)> = snap
+            .users
+            .iter()
+            .filter(|u| model.users.contains_key(&u.name_any()))
+            .map(|u| {
+                (
+                    u.name_any(),
+                    (
+                        u.spec.identity.username.clone(),
+                        u.uid().unwrap_or_default(),
+                    ),
+                )
+            })
+            .collect();
+        let mut seen = BTreeSet::new();
+        for b in &snap.bindings {
+            let Some(ns) = b.namespace() else { continue };
+            let Some(namespace) = snap.namespaces.get(&ns) else {
+                continue;
+            };
+            let labels = namespace.labels();
+            if labels
+                .get("app.kubernetes.io/managed-by")
+                .map(String::as_str)
+                != Some("homestead")
+            {
+                continue;
+            }
+            let Some(owner) = labels.get("homestead.dev/user").and_then(|u| owners.get(u)) else {
+                continue;
+            };
+            let name = b.name_any();
+            let homestead = b
+                .labels()
+                .get("app.kubernetes.io/managed-by")
+                .map(String::as_str)
+                == Some("homestead");
+            let problem = if homestead {
+                let subjects_ok = b.subjects.iter().flatten().all(|s| {
+                    s.kind == "User" && s.name == owner.0
+                        || s.kind == "Group" && !s.name.starts_with("system:")
+                });
+                let role_ok = ALLOWED_ROLES.contains(&b.role_ref.name.as_str());
+                (!subjects_ok || !role_ok).then(|| {
+                    format!(
+                        "Homestead's {ns}/{name} grants {} to {:?}, not to {}",
+                        b.role_ref.name,
+                        b.subjects
+                            .iter()
+                            .flatten()
+                            .map(|s| s.name.clone())
+                            .collect::<Vec<_>>(),
+                        owner.0
+                    )
+                })
+            } else {
+                match self.audit.creators.get(&(ns.clone(), name.clone())) {
+                    None => None,
+                    Some(creator) => {
+                        let own_sa = creator.starts_with(&format!("system:serviceaccount:{ns}:"));
+                        (!lower(creator).eq(&lower(&owner.0)) && !own_sa && creator != OPERATOR)
+                            .then(|| {
+                                format!("{ns}/{name} was made by {creator}, not by {}", owner.0)
+                            })
+                    }
+                }
+            };
+            let Some(detail) = problem else { continue };
+            let key = format!(
+                "source {ns}/{name} {}",
+                b.metadata.resource_version.clone().unwrap_or_default()
+            );
+            seen.insert(key.clone());
+            let first = *self.first_seen.entry(key.clone()).or_insert(snap.at);
+            // A rewrite of Homestead's binding is repaired like any drift: allow that delay.
+            if model
+                .deadline(first, REVOCATION_ALLOWED)
+                .is_some_and(|d| snap.at > d)
+            {
+                found.push(Violation {
+                    check: "every-access-has-a-source".into(),
+                    key,
+                    at: snap.at,
+                    detail,
+                });
+            }
+        }
+        self.first_seen
+            .retain(|k, _| !k.starts_with("source ") || seen.contains(k));
+    }
+
+    /// `every-user-has-ready`: a Ready condition for the User's current generation within
+    /// [`READY_ALLOWED`] of the workload's last change to it.
+    fn readiness(&mut self, snap: &Snapshot, model: &Model, found: &mut Vec<Violation>) {
+        for u in &snap.users {
+            let Some(m) = model.users.get(&u.name_any()) else {
+                continue;
+            };
+            let Some(deadline) = model.deadline(m.changed_at, READY_ALLOWED) else {
+                continue;
+            };
+            if snap.at <= deadline {
+                continue;
+            }
+            let ready = u.ready_condition().is_some();
+            let current = u.metadata.deletion_timestamp.is_some()
+                || u.status.as_ref().and_then(|s| s.observed_generation) == u.metadata.generation;
+            if ready && current {
+                continue;
+            }
+            found.push(Violation {
+                check: "every-user-has-ready".into(),
+                key: format!("ready {} {:?}", u.name_any(), u.metadata.generation),
+                at: snap.at,
+                detail: format!(
+                    "User {} (generation {:?}, last changed at {:.1} s): Ready {}, observedGeneration {:?}",
+                    u.name_any(),
+                    u.metadata.generation,
+                    m.changed_at,
+                    if ready { "present" } else { "missing" },
+                    u.status.as_ref().and_then(|s| s.observed_generation)
+                ),
+            });
+        }
+    }
+
+    /// `foreign-namespaces-untouched`: the operator never wrote a namespace the platform made
+    /// by hand or a reserved one, nor anything in them (Events and its Lease aside).
+    fn foreign(&mut self, model: &Model, found: &mut Vec<Violation>) {
+        let foreign = |ns: &str| model.squatted.contains(ns) || RESERVED.contains(&ns);
+        for (resource, namespace, name, verb) in &self.audit.operator_writes {
+            let hit = (resource == "namespaces" && foreign(name))
+                || (foreign(namespace) && !matches!(resource.as_str(), "events" | "leases"));
+            if hit {
+                found.push(Violation {
+                    check: "foreign-namespaces-untouched".into(),
+                    key: format!("foreign {resource} {namespace} {name} {verb}"),
+                    at: self.clock.now(),
+                    detail: format!("the operator's {verb} of {resource} {namespace}/{name}"),
+                });
+            }
+        }
+        self.audit.operator_writes.clear();
+    }
+
+    /// After quiescence: `converged`, the cluster equals what the model asks for.
+    pub fn converged(snap: &Snapshot, model: &Model) -> Vec<String> {
+        let mut wrong = Vec::new();
+        let revoked: BTreeSet<String> = Self::revoked(snap, model)
+            .into_iter()
+            .map(|r| r.namespace)
+            .collect();
+        let in_cluster: BTreeMap<String, &User> =
+            snap.users.iter().map(|u| (u.name_any(), u)).collect();
+        for (name, m) in &model.users {
+            if m.deleting_at.is_some() {
+                if in_cluster.contains_key(name) {
+                    wrong.push(format!("User {name} was deleted and is still there"));
+                }
+                continue;
+            }
+            let Some(u) = in_cluster.get(name) else {
+                wrong.push(format!("User {name} is missing"));
+                continue;
+            };
+            let namespace = snap.namespaces.get(&m.namespace);
+            let owned = namespace.is_some_and(|n| {
+                n.labels().get("homestead.dev/user") == Some(name)
+                    && n.annotations().get("homestead.dev/user-uid") == u.uid().as_ref()
+            });
+            let homestead: Vec<&RoleBinding> = snap
+                .bindings
+                .iter()
+                .filter(|b| {
+                    b.namespace().as_deref() == Some(m.namespace.as_str())
+                        && b.labels()
+                            .get("app.kubernetes.io/managed-by")
+                            .map(String::as_str)
+                            == Some("homestead")
+                })
+                .collect();
+            let reason = u
+                .ready_condition()
+                .map(|c| c.reason.clone())
+                .unwrap_or_default();
+            if !owned {
+                // Someone else's namespace (made by hand, retained, or another User's).
+                if reason != "NamespaceConflict" && reason != "DuplicateIdentity" {
+                    wrong.push(format!(
+                        "User {name} does not own {} and says {reason:?}",
+                        m.namespace
+                    ));
+                }
+                continue;
+            }
+            if revoked.contains(&m.namespace) {
+                continue; // checked by the revocation checks
+            }
+            let role = m.expected_role(name, model);
+            let right = homestead.len() == 1
+                && homestead[0].role_ref.name == role
+                && homestead[0]
+                    .subjects
+                    .iter()
+                    .flatten()
+                    .any(|s| s.kind == "User" && s.name == m.username);
+            if !right || reason == "DuplicateIdentity" {
+                wrong.push(format!(
+                    "User {name} ({}, Ready reason {reason:?}) should have one RoleBinding granting {role} in {}; has {:?}",
+                    m.username,
+                    m.namespace,
+                    homestead
+                        .iter()
+                        .map(|b| format!("{} {} {:?}", b.name_any(), b.role_ref.name, b.subjects.iter().flatten().map(|s| s.name.clone()).collect::<Vec<_>>()))
+                        .collect::<Vec<_>>()
+                ));
+            }
+        }
+        for u in &snap.users {
+            let soak = u.name_any().starts_with("hr-") || u.name_any().starts_with("idp-");
+            if soak && !model.users.contains_key(&u.name_any()) {
+                wrong.push(format!(
+                    "User {} exists but the workload never made it",
+                    u.name_any()
+                ));
+            }
+        }
+        wrong
+    }
+}
+
+/// A person and their groups, as the API server authenticates them.
+fn identity(username: &str) -> (String, Vec<String>) {
+    let mut groups = vec!["system:authenticated".to_owned()];
+    if TENANTS.iter().any(|t| t.eq_ignore_ascii_case(username)) {
+        groups.push(TENANT_GROUP.to_owned());
+    }
+    (username.to_owned(), groups)
+}
+
+fn service_account(namespace: &str) -> (String, Vec<String>) {
+    service_account_named(namespace, "default")
+}
+
+fn service_account_named(namespace: &str, name: &str) -> (String, Vec<String>) {
+    (
+        format!("system:serviceaccount:{namespace}:{name}"),
+        vec![
+            "system:serviceaccounts".to_owned(),
+            format!("system:serviceaccounts:{namespace}"),
+            "system:authenticated".to_owned(),
+        ],
+    )
+}

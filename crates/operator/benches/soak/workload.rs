@@ -1,0 +1,1055 @@
+//! The seeded workload: what each actor does ([`Op`], every random choice inside it so a log
+//! replays exactly), how the next operation is drawn from the seed and the model
+//! ([`generate`]), and how one is carried out against the cluster and recorded in the model
+//! when the API server (or the SCIM service) accepted it ([`Actors::execute`]).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use homestead_api::{Profile, User};
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::common::{ScimService, TENANT_GROUP, TENANTS, https_request};
+use crate::faults::{Fault, Faults};
+use crate::model::{Clock, Model, ModelUser, Offboarded, Writer};
+
+/// The Profile the SCIM group selects for its members.
+pub const DIRECTORY_PROFILE: &str = "soak-directory";
+/// The SCIM group's display name, which [`DIRECTORY_PROFILE`] names.
+pub const GROUP_NAME: &str = "Soak Team";
+/// Profiles HR may name: role overrides allowed, one open and one isolated.
+pub const HR_PROFILES: [&str; 2] = ["soak-open", "soak-isolated"];
+/// The allow-listed roles.
+const ROLES: [&str; 3] = ["view", "edit", "admin"];
+/// People HR onboards: the tenants with tokens first (they act), then people without one.
+const PEOPLE: [&str; 9] = [
+    TENANTS[0],
+    TENANTS[1],
+    TENANTS[2],
+    TENANTS[3],
+    TENANTS[4],
+    TENANTS[5],
+    "soak-pat@example.com",
+    "soak-quinn@example.com",
+    "soak-rae@example.com",
+];
+/// How many User names HR and SCIM draw from (`hr-NN`, `idp-N`): few, so names and namespaces
+/// are reused after offboarding.
+const HR_NAMES: u32 = 14;
+const IDP_NAMES: u32 = 7;
+/// Namespaces the platform may make by hand (`user-squat-N`).
+const SQUATS: u32 = 3;
+
+/// One operation of one actor, with every random choice made.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub enum Op {
+    HrCreate {
+        name: String,
+        username: String,
+        role: Option<String>,
+        profile: Option<String>,
+        retain: bool,
+        namespace: Option<String>,
+    },
+    HrSuspend {
+        name: String,
+        suspended: bool,
+    },
+    /// `validUntil` this many whole seconds ahead.
+    HrExpire {
+        name: String,
+        seconds: u64,
+    },
+    HrRenew {
+        name: String,
+    },
+    HrRole {
+        name: String,
+        role: Option<String>,
+    },
+    HrProfile {
+        name: String,
+        profile: Option<String>,
+    },
+    HrDelete {
+        name: String,
+    },
+    ScimCreate {
+        name: String,
+        user_name: String,
+    },
+    /// PATCH `active`, sent `times` times (an identity provider's retries).
+    ScimActive {
+        name: String,
+        active: bool,
+        times: u32,
+    },
+    /// PUT of the whole User without `active`, as several identity providers send.
+    ScimPutWithoutActive {
+        name: String,
+    },
+    ScimRename {
+        name: String,
+        user_name: String,
+    },
+    ScimDelete {
+        name: String,
+    },
+    /// PUT of the group with these members.
+    ScimGroup {
+        members: Vec<String>,
+    },
+    /// A tenant creates `count` RoleBindings to `subject` (`self`, a username, `group` or
+    /// `serviceaccount`) in their namespace, as fast as they can.
+    TenantBindings {
+        tenant: usize,
+        subject: String,
+        role: String,
+        count: u32,
+    },
+    /// A tenant adds a subject to Homestead's own RoleBinding.
+    TenantRewriteHomestead {
+        tenant: usize,
+        subject: String,
+    },
+    /// A tenant tries an allow-all NetworkPolicy (refused in an isolated namespace).
+    TenantOpenIsolation {
+        tenant: usize,
+    },
+    /// A tenant tries a Service with `externalIPs` (always refused).
+    TenantExternalIp {
+        tenant: usize,
+    },
+    PlatformProfileRole {
+        profile: String,
+        role: String,
+    },
+    PlatformSquat {
+        namespace: String,
+    },
+    /// The platform deletes a namespace retained from an offboarded User.
+    PlatformPurge {
+        namespace: String,
+    },
+    /// Operations at the same time.
+    Race {
+        ops: Vec<Op>,
+    },
+    Fault {
+        fault: Fault,
+    },
+}
+
+impl Op {
+    /// The actor, for the summary: hr, scim, tenant, platform, race or fault.
+    pub fn actor(&self) -> &'static str {
+        match self {
+            Op::HrCreate { .. }
+            | Op::HrSuspend { .. }
+            | Op::HrExpire { .. }
+            | Op::HrRenew { .. }
+            | Op::HrRole { .. }
+            | Op::HrProfile { .. }
+            | Op::HrDelete { .. } => "hr",
+            Op::ScimCreate { .. }
+            | Op::ScimActive { .. }
+            | Op::ScimPutWithoutActive { .. }
+            | Op::ScimRename { .. }
+            | Op::ScimDelete { .. }
+            | Op::ScimGroup { .. } => "scim",
+            Op::TenantBindings { .. }
+            | Op::TenantRewriteHomestead { .. }
+            | Op::TenantOpenIsolation { .. }
+            | Op::TenantExternalIp { .. } => "tenant",
+            Op::PlatformProfileRole { .. }
+            | Op::PlatformSquat { .. }
+            | Op::PlatformPurge { .. } => "platform",
+            Op::Race { .. } => "race",
+            Op::Fault { .. } => "fault",
+        }
+    }
+}
+
+fn pick<'a, T>(rng: &mut fastrand::Rng, items: &'a [T]) -> Option<&'a T> {
+    (!items.is_empty()).then(|| &items[rng.usize(..items.len())])
+}
+
+fn maybe_role(rng: &mut fastrand::Rng) -> Option<String> {
+    rng.bool()
+        .then(|| ROLES[rng.usize(..ROLES.len())].to_owned())
+}
+
+/// The next operation, drawn from `rng` given what the model holds at `now`; `fault_ok` says
+/// whether a fault may start (one at a time, a few seconds apart).
+pub fn generate(rng: &mut fastrand::Rng, model: &Model, fault_ok: bool) -> Op {
+    let live = |writer: Writer| -> Vec<String> {
+        model
+            .users
+            .iter()
+            .filter(|(_, u)| u.writer == writer && u.deleting_at.is_none())
+            .map(|(n, _)| n.clone())
+            .collect()
+    };
+    let (hr, idp) = (live(Writer::Hr), live(Writer::Scim));
+    let roll = rng.u32(..100);
+    match roll {
+        _ if roll < 33 || hr.len() < 3 => hr_op(rng, model, &hr),
+        33..55 => scim_op(rng, model, &idp),
+        55..75 => tenant_op(rng, model).unwrap_or_else(|| hr_op(rng, model, &hr)),
+        75..83 => platform_op(rng, model),
+        83..91 => race(rng, model, &hr).unwrap_or_else(|| hr_op(rng, model, &hr)),
+        _ if fault_ok => Op::Fault {
+            fault: Fault::draw(rng),
+        },
+        _ => hr_op(rng, model, &hr),
+    }
+}
+
+fn hr_op(rng: &mut fastrand::Rng, model: &Model, live: &[String]) -> Op {
+    let free: Vec<String> = (0..HR_NAMES)
+        .map(|i| format!("hr-{i:02}"))
+        .filter(|n| !model.users.contains_key(n))
+        .collect();
+    if (live.len() < 3 || rng.u32(..100) < 22)
+        && let Some(name) = pick(rng, &free)
+    {
+        return hr_create(rng, model, name.clone());
+    }
+    let Some(name) = pick(rng, live).cloned() else {
+        return hr_create(rng, model, "hr-00".to_owned());
+    };
+    let user = &model.users[&name];
+    match rng.u32(..100) {
+        0..25 => Op::HrSuspend {
+            name,
+            suspended: user.suspended_at.is_none(),
+        },
+        25..35 => Op::HrExpire {
+            name,
+            seconds: rng.u64(2..9),
+        },
+        35..50 => Op::HrRenew { name },
+        50..65 => Op::HrRole {
+            name,
+            role: maybe_role(rng),
+        },
+        65..78 => Op::HrProfile {
+            name,
+            profile: rng.bool().then(|| HR_PROFILES[rng.usize(..2)].to_owned()),
+        },
+        _ => Op::HrDelete { name },
+    }
+}
+
+fn hr_create(rng: &mut fastrand::Rng, model: &Model, name: String) -> Op {
+    let taken = |p: &&str| {
+        model
+            .users
+            .values()
+            .any(|u| u.username.eq_ignore_ascii_case(p))
+    };
+    let unclaimed: Vec<&str> = PEOPLE.iter().copied().filter(|p| !taken(p)).collect();
+    // Mostly a person without a User; sometimes a second User for someone who has one (HR's
+    // mistake, or an attempt to give a suspended person access again).
+    let username = match pick(rng, &unclaimed) {
+        Some(p) if rng.u32(..100) < 85 => (*p).to_owned(),
+        _ => PEOPLE[rng.usize(..PEOPLE.len())].to_owned(),
+    };
+    let namespace = (rng.u32(..100) < 8)
+        .then(|| model.squatted.iter().next().cloned())
+        .flatten();
+    Op::HrCreate {
+        name,
+        username,
+        role: maybe_role(rng),
+        profile: (rng.u32(..100) < 60).then(|| HR_PROFILES[rng.usize(..2)].to_owned()),
+        retain: rng.bool(),
+        namespace,
+    }
+}
+
+fn scim_op(rng: &mut fastrand::Rng, model: &Model, live: &[String]) -> Op {
+    let free: Vec<u32> = (0..IDP_NAMES)
+        .filter(|i| !model.users.contains_key(&format!("idp-{i}")))
+        .collect();
+    if (live.len() < 2 || rng.u32(..100) < 20)
+        && let Some(i) = pick(rng, &free)
+    {
+        return Op::ScimCreate {
+            name: format!("idp-{i}"),
+            user_name: format!("idp-{i}@example.com"),
+        };
+    }
+    let Some(name) = pick(rng, live).cloned() else {
+        return Op::ScimCreate {
+            name: "idp-0".to_owned(),
+            user_name: "idp-0@example.com".to_owned(),
+        };
+    };
+    match rng.u32(..100) {
+        0..30 => Op::ScimActive {
+            active: model.users[&name].deactivated_at.is_some(),
+            name,
+            times: rng.u32(1..3),
+        },
+        30..45 => Op::ScimPutWithoutActive { name },
+        45..55 => Op::ScimRename {
+            user_name: format!("{name}.r{}@example.com", rng.u32(..1000)),
+            name,
+        },
+        55..70 => Op::ScimDelete { name },
+        _ => Op::ScimGroup {
+            members: live.iter().filter(|_| rng.bool()).cloned().collect(),
+        },
+    }
+}
+
+/// The tenants (indexes into [`TENANTS`]) that have a User.
+fn tenants_with_users(model: &Model) -> Vec<usize> {
+    (0..TENANTS.len())
+        .filter(|&i| {
+            model
+                .users
+                .values()
+                .any(|u| u.username == TENANTS[i] && u.deleting_at.is_none())
+        })
+        .collect()
+}
+
+fn tenant_op(rng: &mut fastrand::Rng, model: &Model) -> Option<Op> {
+    let tenant = *pick(rng, &tenants_with_users(model))?;
+    Some(match rng.u32(..100) {
+        0..55 => tenant_bindings(rng, tenant),
+        55..70 => Op::TenantRewriteHomestead {
+            tenant,
+            subject: PEOPLE[rng.usize(..PEOPLE.len())].to_owned(),
+        },
+        70..85 => Op::TenantOpenIsolation { tenant },
+        _ => Op::TenantExternalIp { tenant },
+    })
+}
+
+fn tenant_bindings(rng: &mut fastrand::Rng, tenant: usize) -> Op {
+    let subject = match rng.u32(..4) {
+        0 => "self".to_owned(),
+        1 => "group".to_owned(),
+        2 => "serviceaccount".to_owned(),
+        _ => PEOPLE[rng.usize(..PEOPLE.len())].to_owned(),
+    };
+    Op::TenantBindings {
+        tenant,
+        subject,
+        role: ROLES[rng.usize(..ROLES.len())].to_owned(),
+        count: rng.u32(2..16),
+    }
+}
+
+fn platform_op(rng: &mut fastrand::Rng, model: &Model) -> Op {
+    let retained: Vec<String> = model
+        .offboarded
+        .iter()
+        .filter(|o| o.retain)
+        .map(|o| o.namespace.clone())
+        .collect();
+    match rng.u32(..100) {
+        0..55 => {
+            let profiles = [HR_PROFILES[0], HR_PROFILES[1], DIRECTORY_PROFILE];
+            Op::PlatformProfileRole {
+                profile: profiles[rng.usize(..3)].to_owned(),
+                role: ROLES[rng.usize(..ROLES.len())].to_owned(),
+            }
+        }
+        55..75 if !retained.is_empty() => Op::PlatformPurge {
+            namespace: pick(rng, &retained).unwrap().clone(),
+        },
+        _ => Op::PlatformSquat {
+            namespace: format!("user-squat-{}", rng.u32(..SQUATS)),
+        },
+    }
+}
+
+/// A change of a person's state at the same moment as that person fills their namespace with
+/// RoleBindings: the races reviews found holes in.
+fn race(rng: &mut fastrand::Rng, model: &Model, live: &[String]) -> Option<Op> {
+    let tenant = *pick(rng, &tenants_with_users(model))?;
+    let name = live
+        .iter()
+        .find(|n| model.users[*n].username == TENANTS[tenant])?
+        .clone();
+    let change = match rng.u32(..4) {
+        0 => Op::HrSuspend {
+            suspended: model.users[&name].suspended_at.is_none(),
+            name,
+        },
+        1 => Op::HrRole {
+            name,
+            role: Some("view".to_owned()),
+        },
+        2 => Op::HrExpire { name, seconds: 1 },
+        _ => Op::HrDelete { name },
+    };
+    Some(Op::Race {
+        ops: vec![tenant_bindings(rng, tenant), change],
+    })
+}
+
+/// What one operation came to: whether it was accepted, and what happened, in a few words.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Outcome {
+    pub ok: bool,
+    pub detail: String,
+}
+
+impl Outcome {
+    fn from<T>(result: Result<T, kube::Error>) -> Self {
+        match result {
+            Ok(_) => Self::ok("accepted"),
+            Err(e) => Self::refused(e),
+        }
+    }
+
+    fn ok(detail: impl Into<String>) -> Self {
+        Self {
+            ok: true,
+            detail: detail.into(),
+        }
+    }
+
+    fn refused(why: impl std::fmt::Display) -> Self {
+        Self {
+            ok: false,
+            detail: why.to_string(),
+        }
+    }
+}
+
+/// The actors' credentials and what they need to act: the admin (the platform), HR (bound to
+/// `homestead-hr`), each tenant's own token, the SCIM service; and the model they write.
+pub struct Actors {
+    pub admin: Client,
+    pub hr: Client,
+    pub tenants: Vec<Client>,
+    pub scim: &'static ScimService,
+    pub model: Arc<Mutex<Model>>,
+    pub clock: Clock,
+    pub faults: Arc<Faults>,
+    /// SCIM ids of the service's Users, by User name, and the group's id.
+    scim_ids: Mutex<BTreeMap<String, String>>,
+    group_id: Mutex<Option<String>>,
+    /// Promises the workload itself saw broken: a write that had to be refused was accepted.
+    pub broken: Mutex<Vec<String>>,
+}
+
+impl Actors {
+    pub fn new(
+        admin: Client,
+        hr: Client,
+        tenants: Vec<Client>,
+        scim: &'static ScimService,
+        model: Arc<Mutex<Model>>,
+        clock: Clock,
+        faults: Arc<Faults>,
+    ) -> Self {
+        Self {
+            admin,
+            hr,
+            tenants,
+            scim,
+            model,
+            clock,
+            faults,
+            scim_ids: Mutex::default(),
+            group_id: Mutex::default(),
+            broken: Mutex::default(),
+        }
+    }
+
+    /// Carries out `op` and records in the model what was accepted.
+    pub fn execute<'a>(
+        &'a self,
+        op: &'a Op,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Outcome> + Send + 'a>> {
+        Box::pin(async move {
+            match op {
+                Op::Race { ops } => {
+                    let outcomes =
+                        futures::future::join_all(ops.iter().map(|o| self.execute(o))).await;
+                    let detail: Vec<String> = outcomes.iter().map(|o| o.detail.clone()).collect();
+                    Outcome {
+                        ok: outcomes.iter().any(|o| o.ok),
+                        detail: detail.join(" | "),
+                    }
+                }
+                Op::Fault { fault } => self.faults.inject(fault.clone(), &self.model, self.clock),
+                Op::HrCreate { .. }
+                | Op::HrSuspend { .. }
+                | Op::HrExpire { .. }
+                | Op::HrRenew { .. }
+                | Op::HrRole { .. }
+                | Op::HrProfile { .. }
+                | Op::HrDelete { .. } => self.hr(op).await,
+                Op::ScimCreate { .. }
+                | Op::ScimActive { .. }
+                | Op::ScimPutWithoutActive { .. }
+                | Op::ScimRename { .. }
+                | Op::ScimDelete { .. }
+                | Op::ScimGroup { .. } => self.scim(op).await,
+                Op::TenantBindings { .. }
+                | Op::TenantRewriteHomestead { .. }
+                | Op::TenantOpenIsolation { .. }
+                | Op::TenantExternalIp { .. } => self.tenant(op).await,
+                Op::PlatformProfileRole { .. }
+                | Op::PlatformSquat { .. }
+                | Op::PlatformPurge { .. } => self.platform(op).await,
+            }
+        })
+    }
+
+    /// Records a change of User `name` accepted now.
+    fn changed(&self, name: &str, change: impl FnOnce(&mut ModelUser, f64)) {
+        let now = self.clock.now();
+        if let Some(user) = self.model.lock().unwrap().user(name) {
+            change(user, now);
+            user.changed_at = now;
+        }
+    }
+
+    async fn merge(&self, name: &str, spec: Value) -> Result<User, kube::Error> {
+        Api::<User>::all(self.hr.clone())
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "spec": spec })),
+            )
+            .await
+    }
+
+    async fn hr(&self, op: &Op) -> Outcome {
+        match op {
+            Op::HrCreate {
+                name,
+                username,
+                role,
+                profile,
+                retain,
+                namespace,
+            } => {
+                let mut spec = json!({
+                    "identity": { "username": username },
+                    "deletionPolicy": if *retain { "Retain" } else { "Delete" },
+                });
+                if let Some(role) = role {
+                    spec["role"] = json!(role);
+                }
+                if let Some(profile) = profile {
+                    spec["profile"] = json!(profile);
+                }
+                if let Some(namespace) = namespace {
+                    spec["namespace"] = json!({ "name": namespace });
+                }
+                let user: User = serde_json::from_value(json!({
+                    "apiVersion": "homestead.dev/v1alpha1", "kind": "User",
+                    "metadata": { "name": name }, "spec": spec,
+                }))
+                .expect("a valid User");
+                let result = Api::<User>::all(self.hr.clone())
+                    .create(&PostParams::default(), &user)
+                    .await;
+                if let Ok(created) = &result {
+                    let now = self.clock.now();
+                    let mut model = self.model.lock().unwrap();
+                    model.usernames.insert(username.clone());
+                    model.users.insert(
+                        name.clone(),
+                        ModelUser {
+                            username: username.clone(),
+                            uid: created.uid(),
+                            writer: Writer::Hr,
+                            role: role.clone(),
+                            profile: profile.clone(),
+                            retain: *retain,
+                            namespace: namespace.clone().unwrap_or_else(|| format!("user-{name}")),
+                            suspended_at: None,
+                            deactivated_at: None,
+                            valid_until: None,
+                            deleting_at: None,
+                            created_at: now,
+                            changed_at: now,
+                        },
+                    );
+                }
+                Outcome::from(result)
+            }
+            Op::HrSuspend { name, suspended } => {
+                let result = self.merge(name, json!({ "suspended": suspended })).await;
+                if result.is_ok() {
+                    self.changed(name, |u, now| {
+                        u.suspended_at = match (suspended, u.suspended_at) {
+                            (true, Some(at)) => Some(at),
+                            (true, None) => Some(now),
+                            (false, _) => None,
+                        };
+                    });
+                }
+                Outcome::from(result)
+            }
+            Op::HrExpire { name, seconds } => {
+                // Whole seconds: the API server keeps validUntil to the second.
+                let now = self.clock.now();
+                let whole = self
+                    .clock
+                    .wall(now + *seconds as f64)
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .expect("a time after 1970")
+                    .as_secs();
+                let stamp = k8s_openapi::jiff::Timestamp::from_second(whole as i64)
+                    .expect("a time jiff represents")
+                    .strftime("%Y-%m-%dT%H:%M:%SZ")
+                    .to_string();
+                let at = self
+                    .clock
+                    .at(std::time::UNIX_EPOCH + Duration::from_secs(whole));
+                let result = self.merge(name, json!({ "validUntil": stamp })).await;
+                if result.is_ok() {
+                    self.changed(name, |u, _| u.valid_until = Some(at));
+                }
+                Outcome::from(result)
+            }
+            Op::HrRenew { name } => {
+                let result = self.merge(name, json!({ "validUntil": null })).await;
+                if result.is_ok() {
+                    self.changed(name, |u, _| u.valid_until = None);
+                }
+                Outcome::from(result)
+            }
+            Op::HrRole { name, role } => {
+                let result = self.merge(name, json!({ "role": role })).await;
+                if result.is_ok() {
+                    self.changed(name, |u, _| u.role.clone_from(role));
+                }
+                Outcome::from(result)
+            }
+            Op::HrProfile { name, profile } => {
+                let result = self.merge(name, json!({ "profile": profile })).await;
+                if result.is_ok() {
+                    self.changed(name, |u, _| u.profile.clone_from(profile));
+                }
+                Outcome::from(result)
+            }
+            Op::HrDelete { name } => {
+                let result = Api::<User>::all(self.hr.clone())
+                    .delete(name, &DeleteParams::default())
+                    .await;
+                if result.is_ok() {
+                    self.offboarding(name).await;
+                }
+                Outcome::from(result)
+            }
+            _ => unreachable!("not HR's"),
+        }
+    }
+
+    /// Records that User `name`'s deletion was accepted now: its namespace, if it has one (the
+    /// Namespace of that name annotated with the User's uid), grants nothing from here on.
+    async fn offboarding(&self, name: &str) {
+        let now = self.clock.now();
+        let Some(user) = self.model.lock().unwrap().users.get(name).cloned() else {
+            return;
+        };
+        let uid = Api::<Namespace>::all(self.admin.clone())
+            .get_opt(&user.namespace)
+            .await
+            .ok()
+            .flatten()
+            .filter(|n| {
+                user.uid.is_some()
+                    && n.annotations().get("homestead.dev/user-uid") == user.uid.as_ref()
+            })
+            .and_then(|n| n.uid());
+        let mut model = self.model.lock().unwrap();
+        model.offboarded.push(Offboarded {
+            namespace: user.namespace.clone(),
+            uid,
+            owner: user.username.clone(),
+            since: now,
+            retain: user.retain,
+        });
+        model.group.remove(name);
+        if let Some(u) = model.user(name) {
+            u.deleting_at = Some(now);
+        }
+    }
+
+    /// A SCIM request: status and JSON body (`Null` if none), or the error if it failed.
+    async fn call(&self, method: &'static str, path: String, body: Option<Value>) -> (u16, Value) {
+        let scim = self.scim;
+        tokio::task::spawn_blocking(move || {
+            match https_request(
+                &scim.address,
+                &scim.ca,
+                method,
+                &format!("/scim/v2{path}"),
+                &scim.token,
+                body.as_ref(),
+            ) {
+                Ok((code, text)) => (code, serde_json::from_str(&text).unwrap_or(Value::Null)),
+                Err(e) => (0, Value::String(e)),
+            }
+        })
+        .await
+        .expect("the SCIM request's thread")
+    }
+
+    fn scim_id(&self, name: &str) -> Option<String> {
+        self.scim_ids.lock().unwrap().get(name).cloned()
+    }
+
+    async fn scim(&self, op: &Op) -> Outcome {
+        let outcome = |code: u16, body: &Value| Outcome {
+            ok: (200..300).contains(&code),
+            detail: if (200..300).contains(&code) {
+                format!("{code}")
+            } else {
+                format!("{code} {body}")
+            },
+        };
+        let user_path = |name: &str| self.scim_id(name).map(|id| format!("/Users/{id}"));
+        match op {
+            Op::ScimCreate { name, user_name } => {
+                let body = json!({
+                    "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"],
+                    "userName": user_name, "active": true,
+                });
+                let (code, created) = self.call("POST", "/Users".into(), Some(body)).await;
+                if code == 201 {
+                    let id = created["id"].as_str().unwrap_or_default().to_owned();
+                    self.scim_ids.lock().unwrap().insert(name.clone(), id);
+                    let uid = Api::<User>::all(self.admin.clone())
+                        .get_opt(name)
+                        .await
+                        .ok()
+                        .flatten()
+                        .and_then(|u| u.uid());
+                    let now = self.clock.now();
+                    let mut model = self.model.lock().unwrap();
+                    model.usernames.insert(user_name.clone());
+                    model.users.insert(
+                        name.clone(),
+                        ModelUser {
+                            username: user_name.clone(),
+                            uid,
+                            writer: Writer::Scim,
+                            role: None,
+                            profile: None,
+                            retain: false,
+                            namespace: format!("user-{name}"),
+                            suspended_at: None,
+                            deactivated_at: None,
+                            valid_until: None,
+                            deleting_at: None,
+                            created_at: now,
+                            changed_at: now,
+                        },
+                    );
+                }
+                outcome(code, &created)
+            }
+            Op::ScimActive {
+                name,
+                active,
+                times,
+            } => {
+                let Some(path) = user_path(name) else {
+                    return Outcome::refused("no SCIM id");
+                };
+                let body = json!({
+                    "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+                    "Operations": [{ "op": "replace", "path": "active", "value": active }],
+                });
+                let mut last = (0, Value::Null);
+                for _ in 0..*times {
+                    last = self.call("PATCH", path.clone(), Some(body.clone())).await;
+                    if (200..300).contains(&last.0) {
+                        self.changed(name, |u, now| {
+                            u.deactivated_at = match (active, u.deactivated_at) {
+                                (false, Some(at)) => Some(at),
+                                (false, None) => Some(now),
+                                (true, _) => None,
+                            };
+                        });
+                    }
+                }
+                outcome(last.0, &last.1)
+            }
+            Op::ScimPutWithoutActive { name } => {
+                let Some(path) = user_path(name) else {
+                    return Outcome::refused("no SCIM id");
+                };
+                let username = self
+                    .model
+                    .lock()
+                    .unwrap()
+                    .users
+                    .get(name)
+                    .map(|u| u.username.clone());
+                let body = json!({
+                    "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"],
+                    "userName": username, "displayName": format!("{name} (updated)"),
+                });
+                let (code, body) = self.call("PUT", path, Some(body)).await;
+                if (200..300).contains(&code) {
+                    // An absent active changes nothing (docs/security.md).
+                    self.changed(name, |_, _| {});
+                }
+                outcome(code, &body)
+            }
+            Op::ScimRename { name, user_name } => {
+                let Some(path) = user_path(name) else {
+                    return Outcome::refused("no SCIM id");
+                };
+                let body = json!({
+                    "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+                    "Operations": [{ "op": "replace", "path": "userName", "value": user_name }],
+                });
+                let (code, body) = self.call("PATCH", path, Some(body)).await;
+                if (200..300).contains(&code) {
+                    self.model
+                        .lock()
+                        .unwrap()
+                        .usernames
+                        .insert(user_name.clone());
+                    self.changed(name, |u, _| u.username.clone_from(user_name));
+                }
+                outcome(code, &body)
+            }
+            Op::ScimDelete { name } => {
+                let Some(path) = user_path(name) else {
+                    return Outcome::refused("no SCIM id");
+                };
+                let (code, body) = self.call("DELETE", path, None).await;
+                if (200..300).contains(&code) {
+                    self.offboarding(name).await;
+                }
+                outcome(code, &body)
+            }
+            Op::ScimGroup { members } => {
+                let ids: Vec<Value> = members
+                    .iter()
+                    .filter_map(|m| self.scim_id(m))
+                    .map(|id| json!({ "value": id }))
+                    .collect();
+                let body = json!({
+                    "schemas": ["urn:ietf:params:scim:schemas:core:2.0:Group"],
+                    "displayName": GROUP_NAME, "members": ids,
+                });
+                let id = self.group_id.lock().unwrap().clone();
+                let (code, answer) = match id {
+                    Some(id) => self.call("PUT", format!("/Groups/{id}"), Some(body)).await,
+                    None => self.call("POST", "/Groups".into(), Some(body)).await,
+                };
+                if (200..300).contains(&code) {
+                    if let Some(id) = answer["id"].as_str() {
+                        *self.group_id.lock().unwrap() = Some(id.to_owned());
+                    }
+                    let now = self.clock.now();
+                    let mut model = self.model.lock().unwrap();
+                    let old =
+                        std::mem::replace(&mut model.group, members.iter().cloned().collect());
+                    for name in old.symmetric_difference(&model.group.clone()) {
+                        if let Some(u) = model.user(name) {
+                            u.changed_at = now;
+                        }
+                    }
+                }
+                outcome(code, &answer)
+            }
+            _ => unreachable!("not SCIM's"),
+        }
+    }
+
+    /// The namespace of tenant `i`'s oldest live User (the one that holds their identity).
+    fn tenant_namespace(&self, tenant: usize) -> Option<String> {
+        let model = self.model.lock().unwrap();
+        model
+            .users
+            .values()
+            .filter(|u| u.username == TENANTS[tenant] && u.deleting_at.is_none())
+            .min_by(|a, b| a.created_at.total_cmp(&b.created_at))
+            .map(|u| u.namespace.clone())
+    }
+
+    async fn tenant(&self, op: &Op) -> Outcome {
+        let tenant = match op {
+            Op::TenantBindings { tenant, .. }
+            | Op::TenantRewriteHomestead { tenant, .. }
+            | Op::TenantOpenIsolation { tenant }
+            | Op::TenantExternalIp { tenant } => *tenant,
+            _ => unreachable!("not a tenant's"),
+        };
+        let Some(ns) = self.tenant_namespace(tenant) else {
+            return Outcome::refused("no namespace");
+        };
+        let client = self.tenants[tenant].clone();
+        match op {
+            Op::TenantBindings {
+                subject,
+                role,
+                count,
+                ..
+            } => {
+                let subject = match subject.as_str() {
+                    "self" => {
+                        json!({ "kind": "User", "name": TENANTS[tenant], "apiGroup": "rbac.authorization.k8s.io" })
+                    }
+                    "group" => {
+                        json!({ "kind": "Group", "name": TENANT_GROUP, "apiGroup": "rbac.authorization.k8s.io" })
+                    }
+                    "serviceaccount" => {
+                        json!({ "kind": "ServiceAccount", "name": "default", "namespace": ns })
+                    }
+                    person => {
+                        json!({ "kind": "User", "name": person, "apiGroup": "rbac.authorization.k8s.io" })
+                    }
+                };
+                let api: Api<RoleBinding> = Api::namespaced(client, &ns);
+                let mut made = 0;
+                for _ in 0..*count {
+                    let binding: RoleBinding = serde_json::from_value(json!({
+                        "metadata": { "generateName": "tenant-" },
+                        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role },
+                        "subjects": [subject],
+                    }))
+                    .expect("a valid RoleBinding");
+                    if api.create(&PostParams::default(), &binding).await.is_ok() {
+                        made += 1;
+                    }
+                }
+                Outcome {
+                    ok: made > 0,
+                    detail: format!("{made} of {count} created in {ns}"),
+                }
+            }
+            Op::TenantRewriteHomestead { subject, .. } => {
+                let api: Api<RoleBinding> = Api::namespaced(client, &ns);
+                let patch = json!({ "subjects": [
+                    { "kind": "User", "name": TENANTS[tenant], "apiGroup": "rbac.authorization.k8s.io" },
+                    { "kind": "User", "name": subject, "apiGroup": "rbac.authorization.k8s.io" },
+                ]});
+                Outcome::from(
+                    api.patch(
+                        "homestead-user",
+                        &PatchParams::default(),
+                        &Patch::Merge(patch),
+                    )
+                    .await,
+                )
+            }
+            Op::TenantOpenIsolation { .. } => {
+                let isolated = Api::<Namespace>::all(self.admin.clone())
+                    .get_opt(&ns)
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_some_and(|n| {
+                        n.labels()
+                            .get("homestead.dev/isolation")
+                            .map(String::as_str)
+                            == Some("Isolated")
+                    });
+                let policy: NetworkPolicy = serde_json::from_value(json!({
+                    "metadata": { "generateName": "open-" },
+                    "spec": { "podSelector": {}, "ingress": [{}], "egress": [{}] },
+                }))
+                .expect("a valid NetworkPolicy");
+                let result = Api::<NetworkPolicy>::namespaced(client, &ns)
+                    .create(&PostParams::default(), &policy)
+                    .await;
+                if isolated && result.is_ok() {
+                    self.broken.lock().unwrap().push(format!(
+                        "isolation-holds: {} opened the isolated namespace {ns} with an allow-all NetworkPolicy",
+                        TENANTS[tenant]
+                    ));
+                }
+                Outcome::from(result)
+            }
+            Op::TenantExternalIp { .. } => {
+                let service: Service = serde_json::from_value(json!({
+                    "metadata": { "generateName": "steal-" },
+                    "spec": { "ports": [{ "port": 80 }], "externalIPs": ["10.244.0.9"] },
+                }))
+                .expect("a valid Service");
+                let result = Api::<Service>::namespaced(client, &ns)
+                    .create(&PostParams::default(), &service)
+                    .await;
+                if result.is_ok() {
+                    self.broken.lock().unwrap().push(format!(
+                        "tenant-services-bounded: {} created a Service with externalIPs in {ns}",
+                        TENANTS[tenant]
+                    ));
+                }
+                Outcome::from(result)
+            }
+            _ => unreachable!("not a tenant's"),
+        }
+    }
+
+    async fn platform(&self, op: &Op) -> Outcome {
+        match op {
+            Op::PlatformProfileRole { profile, role } => {
+                let result = Api::<Profile>::all(self.admin.clone())
+                    .patch(
+                        profile,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({ "spec": { "role": role } })),
+                    )
+                    .await;
+                if result.is_ok() {
+                    let now = self.clock.now();
+                    let mut model = self.model.lock().unwrap();
+                    model.profiles.insert(profile.clone(), role.clone());
+                    // Its Users get a new RoleBinding: each is due a current Ready again.
+                    for user in model.users.values_mut() {
+                        user.changed_at = now;
+                    }
+                }
+                Outcome::from(result)
+            }
+            Op::PlatformSquat { namespace } => {
+                let object: Namespace =
+                    serde_json::from_value(json!({ "metadata": { "name": namespace } }))
+                        .expect("a valid Namespace");
+                let result = Api::<Namespace>::all(self.admin.clone())
+                    .create(&PostParams::default(), &object)
+                    .await;
+                if result.is_ok() {
+                    self.model
+                        .lock()
+                        .unwrap()
+                        .squatted
+                        .insert(namespace.clone());
+                }
+                Outcome::from(result)
+            }
+            Op::PlatformPurge { namespace } => {
+                let result = Api::<Namespace>::all(self.admin.clone())
+                    .delete(namespace, &DeleteParams::default())
+                    .await;
+                Outcome::from(result)
+            }
+            _ => unreachable!("not the platform's"),
+        }
+    }
+
+    /// Waits `ms` milliseconds (the pace between operations).
+    pub async fn pause(ms: u64) {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+}
