@@ -318,7 +318,12 @@ async fn run(soak: &Soak, seconds: u64) {
     let end = seconds as f64;
     let mut next_quiet = QUIESCE_EVERY;
     let mut last_fault = -20.0;
+    // HOMESTEAD_SOAK_FIRST: stop at the first violation (to measure how soon one is found).
+    let first_only = std::env::var_os("HOMESTEAD_SOAK_FIRST").is_some();
     while soak.clock.now() < end {
+        if first_only && !soak.violations.lock().unwrap().is_empty() {
+            break;
+        }
         if soak.clock.now() >= next_quiet && end - soak.clock.now() > 30.0 {
             quiesce(soak).await;
             next_quiet = soak.clock.now() + QUIESCE_EVERY;
