@@ -205,10 +205,10 @@ async fn watch(soak: Arc<Soak>) {
     loop {
         let started = std::time::Instant::now();
         oracle.observe_lease(&soak.model).await;
+        let before = soak.model.lock().unwrap().clone();
         if let Ok(snap) = oracle.snapshot().await {
             forget_gone(&soak.model, &snap);
-            let model = soak.model.lock().unwrap().clone();
-            let found = oracle.check(&snap, &model).await;
+            let found = oracle.check(&snap, &before, &soak.model).await;
             let broken: Vec<String> = std::mem::take(&mut *soak.actors.broken.lock().unwrap());
             let at = soak.clock.now();
             let found = found
@@ -382,8 +382,17 @@ async fn quiesce(soak: &Soak) {
     let oracle = Oracle::new(soak.actors.admin.clone(), soak.clock, PathBuf::new());
     let mut last = Vec::new();
     let mut settled_since: Option<f64> = None;
+    // Quiet means converged and no operator write (its Lease aside) for 3 s: a Profile's or
+    // group's status may still be catching up after the Users are.
+    let mut recent = Audit::new(plane().dir().join("audit.log"));
+    recent.skip_to_end();
     loop {
         let now = soak.clock.now();
+        recent.read();
+        let writing = recent
+            .operator_writes
+            .drain(..)
+            .any(|(resource, ..)| resource != "leases");
         let (faulty, expiring) = {
             let model = soak.model.lock().unwrap();
             let expiring = model
@@ -413,7 +422,7 @@ async fn quiesce(soak: &Soak) {
             }
             _ => false,
         };
-        settled_since = if quiet {
+        settled_since = if quiet && !writing {
             settled_since.or(Some(now))
         } else {
             None

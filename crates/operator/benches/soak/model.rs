@@ -119,6 +119,8 @@ impl ModelUser {
 #[derive(Clone, Debug)]
 pub struct Offboarded {
     pub namespace: String,
+    /// The User that was deleted.
+    pub user: String,
     pub uid: Option<String>,
     pub owner: String,
     pub since: f64,
@@ -150,6 +152,11 @@ pub struct Model {
     pub faults: Vec<FaultWindow>,
     /// Every username a User ever had, for access reviews.
     pub usernames: BTreeSet<String>,
+    /// User names with an operation in flight (how many): the API server may have accepted a
+    /// change the model does not know of yet.
+    pub in_flight: BTreeMap<String, u32>,
+    /// When the last operation on each User name came back.
+    pub settled_at: BTreeMap<String, f64>,
 }
 
 /// How long a promise may take to hold after the change that calls for it, with no fault:
@@ -189,6 +196,12 @@ impl Model {
     /// Whether any fault is being injected or has not healed.
     pub fn faulty(&self) -> bool {
         self.faults.iter().any(|f| f.healed.is_none())
+    }
+
+    /// Whether what the cluster showed of User `name` from `since` on may differ from the model
+    /// for a moment: an operation on it was in flight, or came back after `since`.
+    pub fn unsettled(&self, name: &str, since: f64) -> bool {
+        self.in_flight.contains_key(name) || self.settled_at.get(name).is_some_and(|&t| t > since)
     }
 
     /// The live model User named `name`.

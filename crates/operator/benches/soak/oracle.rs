@@ -43,6 +43,9 @@ pub struct Violation {
 pub struct Snapshot {
     pub at: f64,
     pub users: Vec<User>,
+    /// The Users listed again after everything else: which User holds an identity is judged
+    /// from both lists.
+    pub users_again: Vec<User>,
     pub namespaces: BTreeMap<String, Namespace>,
     pub bindings: Vec<RoleBinding>,
 }
@@ -163,6 +166,8 @@ pub struct Oracle {
 /// A namespace in which nobody may have access: whose, since when, and why.
 struct Revoked {
     namespace: String,
+    /// The User it is about, if any is left.
+    user: Option<String>,
     owner: String,
     since: f64,
     why: &'static str,
@@ -203,9 +208,14 @@ impl Oracle {
             .list(&ListParams::default())
             .await?
             .items;
+        let users_again = Api::<User>::all(self.admin.clone())
+            .list(&ListParams::default())
+            .await?
+            .items;
         Ok(Snapshot {
             at,
             users,
+            users_again,
             namespaces,
             bindings,
         })
@@ -238,14 +248,32 @@ impl Oracle {
         }
     }
 
-    /// Runs every check on `snap` against `model`; returns the new violations.
-    pub async fn check(&mut self, snap: &Snapshot, model: &Model) -> Vec<Violation> {
+    /// Runs every check on `snap` against the model as it was before the snapshot began
+    /// (`before`) and as it is after the checks' own reviews (`model`): a snapshot is not
+    /// atomic, so a revocation counts only if it stood from before the snapshot to after the
+    /// reviews, and readiness is judged from the latest change. Returns the new violations.
+    pub async fn check(
+        &mut self,
+        snap: &Snapshot,
+        before: &Model,
+        model: &std::sync::Mutex<Model>,
+    ) -> Vec<Violation> {
         self.audit.read();
         let mut found = Vec::new();
-        self.revocation(snap, model, &mut found).await;
-        self.sources(snap, model, &mut found);
-        self.readiness(snap, model, &mut found);
-        self.foreign(model, &mut found);
+        self.revocation(snap, before, &mut found).await;
+        let after = model.lock().unwrap().clone();
+        let standing: BTreeSet<String> = Self::revoked(snap, &after)
+            .into_iter()
+            .filter(|r| !r.user.as_ref().is_some_and(|u| after.unsettled(u, snap.at)))
+            .map(|r| format!("{} {:.3}", r.namespace, r.since))
+            .collect();
+        found.retain(|v| {
+            let key = v.key.split_once(' ').map_or("", |(_, k)| k);
+            standing.contains(key)
+        });
+        self.sources(snap, &after, &mut found);
+        self.readiness(snap, &after, &mut found);
+        self.foreign(&after, &mut found);
         found
             .into_iter()
             .filter(|v| self.reported.insert(v.key.clone()))
@@ -257,25 +285,13 @@ impl Oracle {
     /// User has (`DuplicateIdentity`); a namespace offboarded while it exists.
     fn revoked(snap: &Snapshot, model: &Model) -> Vec<Revoked> {
         let mut out = Vec::new();
-        let mut holders: BTreeMap<String, (String, String)> = BTreeMap::new();
-        for u in &snap.users {
-            let created = u
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map(|t| t.0.to_string())
-                .unwrap_or_default();
+        let (holders, holders_again) = (holders(&snap.users), holders(&snap.users_again));
+        let younger = |u: &User| {
             let key = lower(&u.spec.identity.username);
-            let candidate = (created, u.name_any());
-            holders
-                .entry(key)
-                .and_modify(|h| {
-                    if candidate < *h {
-                        *h = candidate.clone();
-                    }
-                })
-                .or_insert(candidate);
-        }
+            [&holders, &holders_again]
+                .iter()
+                .all(|h| h.get(&key).is_some_and(|holder| *holder != u.name_any()))
+        };
         for u in &snap.users {
             let Some(m) = model.users.get(&u.name_any()) else {
                 continue;
@@ -291,16 +307,15 @@ impl Oracle {
             if let Some(since) = m.revoked_since(snap.at) {
                 out.push(Revoked {
                     namespace,
+                    user: Some(u.name_any()),
                     owner: m.username.clone(),
                     since,
                     why: "suspended, deactivated, expired or offboarding",
                 });
-            } else if holders
-                .get(&lower(&u.spec.identity.username))
-                .is_some_and(|(_, holder)| *holder != u.name_any())
-            {
+            } else if younger(u) {
                 out.push(Revoked {
                     namespace,
+                    user: Some(u.name_any()),
                     owner: m.username.clone(),
                     since: m.created_at,
                     why: "its username belongs to an older User",
@@ -315,6 +330,7 @@ impl Oracle {
             if exists {
                 out.push(Revoked {
                     namespace: o.namespace.clone(),
+                    user: Some(o.user.clone()),
                     owner: o.owner.clone(),
                     since: o.since,
                     why: if o.retain { "retained" } else { "offboarded" },
@@ -546,6 +562,9 @@ impl Oracle {
             let Some(m) = model.users.get(&u.name_any()) else {
                 continue;
             };
+            if model.unsettled(&u.name_any(), snap.at) {
+                continue;
+            }
             let Some(deadline) = model.deadline(m.changed_at, READY_ALLOWED) else {
                 continue;
             };
@@ -667,7 +686,9 @@ impl Oracle {
             }
         }
         for u in &snap.users {
-            let soak = u.name_any().starts_with("hr-") || u.name_any().starts_with("idp-");
+            let soak = ["hr-", "idp-", "roster-"]
+                .iter()
+                .any(|p| u.name_any().starts_with(p));
             if soak && !model.users.contains_key(&u.name_any()) {
                 wrong.push(format!(
                     "User {} exists but the workload never made it",
@@ -677,6 +698,29 @@ impl Oracle {
         }
         wrong
     }
+}
+
+/// The User holding each username (lower-cased): the oldest by creationTimestamp, then name.
+fn holders(users: &[User]) -> BTreeMap<String, String> {
+    let mut oldest: BTreeMap<String, (String, String)> = BTreeMap::new();
+    for u in users {
+        let created = u
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string())
+            .unwrap_or_default();
+        let candidate = (created, u.name_any());
+        oldest
+            .entry(lower(&u.spec.identity.username))
+            .and_modify(|h| {
+                if candidate < *h {
+                    h.clone_from(&candidate);
+                }
+            })
+            .or_insert(candidate);
+    }
+    oldest.into_iter().map(|(k, (_, name))| (k, name)).collect()
 }
 
 /// A person and their groups, as the API server authenticates them.

@@ -82,6 +82,12 @@ pub enum Op {
     HrDelete {
         name: String,
     },
+    /// `homestead import` of a roster (source `soak-roster`) with these rows, pruning with
+    /// `--prune delete` the source's Users left out, `--allow-mass-prune` the number expected.
+    HrImport {
+        rows: Vec<RosterRow>,
+        allow_mass_prune: usize,
+    },
     ScimCreate {
         name: String,
         user_name: String,
@@ -149,6 +155,27 @@ pub enum Op {
 }
 
 impl Op {
+    /// The User names this operation changes.
+    pub fn targets(&self) -> Vec<String> {
+        match self {
+            Op::HrCreate { name, .. }
+            | Op::HrSuspend { name, .. }
+            | Op::HrExpire { name, .. }
+            | Op::HrRenew { name }
+            | Op::HrRole { name, .. }
+            | Op::HrProfile { name, .. }
+            | Op::HrDelete { name }
+            | Op::ScimCreate { name, .. }
+            | Op::ScimActive { name, .. }
+            | Op::ScimPutWithoutActive { name }
+            | Op::ScimRename { name, .. }
+            | Op::ScimDelete { name } => vec![name.clone()],
+            Op::HrImport { .. } => (0..ROSTER_NAMES).map(|i| format!("roster-{i}")).collect(),
+            Op::Race { ops } => ops.iter().flat_map(Op::targets).collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The actor, for the summary: hr, scim, tenant, platform, race or fault.
     pub fn actor(&self) -> &'static str {
         match self {
@@ -158,7 +185,8 @@ impl Op {
             | Op::HrRenew { .. }
             | Op::HrRole { .. }
             | Op::HrProfile { .. }
-            | Op::HrDelete { .. } => "hr",
+            | Op::HrDelete { .. }
+            | Op::HrImport { .. } => "hr",
             Op::ScimCreate { .. }
             | Op::ScimActive { .. }
             | Op::ScimPutWithoutActive { .. }
@@ -214,6 +242,11 @@ pub fn generate(rng: &mut fastrand::Rng, model: &Model, fault_ok: bool) -> Op {
 }
 
 fn hr_op(rng: &mut fastrand::Rng, model: &Model, live: &[String]) -> Op {
+    // A roster import only while no fault runs: a half-applied roster is not what the model
+    // could record.
+    if !model.faulty() && rng.u32(..100) < 6 {
+        return roster(rng, model);
+    }
     let free: Vec<String> = (0..HR_NAMES)
         .map(|i| format!("hr-{i:02}"))
         .filter(|n| !model.users.contains_key(n))
@@ -401,6 +434,49 @@ fn race(rng: &mut fastrand::Rng, model: &Model, live: &[String]) -> Option<Op> {
     })
 }
 
+/// A roster row: User name, username, role.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RosterRow {
+    pub name: String,
+    pub username: String,
+    pub role: Option<String>,
+}
+
+/// The roster's source label value.
+const ROSTER_SOURCE: &str = "soak-roster";
+/// How many User names the roster draws from (`roster-N`).
+const ROSTER_NAMES: usize = 6;
+
+/// A roster of some of the `roster-N` people (none being offboarded), pruning the rest.
+fn roster(rng: &mut fastrand::Rng, model: &Model) -> Op {
+    let offboarding = |name: &str| {
+        model
+            .users
+            .get(name)
+            .is_some_and(|u| u.deleting_at.is_some())
+    };
+    let mut rows = Vec::new();
+    for name in (0..ROSTER_NAMES).map(|i| format!("roster-{i}")) {
+        if !offboarding(&name) && rng.u32(..3) > 0 {
+            rows.push(RosterRow {
+                username: format!("{name}@example.com"),
+                role: maybe_role(rng),
+                name,
+            });
+        }
+    }
+    let pruned = model
+        .users
+        .iter()
+        .filter(|(n, u)| n.starts_with("roster-") && u.deleting_at.is_none())
+        .filter(|(n, _)| !rows.iter().any(|r| &r.name == *n))
+        .count();
+    Op::HrImport {
+        rows,
+        allow_mass_prune: pruned,
+    }
+}
+
 /// What one operation came to: whether it was accepted, and what happened, in a few words.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Outcome {
@@ -472,8 +548,32 @@ impl Actors {
         }
     }
 
-    /// Carries out `op` and records in the model what was accepted.
-    pub fn execute<'a>(
+    /// Carries out `op` and records in the model what was accepted; its target Users are in
+    /// flight meanwhile.
+    pub async fn execute(&self, op: &Op) -> Outcome {
+        let targets = op.targets();
+        {
+            let mut model = self.model.lock().unwrap();
+            for t in &targets {
+                *model.in_flight.entry(t.clone()).or_default() += 1;
+            }
+        }
+        let outcome = self.execute_one(op).await;
+        let now = self.clock.now();
+        let mut model = self.model.lock().unwrap();
+        for t in targets {
+            if let Some(n) = model.in_flight.get_mut(&t) {
+                *n -= 1;
+                if *n == 0 {
+                    model.in_flight.remove(&t);
+                }
+            }
+            model.settled_at.insert(t, now);
+        }
+        outcome
+    }
+
+    fn execute_one<'a>(
         &'a self,
         op: &'a Op,
     ) -> std::pin::Pin<Box<dyn Future<Output = Outcome> + Send + 'a>> {
@@ -496,6 +596,10 @@ impl Actors {
                 | Op::HrRole { .. }
                 | Op::HrProfile { .. }
                 | Op::HrDelete { .. } => self.hr(op).await,
+                Op::HrImport {
+                    rows,
+                    allow_mass_prune,
+                } => self.import(rows, *allow_mass_prune).await,
                 Op::ScimCreate { .. }
                 | Op::ScimActive { .. }
                 | Op::ScimPutWithoutActive { .. }
@@ -657,6 +761,97 @@ impl Actors {
         }
     }
 
+    /// Runs `homestead import` as HR with `rows` and `--prune delete`; records the rows and the
+    /// pruned Users in the model when it succeeds (it writes nothing when it fails on a bound).
+    async fn import(&self, rows: &[RosterRow], allow_mass_prune: usize) -> Outcome {
+        let dir = self.faults.plane.dir();
+        let path = dir.join("soak-roster.csv");
+        let mut csv = String::from("name,username,role\n");
+        for row in rows {
+            csv += &format!(
+                "{},{},{}\n",
+                row.name,
+                row.username,
+                row.role.as_deref().unwrap_or("")
+            );
+        }
+        std::fs::write(&path, csv).expect("writing the roster");
+        let kubeconfig = self
+            .faults
+            .plane
+            .write_kubeconfig(crate::common::HR, &dir.join("soak-hr.kubeconfig"))
+            .expect("HR's kubeconfig");
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_homestead"));
+        command
+            .arg("import")
+            .arg(&path)
+            .args(["--source", ROSTER_SOURCE, "--prune", "delete"])
+            .env("KUBECONFIG", kubeconfig);
+        if allow_mass_prune > 0 {
+            command.arg(format!("--allow-mass-prune={allow_mass_prune}"));
+        }
+        let out = match command.output().await {
+            Ok(out) => out,
+            Err(e) => return Outcome::refused(e),
+        };
+        let report = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_owned();
+        if !out.status.success() {
+            return Outcome::refused(format!("{report} {}", String::from_utf8_lossy(&out.stderr)));
+        }
+        let now = self.clock.now();
+        let pruned: Vec<String> = {
+            let model = self.model.lock().unwrap();
+            model
+                .users
+                .iter()
+                .filter(|(n, u)| n.starts_with("roster-") && u.deleting_at.is_none())
+                .filter(|(n, _)| !rows.iter().any(|r| &r.name == *n))
+                .map(|(n, _)| n.clone())
+                .collect()
+        };
+        for name in &pruned {
+            self.offboarding(name).await;
+        }
+        for row in rows {
+            let known = self.model.lock().unwrap().users.contains_key(&row.name);
+            if known {
+                self.changed(&row.name, |u, _| u.role.clone_from(&row.role));
+                continue;
+            }
+            let uid = Api::<User>::all(self.admin.clone())
+                .get_opt(&row.name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|u| u.uid());
+            let mut model = self.model.lock().unwrap();
+            model.usernames.insert(row.username.clone());
+            model.users.insert(
+                row.name.clone(),
+                ModelUser {
+                    username: row.username.clone(),
+                    uid,
+                    writer: Writer::Hr,
+                    role: row.role.clone(),
+                    profile: None,
+                    retain: false,
+                    namespace: format!("user-{}", row.name),
+                    suspended_at: None,
+                    deactivated_at: None,
+                    valid_until: None,
+                    deleting_at: None,
+                    created_at: now,
+                    changed_at: now,
+                },
+            );
+        }
+        Outcome::ok(report)
+    }
+
     /// Records that User `name`'s deletion was accepted now: its namespace, if it has one (the
     /// Namespace of that name annotated with the User's uid), grants nothing from here on.
     async fn offboarding(&self, name: &str) {
@@ -677,6 +872,7 @@ impl Actors {
         let mut model = self.model.lock().unwrap();
         model.offboarded.push(Offboarded {
             namespace: user.namespace.clone(),
+            user: name.to_owned(),
             uid,
             owner: user.username.clone(),
             since: now,
