@@ -249,16 +249,38 @@ fn forget_gone(model: &Mutex<Model>, snap: &Snapshot) {
     let present: std::collections::BTreeSet<String> =
         snap.users.iter().map(|u| u.name_any()).collect();
     let mut model = model.lock().unwrap();
-    model
+    let unsettled: std::collections::BTreeSet<String> = model
         .users
-        .retain(|name, u| u.deleting_at.is_none_or(|d| d > snap.at) || present.contains(name));
+        .keys()
+        .filter(|name| model.unsettled(name, snap.at))
+        .cloned()
+        .collect();
+    model.users.retain(|name, u| {
+        // An operation on it since the snapshot began may have made it again.
+        let keep = u.deleting_at.is_none_or(|d| d > snap.at)
+            || present.contains(name)
+            || unsettled.contains(name);
+        if !keep && std::env::var_os("HOMESTEAD_SOAK_DEBUG").is_some() {
+            eprintln!("forgetting {name} (snapshot at {:.1}): {u:?}", snap.at);
+        }
+        keep
+    });
 }
 
 /// Prints a violation and writes its reproduction.
 fn record(soak: &Soak, violation: Violation, snap: &Snapshot) {
     let ops = soak.log.lock().unwrap().clone();
     let quiescent_at = *soak.quiescent_at.lock().unwrap();
+    let model: Vec<serde_json::Value> = soak
+        .model
+        .lock()
+        .unwrap()
+        .users
+        .iter()
+        .map(|(name, u)| json!({ "name": name, "model": format!("{u:?}") }))
+        .collect();
     let observed = json!({
+        "model": model,
         "users": snap.users.iter().map(|u| json!({
             "name": u.name_any(), "spec": u.spec, "status": u.status,
             "deleting": u.metadata.deletion_timestamp.is_some(),

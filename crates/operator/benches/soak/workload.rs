@@ -816,12 +816,20 @@ impl Actors {
         for name in &pruned {
             self.offboarding(name).await;
         }
+        let mut created = Vec::new();
         for row in rows {
-            let known = self.model.lock().unwrap().users.contains_key(&row.name);
+            let known = self
+                .model
+                .lock()
+                .unwrap()
+                .users
+                .get(&row.name)
+                .is_some_and(|u| u.deleting_at.is_none());
             if known {
                 self.changed(&row.name, |u, _| u.role.clone_from(&row.role));
                 continue;
             }
+            created.push(row.name.clone());
             let uid = Api::<User>::all(self.admin.clone())
                 .get_opt(&row.name)
                 .await
@@ -849,7 +857,7 @@ impl Actors {
                 },
             );
         }
-        Outcome::ok(report)
+        Outcome::ok(format!("{report}; created {created:?}, pruned {pruned:?}"))
     }
 
     /// Records that User `name`'s deletion was accepted now: its namespace, if it has one (the
@@ -870,14 +878,18 @@ impl Actors {
             })
             .and_then(|n| n.uid());
         let mut model = self.model.lock().unwrap();
-        model.offboarded.push(Offboarded {
-            namespace: user.namespace.clone(),
-            user: name.to_owned(),
-            uid,
-            owner: user.username.clone(),
-            since: now,
-            retain: user.retain,
-        });
+        // A namespace that is not the User's (made by hand, another User's, none yet) is not
+        // offboarded with it.
+        if uid.is_some() {
+            model.offboarded.push(Offboarded {
+                namespace: user.namespace.clone(),
+                user: name.to_owned(),
+                uid,
+                owner: user.username.clone(),
+                since: now,
+                retain: user.retain,
+            });
+        }
         model.group.remove(name);
         if let Some(u) = model.user(name) {
             u.deleting_at = Some(now);
