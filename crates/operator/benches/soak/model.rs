@@ -77,6 +77,35 @@ pub struct ModelUser {
 }
 
 impl ModelUser {
+    /// A User just created at `now` (seconds since the start), in `namespace`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        username: String,
+        uid: Option<String>,
+        writer: Writer,
+        role: Option<String>,
+        profile: Option<String>,
+        retain: bool,
+        namespace: String,
+        now: f64,
+    ) -> Self {
+        Self {
+            username,
+            uid,
+            writer,
+            role,
+            profile,
+            retain,
+            namespace,
+            suspended_at: None,
+            deactivated_at: None,
+            valid_until: None,
+            deleting_at: None,
+            created_at: now,
+            changed_at: now,
+        }
+    }
+
     /// Since when the User's namespace must grant nobody anything, if it must at `t`:
     /// suspended, deactivated, expired or being offboarded (docs/security.md, "What revocation
     /// removes"), whichever began first.

@@ -589,30 +589,16 @@ impl Actors {
                     }
                 }
                 Op::Fault { fault } => self.faults.inject(fault.clone(), &self.model, self.clock),
-                Op::HrCreate { .. }
-                | Op::HrSuspend { .. }
-                | Op::HrExpire { .. }
-                | Op::HrRenew { .. }
-                | Op::HrRole { .. }
-                | Op::HrProfile { .. }
-                | Op::HrDelete { .. } => self.hr(op).await,
                 Op::HrImport {
                     rows,
                     allow_mass_prune,
                 } => self.import(rows, *allow_mass_prune).await,
-                Op::ScimCreate { .. }
-                | Op::ScimActive { .. }
-                | Op::ScimPutWithoutActive { .. }
-                | Op::ScimRename { .. }
-                | Op::ScimDelete { .. }
-                | Op::ScimGroup { .. } => self.scim(op).await,
-                Op::TenantBindings { .. }
-                | Op::TenantRewriteHomestead { .. }
-                | Op::TenantOpenIsolation { .. }
-                | Op::TenantExternalIp { .. } => self.tenant(op).await,
-                Op::PlatformProfileRole { .. }
-                | Op::PlatformSquat { .. }
-                | Op::PlatformPurge { .. } => self.platform(op).await,
+                _ => match op.actor() {
+                    "hr" => self.hr(op).await,
+                    "scim" => self.scim(op).await,
+                    "tenant" => self.tenant(op).await,
+                    _ => self.platform(op).await,
+                },
             }
         })
     }
@@ -673,21 +659,16 @@ impl Actors {
                     model.usernames.insert(username.clone());
                     model.users.insert(
                         name.clone(),
-                        ModelUser {
-                            username: username.clone(),
-                            uid: created.uid(),
-                            writer: Writer::Hr,
-                            role: role.clone(),
-                            profile: profile.clone(),
-                            retain: *retain,
-                            namespace: namespace.clone().unwrap_or_else(|| format!("user-{name}")),
-                            suspended_at: None,
-                            deactivated_at: None,
-                            valid_until: None,
-                            deleting_at: None,
-                            created_at: now,
-                            changed_at: now,
-                        },
+                        ModelUser::new(
+                            username.clone(),
+                            created.uid(),
+                            Writer::Hr,
+                            role.clone(),
+                            profile.clone(),
+                            *retain,
+                            namespace.clone().unwrap_or_else(|| format!("user-{name}")),
+                            now,
+                        ),
                     );
                 }
                 Outcome::from(result)
@@ -840,21 +821,16 @@ impl Actors {
             model.usernames.insert(row.username.clone());
             model.users.insert(
                 row.name.clone(),
-                ModelUser {
-                    username: row.username.clone(),
+                ModelUser::new(
+                    row.username.clone(),
                     uid,
-                    writer: Writer::Hr,
-                    role: row.role.clone(),
-                    profile: None,
-                    retain: false,
-                    namespace: format!("user-{}", row.name),
-                    suspended_at: None,
-                    deactivated_at: None,
-                    valid_until: None,
-                    deleting_at: None,
-                    created_at: now,
-                    changed_at: now,
-                },
+                    Writer::Hr,
+                    row.role.clone(),
+                    None,
+                    false,
+                    format!("user-{}", row.name),
+                    now,
+                ),
             );
         }
         Outcome::ok(format!("{report}; created {created:?}, pruned {pruned:?}"))
@@ -951,21 +927,16 @@ impl Actors {
                     model.usernames.insert(user_name.clone());
                     model.users.insert(
                         name.clone(),
-                        ModelUser {
-                            username: user_name.clone(),
+                        ModelUser::new(
+                            user_name.clone(),
                             uid,
-                            writer: Writer::Scim,
-                            role: None,
-                            profile: None,
-                            retain: false,
-                            namespace: format!("user-{name}"),
-                            suspended_at: None,
-                            deactivated_at: None,
-                            valid_until: None,
-                            deleting_at: None,
-                            created_at: now,
-                            changed_at: now,
-                        },
+                            Writer::Scim,
+                            None,
+                            None,
+                            false,
+                            format!("user-{name}"),
+                            now,
+                        ),
                     );
                 }
                 outcome(code, &created)
