@@ -75,13 +75,13 @@ bench-layers users="10000" rounds="2": control-plane
 chaos users="1000" offboard="300": control-plane
     HOMESTEAD_CHAOS_USERS={{users}} HOMESTEAD_CHAOS_OFFBOARD={{offboard}} cargo bench -p homestead --bench chaos
 
-# An adversarial soak for SECONDS (default 600) from SEED (default random): a seeded random workload of HR, SCIM, tenants, the platform and faults against two operator replicas and the SCIM service, an oracle checking every promise every second, and a quiescent point every 90 s (release build). Violations are written to <target>/soak/ as reproductions; the last line is the summary. See docs/soak.md.
+# An adversarial soak for SECONDS (default 600) from SEED (default random): a seeded random workload of HR, SCIM, tenants, the platform and faults against two operator replicas and the SCIM service, an oracle checking every promise every second, and a quiescent point every 90 s (the tests' build: debug assertions on, nothing more to compile after `just test`). Violations are written to <target>/soak/ as reproductions; the last line is the summary. See docs/soak.md.
 soak seconds="600" seed="": control-plane
-    HOMESTEAD_SOAK_SECONDS={{seconds}} HOMESTEAD_SOAK_SEED={{seed}} cargo bench -p homestead --bench soak
+    HOMESTEAD_SOAK_SECONDS={{seconds}} HOMESTEAD_SOAK_SEED={{seed}} cargo bench --profile dev -p homestead --bench soak
 
 # Replay a soak's reproduction FILE (written by `just soak`): its operations up to its last quiescent point at once, then the rest at their recorded pace, under the same oracle.
 soak-replay file: control-plane
-    HOMESTEAD_SOAK_REPLAY="$(realpath {{file}})" cargo bench -p homestead --bench soak
+    HOMESTEAD_SOAK_REPLAY="$(realpath {{file}})" cargo bench --profile dev -p homestead --bench soak
 
 # Fail if a control-plane process started by the tests outlived them (a running `just up` is fine).
 _no-leftovers:
