@@ -930,3 +930,73 @@ async fn labels_without_the_users_uid_are_not_ownership() {
             .is_none()
     );
 }
+
+/// Rule 16 for a User made again under the name of one just deleted (found by the soak, seed
+/// 46): the operator remembered the status it had written for the first one by name, took the
+/// second one's identical status for that unconfirmed write, and left it without `Ready` until
+/// a retry seconds later. Its first reconcile writes the second User's status: after the
+/// second create, the operator's first status write for it comes before any second attempt at
+/// its namespace.
+#[tokio::test]
+async fn a_user_made_again_under_a_deleted_ones_name_gets_its_own_status_at_once() {
+    let s = Scenario::new();
+    let c = admin().await;
+    let taken = Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some("e2e-taken".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    s.track_namespace("e2e-taken");
+    namespaces(&c)
+        .create(&PostParams::default(), &taken)
+        .await
+        .unwrap();
+    // A namespace someone else has: the User is refused with the same status both times.
+    let spec = json!({ "namespace": { "name": "e2e-taken" } });
+    s.create(&c, &user("e2e-again", spec.clone())).await;
+    let first = wait_reason(&c, "e2e-again", "NamespaceConflict").await;
+    users(&c)
+        .delete("e2e-again", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_gone(&users(&c), "e2e-again", 30).await;
+    let mark = audit().len();
+    let second = s.create(&c, &user("e2e-again", spec)).await;
+    assert_ne!(first.uid(), second.uid(), "another User of the same name");
+    wait_reason(&c, "e2e-again", "NamespaceConflict").await;
+    let uid = second.uid().unwrap();
+    let writes: Vec<String> = audit()[mark..]
+        .iter()
+        .filter(|e| is_operator_write(e))
+        .filter_map(|e| {
+            let r = &e["objectRef"];
+            let about_it = (r["resource"] == "users" && r["name"] == "e2e-again")
+                || (r["resource"] == "namespaces" && r["name"] == "e2e-taken");
+            about_it.then(|| {
+                format!(
+                    "{} {}{}",
+                    e["verb"].as_str().unwrap_or_default(),
+                    r["resource"].as_str().unwrap_or_default(),
+                    r["subresource"]
+                        .as_str()
+                        .map(|s| format!("/{s}"))
+                        .unwrap_or_default()
+                )
+            })
+        })
+        .collect();
+    let first_status = writes
+        .iter()
+        .position(|w| w == "patch users/status")
+        .unwrap_or_else(|| panic!("no status write for User {uid}: {writes:?}"));
+    let attempts = writes[..first_status]
+        .iter()
+        .filter(|w| *w == "create namespaces")
+        .count();
+    assert_eq!(
+        attempts, 1,
+        "the first reconcile of the second User wrote its status: {writes:?}"
+    );
+}

@@ -30,6 +30,7 @@ use crate::expiry::Expiry;
 use crate::identity::IdentityHolder;
 use crate::ownership::{is_owned_by, labelled_for};
 use crate::profile::Resolved;
+use crate::recent::user_key;
 use crate::status::{Change, Outcome, Reason, convergence_print, terminating_message};
 use crate::validate::{Refusal, namespace_name, validate};
 
@@ -137,7 +138,7 @@ fn profile_move(user: &User, applied: Option<&AppliedProfile>, ctx: &Context) ->
     if ctx
         .recent
         .convergence
-        .unconfirmed(&user.name_any(), print)
+        .unconfirmed(&user_key(user), print)
         .is_some()
     {
         return None;

@@ -21,6 +21,17 @@ use kube::Resource;
 use crate::cache::{CachedNamespace, CachedRoleBinding};
 use kube::runtime::watcher;
 
+/// The key a User's recent writes are remembered by ([`Recent::statuses`],
+/// [`Recent::convergence`]): its uid, since a User deleted and made again under the same name
+/// is another User, whose status must not pass for the first one's unconfirmed write; its name
+/// when it has no uid (a User not stored yet, in unit tests).
+pub fn user_key(user: &homestead_api::User) -> String {
+    user.metadata
+        .uid
+        .clone()
+        .unwrap_or_else(|| kube::ResourceExt::name_any(user))
+}
+
 /// How long a write counts as made while the cache does not show it yet: far longer than a
 /// watch event takes to arrive, far shorter than a resync.
 pub const RECENT: Duration = Duration::from_secs(10);
@@ -30,9 +41,9 @@ pub const RECENT: Duration = Duration::from_secs(10);
 /// for the echo of a create).
 #[derive(Debug, Default)]
 pub struct Recent {
-    /// Statuses written, by User name.
+    /// Statuses written, by User ([`user_key`]).
     pub statuses: RecentWrites,
-    /// Generations converged (a `Ready=True` status written), by User name, as
+    /// Generations converged (a `Ready=True` status written), by User ([`user_key`]), as
     /// [`crate::status::convergence_print`]s: a reconcile triggered by the echo of one of its
     /// own writes must not take the User for respecified and apply its Namespace again.
     pub convergence: RecentWrites,

@@ -20,6 +20,7 @@ use strum::VariantArray;
 use crate::cache::CachedNamespace;
 use crate::context::Context;
 use crate::error::{Error, Result, Verb};
+use crate::recent::user_key;
 use crate::validate::RefusalKind;
 
 /// Why the `Ready` condition is what it is; also the reason of the Event on each transition.
@@ -466,7 +467,7 @@ impl Context {
         };
         if written && outcome.reason.is_ready() {
             let print = convergence_print(user.metadata.generation, outcome.profile.as_ref());
-            self.recent.convergence.remember(user.name_any(), print);
+            self.recent.convergence.remember(user_key(user), print);
         }
         let transition = written && is_transition(user, &outcome);
         if transition {
@@ -498,18 +499,18 @@ impl Context {
     /// not delivered it yet ([`crate::recent::RecentWrites`]).
     async fn patch_status(&self, user: &User, outcome: &Outcome) -> Result<Write> {
         let desired = desired_status(user, outcome, Time(k8s_openapi::jiff::Timestamp::now()));
-        let name = user.name_any();
+        let (name, key) = (user.name_any(), user_key(user));
         if user
             .status
             .as_ref()
             .is_some_and(|s| status_matches(s, &desired))
         {
-            self.recent.statuses.forget(&name);
-            self.recent.convergence.forget(&name);
+            self.recent.statuses.forget(&key);
+            self.recent.convergence.forget(&key);
             return Ok(Write::Unneeded);
         }
         let print = fingerprint(&desired);
-        if let Some(left) = self.recent.statuses.unconfirmed(&name, print) {
+        if let Some(left) = self.recent.statuses.unconfirmed(&key, print) {
             return Ok(Write::Unconfirmed(left));
         }
         let patch = serde_json::json!({
@@ -525,7 +526,7 @@ impl Context {
             )
             .await
             .map_err(|source| Error::kube(Verb::PatchStatus, User::kind(&()), &name, source))?;
-        self.recent.statuses.remember(name, print);
+        self.recent.statuses.remember(key, print);
         Ok(Write::Made)
     }
 }
