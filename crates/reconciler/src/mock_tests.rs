@@ -688,3 +688,34 @@ async fn an_offboarding_whose_namespace_the_watch_saw_go_asks_nothing_more() {
     let (result, _) = run(ctx, server, alice, script).await;
     assert_eq!(result.unwrap(), Action::await_change());
 }
+
+/// Found by the soak: a suspended person kept access to their namespace while it terminated
+/// (the reconcile waited for the namespace before revoking). A terminating namespace whose
+/// RoleBindings the namespace controller has not removed yet is revoked at once. (A real
+/// namespace controller removes them at a pace of its own, so this takes a scripted server.)
+#[tokio::test]
+async fn suspension_revokes_in_a_namespace_that_is_still_terminating() {
+    let (ctx, server, mut writers) = Context::test();
+    let mut alice = finalized("alice", json!({ "suspended": true }));
+    provisioned(&mut writers, &mut alice);
+    let mut terminating = desired_namespace(&alice, "user-alice", Default::default(), false);
+    terminating.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+    writers.namespaces.insert(terminating);
+    let mut script = vec![expect(
+        Method::DELETE,
+        "/namespaces/user-alice/rolebindings/homestead-user",
+        StatusCode::OK,
+        json!({}),
+    )];
+    script.extend(status_write_and_event(&alice));
+    let ctx = Arc::new(ctx);
+    let (result, sent) = run(ctx.clone(), server, alice, script).await;
+    result.expect("the reconcile waits for the namespace");
+    assert_eq!(
+        sent[1]["status"]["conditions"][0]["reason"],
+        "NamespaceTerminating"
+    );
+    assert!(ctx.events.drained(Duration::from_secs(5)).await);
+    let note = sent[2]["note"].as_str().unwrap();
+    assert!(note.contains("removed every RoleBinding"), "{note}");
+}

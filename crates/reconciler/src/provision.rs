@@ -187,6 +187,12 @@ async fn converge(
 ) -> Result<Step> {
     let user = &resolved.user;
     if let Some(step) = ensure_namespace(resolved, ctx, name, changes).await? {
+        // A terminating namespace keeps its RoleBindings until the namespace controller gets
+        // to them, which may take long (finalizers, an unavailable API): revocation does not
+        // wait for it (docs/security.md, "Revocation is a standing rule").
+        if let (Step::Wait(_), Some(revocation)) = (&step, revocation(user, expired)) {
+            changes.extend(revoke_access(ctx, name, revocation.why()).await?);
+        }
         return Ok(step);
     }
     // Guards before access (docs: "Guards before access"): Pod Security came with the
