@@ -53,8 +53,33 @@ pub struct Replica {
     pub pod: Mutex<String>,
     pub address: String,
     pub process: &'static Mutex<Supervised>,
-    /// How often it was started again after a kill.
+    /// How often it was started again: after a kill, or after it exited (a replica that loses
+    /// its Lease exits so a fresh one takes over).
     pub restarts: Mutex<u32>,
+    /// Set while a fault owns the process (between a kill and the new start).
+    pub in_fault: std::sync::atomic::AtomicBool,
+}
+
+impl Replica {
+    /// Counts one more start and returns the log name for it (`<name>-<n>`).
+    fn next_log(&self) -> &'static str {
+        let mut restarts = self.restarts.lock().unwrap();
+        *restarts += 1;
+        format!("{}-{restarts}", self.name).leak()
+    }
+
+    /// Starts the replica again, as the kubelet restarts a container that exited: same Pod
+    /// name and Lease identity. Returns whether it had exited.
+    pub fn restart_if_exited(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        if self.in_fault.load(Ordering::SeqCst) || self.process.lock().unwrap().is_running() {
+            return false;
+        }
+        let pod = self.pod.lock().unwrap().clone();
+        let log = self.next_log();
+        *self.process.lock().unwrap() = spawn_operator(log, &pod, &self.address);
+        true
+    }
 }
 
 /// The operator replicas and the control plane faults are injected into.

@@ -137,6 +137,7 @@ async fn setup(seed: u64) -> Soak {
             address: env.metrics_address.clone(),
             process: &env.operator,
             restarts: Mutex::new(0),
+            in_fault: false.into(),
         },
         Replica {
             name: "homestead-standby",
@@ -144,6 +145,7 @@ async fn setup(seed: u64) -> Soak {
             address: standby_address,
             process: standby,
             restarts: Mutex::new(0),
+            in_fault: false.into(),
         },
     ];
     let clock = Clock::new();
@@ -227,6 +229,15 @@ async fn watch(soak: Arc<Soak>) {
             }
             let mut delays = soak_delays().lock().unwrap();
             delays.append(&mut oracle.delays.revocations);
+        }
+        for replica in &soak.actors.faults.replicas {
+            if replica.restart_if_exited() {
+                println!(
+                    "operator replica {} exited at {:.1} s; started again",
+                    replica.name,
+                    soak.clock.now()
+                );
+            }
         }
         for (pod, bytes) in soak.actors.faults.peak_rss() {
             let mut peak = soak.peak_rss.lock().unwrap();

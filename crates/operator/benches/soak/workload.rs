@@ -226,7 +226,10 @@ pub fn generate(rng: &mut fastrand::Rng, model: &Model, fault_ok: bool) -> Op {
             .map(|(n, _)| n.clone())
             .collect()
     };
-    let (hr, idp) = (live(Writer::Hr), live(Writer::Scim));
+    // People from the roster are the roster's: HR does not also edit them by hand.
+    let mut hr = live(Writer::Hr);
+    hr.retain(|n| !n.starts_with("roster-"));
+    let idp = live(Writer::Scim);
     let roll = rng.u32(..100);
     match roll {
         _ if roll < 33 || hr.len() < 3 => hr_op(rng, model, &hr),
@@ -914,14 +917,21 @@ impl Actors {
                 });
                 let (code, created) = self.call("POST", "/Users".into(), Some(body)).await;
                 if code == 201 {
+                    // The SCIM id is the User's uid; its name is the userName's local part, or
+                    // that with a suffix while a User of that name is still being offboarded.
                     let id = created["id"].as_str().unwrap_or_default().to_owned();
-                    self.scim_ids.lock().unwrap().insert(name.clone(), id);
-                    let uid = Api::<User>::all(self.admin.clone())
-                        .get_opt(name)
+                    let made = Api::<User>::all(self.admin.clone())
+                        .list(&Default::default())
                         .await
                         .ok()
-                        .flatten()
-                        .and_then(|u| u.uid());
+                        .and_then(|l| {
+                            l.items
+                                .into_iter()
+                                .find(|u| u.uid().as_deref() == Some(&id))
+                        });
+                    let name = &made.as_ref().map_or(name.clone(), ResourceExt::name_any);
+                    let uid = made.and_then(|u| u.uid());
+                    self.scim_ids.lock().unwrap().insert(name.clone(), id);
                     let now = self.clock.now();
                     let mut model = self.model.lock().unwrap();
                     model.usernames.insert(user_name.clone());
