@@ -37,6 +37,9 @@ use workload::{Actors, DIRECTORY_PROFILE, GROUP_NAME, HR_PROFILES, Op, Outcome};
 
 /// Seconds between quiescent points.
 const QUIESCE_EVERY: f64 = 90.0;
+/// How long the cluster must be converged with no operator write before a quiescent point, in
+/// seconds.
+const QUIET: f64 = 10.0;
 /// How long the operator must make no write once the cluster is quiescent, in seconds.
 const IDLE_WINDOW: u64 = 10;
 
@@ -415,8 +418,9 @@ async fn quiesce(soak: &Soak) {
     let oracle = Oracle::new(soak.actors.admin.clone(), soak.clock, PathBuf::new());
     let mut last = Vec::new();
     let mut settled_since: Option<f64> = None;
-    // Quiet means converged and no operator write (its Lease aside) for 3 s: a Profile's or
-    // group's status may still be catching up after the Users are.
+    // Quiet means converged and no operator write (its Lease aside) for [`QUIET`] seconds: a
+    // Profile's or group's status may still be catching up after the Users are (a write that
+    // failed during a fault is retried with backoff).
     let mut recent = Audit::new(plane().dir().join("audit.log"));
     recent.skip_to_end();
     loop {
@@ -460,7 +464,7 @@ async fn quiesce(soak: &Soak) {
         } else {
             None
         };
-        if settled_since.is_some_and(|s| now - s >= 3.0) {
+        if settled_since.is_some_and(|s| now - s >= QUIET) {
             break;
         }
         if now - started > 150.0 {
