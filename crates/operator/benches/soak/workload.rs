@@ -145,6 +145,12 @@ pub enum Op {
     PlatformPurge {
         namespace: String,
     },
+    /// The platform binds someone to `view` in a retained namespace without removing its label
+    /// first (the standing rule removes it).
+    PlatformGrantRetained {
+        namespace: String,
+        subject: String,
+    },
     /// Operations at the same time.
     Race {
         ops: Vec<Op>,
@@ -199,7 +205,8 @@ impl Op {
             | Op::TenantExternalIp { .. } => "tenant",
             Op::PlatformProfileRole { .. }
             | Op::PlatformSquat { .. }
-            | Op::PlatformPurge { .. } => "platform",
+            | Op::PlatformPurge { .. }
+            | Op::PlatformGrantRetained { .. } => "platform",
             Op::Race { .. } => "race",
             Op::Fault { .. } => "fault",
         }
@@ -403,8 +410,12 @@ fn platform_op(rng: &mut fastrand::Rng, model: &Model) -> Op {
                 role: ROLES[rng.usize(..ROLES.len())].to_owned(),
             }
         }
-        55..75 if !retained.is_empty() => Op::PlatformPurge {
+        55..65 if !retained.is_empty() => Op::PlatformPurge {
             namespace: pick(rng, &retained).unwrap().clone(),
+        },
+        65..80 if !retained.is_empty() => Op::PlatformGrantRetained {
+            namespace: pick(rng, &retained).unwrap().clone(),
+            subject: PEOPLE[rng.usize(..PEOPLE.len())].to_owned(),
         },
         _ => Op::PlatformSquat {
             namespace: format!("user-squat-{}", rng.u32(..SQUATS)),
@@ -1226,6 +1237,19 @@ impl Actors {
                         .insert(namespace.clone());
                 }
                 Outcome::from(result)
+            }
+            Op::PlatformGrantRetained { namespace, subject } => {
+                let binding: RoleBinding = serde_json::from_value(json!({
+                    "metadata": { "generateName": "platform-" },
+                    "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view" },
+                    "subjects": [{ "kind": "User", "name": subject, "apiGroup": "rbac.authorization.k8s.io" }],
+                }))
+                .expect("a valid RoleBinding");
+                Outcome::from(
+                    Api::<RoleBinding>::namespaced(self.admin.clone(), namespace)
+                        .create(&PostParams::default(), &binding)
+                        .await,
+                )
             }
             Op::PlatformPurge { namespace } => {
                 let result = Api::<Namespace>::all(self.admin.clone())
