@@ -381,14 +381,27 @@ impl Oracle {
                 }
                 continue;
             }
+            // A binding that appears in a namespace revoked long ago (rule 17: "any RoleBinding
+            // that appears in it is removed") is due 2 s after it appeared, not after `since`.
+            let overdue: Vec<&RoleBinding> = bindings
+                .iter()
+                .copied()
+                .filter(|b| {
+                    let key = format!("rb {}/{} {:?}", r.namespace, b.name_any(), b.uid());
+                    let appeared = *self.first_seen.entry(key).or_insert(snap.at);
+                    model
+                        .deadline(r.since.max(appeared), REVOCATION_ALLOWED)
+                        .is_some_and(|d| snap.at > d)
+                })
+                .collect();
             let Some(deadline) = model.deadline(r.since, REVOCATION_ALLOWED) else {
                 continue;
             };
-            if snap.at <= deadline {
+            if snap.at <= deadline || (overdue.is_empty() && !bindings.is_empty()) {
                 continue;
             }
             let late = snap.at - r.since;
-            if !bindings.is_empty() {
+            if !overdue.is_empty() {
                 found.push(Violation {
                     check: "revocation-removes-every-binding".into(),
                     key: format!("bindings {} {:.3}", r.namespace, r.since),
@@ -398,7 +411,7 @@ impl Oracle {
                         r.namespace,
                         r.why,
                         r.since,
-                        bindings
+                        overdue
                             .iter()
                             .map(|b| b.name_any())
                             .collect::<Vec<_>>()
