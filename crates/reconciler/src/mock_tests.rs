@@ -719,3 +719,31 @@ async fn suspension_revokes_in_a_namespace_that_is_still_terminating() {
     let note = sent[2]["note"].as_str().unwrap();
     assert!(note.contains("removed every RoleBinding"), "{note}");
 }
+
+/// Found by the soak: a RoleBinding a tenant made between an offboarding's revocation and its
+/// namespace delete stayed until the namespace controller got to it, the next pass only waiting
+/// for the deletion it had just asked for. The pass its watch event triggers removes it.
+#[tokio::test]
+async fn a_binding_made_while_the_namespace_was_being_deleted_is_removed() {
+    let (ctx, server, mut writers) = Context::test();
+    let mut alice = finalized("alice", json!({}));
+    provisioned(&mut writers, &mut alice);
+    converged_earlier(&mut alice, Reason::Terminating);
+    alice.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+    // This replica revoked access and deleted the namespace moments ago.
+    let namespace = desired_namespace(&alice, "user-alice", Default::default(), false);
+    ctx.recent.namespace_deletes.remember(
+        "user-alice".into(),
+        crate::cache::print(&namespace.metadata.uid),
+    );
+    let mut script = vec![expect(
+        Method::DELETE,
+        "/namespaces/user-alice/rolebindings/homestead-user",
+        StatusCode::OK,
+        json!({}),
+    )];
+    script.extend(status_write_and_event(&alice));
+    let (result, sent) = run(ctx, server, alice, script).await;
+    result.expect("the offboarding waits for the namespace");
+    assert_eq!(sent.len(), 3, "{sent:?}");
+}

@@ -55,8 +55,11 @@ pub async fn offboard(user: &User, ctx: &Context) -> Result<Action> {
         .is_some();
     if deleted_here {
         // This replica revoked access and deleted it moments ago; the watches have not caught
-        // up (their echoes triggered this pass). Nothing to do but wait.
-        return wait_for_deletion(user, ctx, &namespace, Vec::new()).await;
+        // up with the deletion (their echoes triggered this pass). A RoleBinding made between
+        // the revocation and the delete is in the cache if its watch triggered this pass:
+        // remove what the cache shows (one already gone counts as deleted; found by the soak).
+        let revoked = revoke(ctx, &name, cached_bindings_in(ctx, &name), "offboarding").await?;
+        return wait_for_deletion(user, ctx, &namespace, revoked.into_iter().collect()).await;
     }
     if namespace.metadata.deletion_timestamp.is_some() {
         // Already on its way out (deleted by an earlier pass, or by someone else): nothing can
