@@ -689,6 +689,19 @@ async fn an_offboarding_whose_namespace_the_watch_saw_go_asks_nothing_more() {
     assert_eq!(result.unwrap(), Action::await_change());
 }
 
+/// The script of a reconcile of `alice` that deletes Homestead's RoleBinding, then writes her
+/// status and publishes an Event.
+fn revocation_then_status(alice: &User) -> Vec<Expect> {
+    let mut script = vec![expect(
+        Method::DELETE,
+        "/namespaces/user-alice/rolebindings/homestead-user",
+        StatusCode::OK,
+        json!({}),
+    )];
+    script.extend(status_write_and_event(alice));
+    script
+}
+
 /// Found by the soak: a suspended person kept access to their namespace while it terminated
 /// (the reconcile waited for the namespace before revoking). A terminating namespace whose
 /// RoleBindings the namespace controller has not removed yet is revoked at once. (A real
@@ -701,13 +714,7 @@ async fn suspension_revokes_in_a_namespace_that_is_still_terminating() {
     let mut terminating = desired_namespace(&alice, "user-alice", Default::default(), false);
     terminating.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
     writers.namespaces.insert(terminating);
-    let mut script = vec![expect(
-        Method::DELETE,
-        "/namespaces/user-alice/rolebindings/homestead-user",
-        StatusCode::OK,
-        json!({}),
-    )];
-    script.extend(status_write_and_event(&alice));
+    let script = revocation_then_status(&alice);
     let ctx = Arc::new(ctx);
     let (result, sent) = run(ctx.clone(), server, alice, script).await;
     result.expect("the reconcile waits for the namespace");
@@ -736,13 +743,7 @@ async fn a_binding_made_while_the_namespace_was_being_deleted_is_removed() {
         "user-alice".into(),
         crate::cache::print(&namespace.metadata.uid),
     );
-    let mut script = vec![expect(
-        Method::DELETE,
-        "/namespaces/user-alice/rolebindings/homestead-user",
-        StatusCode::OK,
-        json!({}),
-    )];
-    script.extend(status_write_and_event(&alice));
+    let script = revocation_then_status(&alice);
     let (result, sent) = run(ctx, server, alice, script).await;
     result.expect("the offboarding waits for the namespace");
     assert_eq!(sent.len(), 3, "{sent:?}");
