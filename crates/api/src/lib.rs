@@ -19,10 +19,15 @@ use serde::{Deserialize, Serialize};
 
 mod group;
 mod profile;
+pub mod reasons;
 pub use group::{DirectoryGroup, DirectoryGroupSpec, DirectoryGroupStatus, MAX_GROUP_MEMBERS};
 pub use profile::{
     AppliedProfile, DirectorySelection, NamespaceMetadata, NetworkIsolation, PodSecurityLevel,
     PodSecurityLevels, Profile, ProfileSpec, ProfileStatus, UserOverride,
+};
+pub use reasons::{
+    Change, ConditionType, ExpiringReason, Failure, MAX_EVENT_NOTE_BYTES, ProfileReason, Reason,
+    RefusalKind, Verb, VerbNames,
 };
 
 /// The API group of [`User`].
@@ -73,10 +78,13 @@ pub const WRITER_SCIM: &str = "scim";
 /// the platform creates a Profile of this name, which then replaces it.
 pub const DIRECTORY_FLOOR_PROFILE: &str = "directory-floor";
 
-/// The condition type always present in [`UserStatus::conditions`].
+/// The condition type always present in [`UserStatus::conditions`] ([`ConditionType::Ready`]).
 pub const CONDITION_READY: &str = "Ready";
-/// The condition type present while a User's `validUntil` is near (`True`) or set (`False`).
+/// The condition type present while a User's `validUntil` is near (`True`) or set (`False`)
+/// ([`ConditionType::Expiring`]).
 pub const CONDITION_EXPIRING: &str = "Expiring";
+/// `apiVersion` of every Homestead kind: `homestead.dev/v1alpha1`.
+pub const API_VERSION: &str = "homestead.dev/v1alpha1";
 
 /// Key prefixes (with their subdomains) a User may never set as Namespace labels or
 /// annotations: Homestead's own, and those of Kubernetes and its components (Pod Security,

@@ -56,9 +56,10 @@ use futures::{StreamExt, TryStreamExt};
 use homestead_api::{
     AppliedProfile, FIELD_MANAGER, FINALIZER, LABEL_MANAGED_BY, MANAGED_BY, Profile, User,
 };
-use homestead_reconciler::context::PodSecurity;
-use homestead_reconciler::desired::{desired_namespace, desired_role_binding};
-use homestead_reconciler::status::{Change, Outcome, Reason, desired_status, events_for};
+use homestead_api::{Change, Reason};
+use homestead_reconciler::plan::config::PodSecurity;
+use homestead_reconciler::plan::desired::{desired_namespace, desired_role_binding};
+use homestead_reconciler::plan::status::{Outcome, desired_status, events_for};
 use homestead_testenv::{ADMIN, ControlPlane, OPERATOR, Supervised, free_port};
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};

@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use homestead_directory::import::PruneLimit;
 use homestead_reconciler::Config;
-use homestead_reconciler::context::{
+use homestead_reconciler::plan::config::{
     DEFAULT_ALLOWED_ROLES, DEFAULT_NAMESPACE_PREFIX, DEFAULT_OPERATOR_NAMESPACE,
     DEFAULT_POD_SECURITY, DEFAULT_RESERVED_KEYS, PodSecurity, PodSecurityLevel,
 };
@@ -43,7 +43,7 @@ pub struct Cli {
 }
 
 /// The flags that become the reconciler's [`Config`]; each default is a `DEFAULT_*` constant of
-/// `homestead_reconciler::context`, which [`Config::default`] uses too.
+/// `homestead_reconciler::plan::config`, which [`Config::default`] uses too.
 #[derive(Debug, clap::Args)]
 #[command(next_help_heading = "Policy")]
 pub struct PolicyArgs {

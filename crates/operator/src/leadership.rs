@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use homestead_reconciler::context::Fence;
+use homestead_reconciler::act::fence::Fence;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};

@@ -11,7 +11,6 @@ mod leadership;
 mod operator;
 mod scim;
 mod server;
-mod watches;
 
 use clap::Parser;
 

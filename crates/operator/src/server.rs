@@ -15,7 +15,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use homestead_api::User;
 use homestead_reconciler::Metrics;
-use homestead_reconciler::context::Fence;
+use homestead_reconciler::act::fence::Fence;
 use kube::runtime::reflector::Store;
 use prometheus::{Encoder, Registry, TextEncoder};
 use tokio_util::sync::CancellationToken;

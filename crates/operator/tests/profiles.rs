@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use common::*;
 use homestead_api::{Profile, User};
-use homestead_reconciler::desired::{desired_limit_range, desired_network_policy};
+use homestead_reconciler::plan::desired::{desired_limit_range, desired_network_policy};
 use homestead_testenv::OPERATOR;
 use k8s_openapi::api::core::v1::{LimitRange, Namespace, ResourceQuota};
 use k8s_openapi::api::networking::v1::NetworkPolicy;

@@ -1,219 +1,92 @@
-//! What every reconcile shares: the operator's [`Config`] (from its flags) and the [`Context`]
-//! (client, Event queue, metrics, reflector caches of managed objects, per-User backoff),
-//! passed to each reconcile as `Arc<Context>`.
+//! What every flow shares, passed to each reconcile as `Arc<Context>`: the [`Cluster`] (this
+//! replica's fenced door to the API server), the operator's [`Config`], the [`Caches`] its
+//! watches fill, its [`Metrics`] and the per-User backoff. Its fields are private: a flow asks
+//! for what it needs by intent ([`Context::resolve`], [`Context::ready_to_write`],
+//! [`Context::retry_delay`]) or reads one part ([`Context::cluster`], [`Context::caches`],
+//! [`Context::config`]). The context sits above act and state and below the flows
+//! (docs/development.md, "Layers").
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
-use homestead_api::{DirectoryGroup, Profile};
-use k8s_openapi::api::core::v1::{LimitRange, ResourceQuota};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
-use kube::Client;
-use kube::runtime::events::Reporter;
-use kube::runtime::reflector::Store;
+use homestead_api::{DIRECTORY_FLOOR_PROFILE, User};
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+use tracing::warn;
 
-use crate::cache::{CachedNamespace, CachedRoleBinding};
-use crate::error::Backoffs;
-use crate::events::EventQueue;
+use crate::act::Cluster;
+use crate::error::{Backoffs, Error};
 use crate::metrics::Metrics;
-use crate::recent::Recent;
-use crate::store::CompactStore;
-
-pub use crate::fence::Fence;
-
-pub use homestead_api::PodSecurityLevel;
-
-/// `--namespace-prefix`: derived Namespace names are `user-<User name>`.
-pub const DEFAULT_NAMESPACE_PREFIX: &str = "user-";
-/// `--reserved-key`: the service meshes' keys, which would move a tenant's Pods in or out of a
-/// mesh, beyond the keys Homestead always reserves.
-pub const DEFAULT_RESERVED_KEYS: [&str; 3] = ["istio-injection", "istio.io/", "linkerd.io/"];
-/// `--allowed-role`: Kubernetes' aggregated user-facing ClusterRoles.
-pub const DEFAULT_ALLOWED_ROLES: [&str; 3] = ["admin", "edit", "view"];
-/// `--operator-namespace` (`POD_NAMESPACE` in a Pod).
-pub const DEFAULT_OPERATOR_NAMESPACE: &str = "homestead-system";
-/// `--expiry-warning`: 14 days, in seconds as a [`Duration`](std::time::Duration).
-pub const DEFAULT_EXPIRY_WARNING: std::time::Duration = std::time::Duration::from_secs(14 * 86_400);
-/// `--pod-security-enforce|warn|audit`: enforce `baseline`, warn and audit `restricted`.
-pub const DEFAULT_POD_SECURITY: PodSecurity = PodSecurity {
-    enforce: PodSecurityLevel::Baseline,
-    warn: PodSecurityLevel::Restricted,
-    audit: PodSecurityLevel::Restricted,
-};
-
-/// The Pod Security admission levels every managed Namespace is labelled with (the API's
-/// [`homestead_api::PodSecurityLevels`] with every level decided).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PodSecurity {
-    /// `pod-security.kubernetes.io/enforce`: Pods violating it are refused. Default `baseline`.
-    pub enforce: PodSecurityLevel,
-    /// `pod-security.kubernetes.io/warn`: violations warn the client. Default `restricted`.
-    pub warn: PodSecurityLevel,
-    /// `pod-security.kubernetes.io/audit`: violations are annotated in the audit log. Default
-    /// `restricted`.
-    pub audit: PodSecurityLevel,
-}
-
-impl Default for PodSecurity {
-    fn default() -> Self {
-        DEFAULT_POD_SECURITY
-    }
-}
-
-/// The operator's configuration, from its command-line flags. [`Config::default`] is what the
-/// flags default to (the `DEFAULT_*` constants; a test of the CLI checks they agree).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Config {
-    /// Prefix of derived Namespace names: `<prefix><User name>`. Default `user-`.
-    pub namespace_prefix: String,
-    /// Shell-style patterns (`*`, `?`, `[...]`) a Namespace name given in
-    /// `spec.namespace.name` must match one of. Default: `<prefix>*`.
-    pub allowed_namespaces: Vec<glob::Pattern>,
-    /// Extra label and annotation keys Users may not set (see
-    /// [`homestead_api::key_matches`]): a `domain/` prefix with its subdomains, or an exact key.
-    pub reserved_keys: Vec<String>,
-    /// The Pod Security labels of every managed Namespace.
-    pub pod_security: PodSecurity,
-    /// ClusterRoles a User may ask for. `cluster-admin` is refused even if listed.
-    pub allowed_roles: BTreeSet<String>,
-    /// Namespaces never touched, beyond `default`, `kube-*` and the operator's own.
-    pub reserved_namespaces: BTreeSet<String>,
-    /// The namespace the operator runs in (reserved too).
-    pub operator_namespace: String,
-    /// The Profile of every User that names none (`--default-profile`); `None`: such Users get
-    /// only what their spec says.
-    pub default_profile: Option<String>,
-    /// How long before a User's `validUntil` its `Expiring` condition turns `True` (with an
-    /// Event). Default 14 days.
-    pub expiry_warning: std::time::Duration,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            namespace_prefix: DEFAULT_NAMESPACE_PREFIX.to_owned(),
-            allowed_namespaces: vec![
-                glob::Pattern::new(&format!("{DEFAULT_NAMESPACE_PREFIX}*"))
-                    .expect("a valid pattern"),
-            ],
-            reserved_keys: DEFAULT_RESERVED_KEYS.map(String::from).into(),
-            pod_security: DEFAULT_POD_SECURITY,
-            allowed_roles: DEFAULT_ALLOWED_ROLES.map(String::from).into(),
-            reserved_namespaces: BTreeSet::new(),
-            operator_namespace: DEFAULT_OPERATOR_NAMESPACE.to_owned(),
-            default_profile: None,
-            expiry_warning: DEFAULT_EXPIRY_WARNING,
-        }
-    }
-}
-
-impl Config {
-    /// Whether Homestead must never touch `namespace`: `default`, any `kube-*`, the operator's
-    /// own namespace, or one listed in [`Config::reserved_namespaces`].
-    pub fn is_reserved(&self, namespace: &str) -> bool {
-        namespace == "default"
-            || namespace.starts_with("kube-")
-            || namespace == self.operator_namespace
-            || self.reserved_namespaces.contains(namespace)
-    }
-
-    /// Whether a Namespace name given in `spec.namespace.name` is one the platform allows
-    /// (matches one of [`Config::allowed_namespaces`]).
-    pub fn allows_namespace(&self, namespace: &str) -> bool {
-        self.allowed_namespaces.iter().any(|p| p.matches(namespace))
-    }
-
-    /// Whether a label or annotation key is reserved, by Homestead itself
-    /// ([`homestead_api::is_reserved_key`]) or by [`Config::reserved_keys`].
-    pub fn is_reserved_key(&self, key: &str) -> bool {
-        homestead_api::is_reserved_key(key)
-            || self
-                .reserved_keys
-                .iter()
-                .any(|p| homestead_api::key_matches(key, p))
-    }
-}
-
-/// The reflector caches reconciles read instead of the API server wherever possible, in the
-/// compact forms of [`crate::cache`].
-#[derive(Clone)]
-pub struct Caches {
-    /// Namespaces labelled as Homestead's (`app.kubernetes.io/managed-by=homestead`).
-    pub namespaces: CompactStore<CachedNamespace>,
-    /// Every RoleBinding in the cluster: revoking access removes the ones a person made too.
-    pub role_bindings: CompactStore<CachedRoleBinding>,
-    /// ResourceQuotas labelled as Homestead's.
-    pub quotas: Store<ResourceQuota>,
-    /// LimitRanges labelled as Homestead's.
-    pub limit_ranges: Store<LimitRange>,
-    /// NetworkPolicies labelled as Homestead's.
-    pub network_policies: Store<NetworkPolicy>,
-    /// Every Profile.
-    pub profiles: Store<Profile>,
-    /// Every DirectoryGroup.
-    pub groups: Store<DirectoryGroup>,
-    /// Which User holds each identity, from the User watch.
-    pub identities: crate::identity::Identities,
-}
+use crate::plan::config::Config;
+use crate::plan::profile::{Resolved, choose, directory_floor, resolve};
+use crate::plan::validate::Refusal;
+use crate::state::Caches;
 
 /// Everything a reconcile needs, shared by all reconciles as `Arc<Context>`.
 pub struct Context {
-    /// Client authenticated as the operator.
-    pub client: Client,
+    /// The fenced client, the memory of recent writes and the Event queue.
+    cluster: Cluster,
     /// The operator's configuration.
-    pub config: Config,
-    /// Publishes Events on Users (in namespace `default`, as for every cluster-scoped object),
-    /// off the reconcile path.
-    pub events: EventQueue,
+    config: Config,
+    /// The caches the watches fill.
+    caches: Caches,
     /// The operator's Prometheus metrics.
-    pub metrics: Metrics,
-    /// Caches of managed objects.
-    pub caches: Caches,
+    metrics: Metrics,
     /// Retry delays of Users whose reconcile failed.
-    pub(crate) backoffs: Backoffs,
-    /// Writes this replica made moments ago that the caches may not show yet.
-    pub recent: Recent,
-    /// Whether Homestead is being uninstalled, as last read ([`crate::offboard`]).
-    pub(crate) uninstall_check: crate::offboard::UninstallCheck,
+    backoffs: Backoffs,
     /// Whether every cache has seen its first list; reconciles wait for it, so nothing is
-    /// written from a half-filled cache after a restart. Set by the operator.
+    /// written from a half-filled cache after a restart.
     synced: tokio::sync::watch::Sender<bool>,
-    /// Whether this replica may write (it holds the leader-election Lease). [`Context::client`]
-    /// checks it on every request that writes ([`crate::fence::fenced`]); reconciles and the
-    /// Event queue read it to skip work a refused write would waste.
-    pub fence: Arc<Fence>,
 }
 
 impl Context {
-    /// A Context whose Events are reported by `reporter` (controller `homestead` and this
-    /// replica's identity), with fresh backoff state, remembering its writes in `recent` (whose
-    /// creates the watches also read), writing only while `fence` is held ([`Fence::always`]
-    /// without leader election). Starts the [`EventQueue`]'s publisher.
-    ///
-    /// # Panics
-    /// Outside a Tokio runtime.
-    pub fn new(
-        client: Client,
-        config: Config,
-        reporter: Reporter,
-        metrics: Metrics,
-        caches: Caches,
-        recent: Recent,
-        fence: Arc<Fence>,
-    ) -> Self {
-        let client = crate::fence::fenced(client, fence.clone());
+    /// A Context writing through `cluster`, configured by `config`, reading `caches`, counting
+    /// in `metrics`, with fresh backoff state; reconciles wait for [`Context::mark_synced`].
+    pub fn new(cluster: Cluster, config: Config, caches: Caches, metrics: Metrics) -> Self {
         Self {
-            events: EventQueue::start(&client, &reporter, fence.clone(), metrics.clone()),
-            client,
+            cluster,
             config,
-            metrics,
             caches,
+            metrics,
             backoffs: Backoffs::default(),
-            recent,
-            uninstall_check: crate::offboard::UninstallCheck::default(),
             synced: tokio::sync::watch::Sender::new(false),
-            fence,
         }
+    }
+
+    /// This replica's door to the API server.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    /// The operator's configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The caches the watches fill.
+    pub fn caches(&self) -> &Caches {
+        &self.caches
+    }
+
+    /// The operator's metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// `user` with its Profile applied: the Profile [`choose`] picks from the cached Profiles
+    /// and DirectoryGroups, then [`resolve`]d.
+    ///
+    /// # Errors
+    /// The [`Refusal`]s of [`resolve`].
+    pub fn resolve(&self, user: &User) -> Result<Resolved, Refusal> {
+        let profiles = self.caches.profiles();
+        let groups = self.caches.groups();
+        let choice = choose(user, &self.config, &profiles, &groups);
+        resolve(user, choice.as_ref(), &self.config, |name| {
+            self.caches
+                .profile(name)
+                .or_else(|| (name == DIRECTORY_FLOOR_PROFILE).then(|| Arc::new(directory_floor())))
+        })
     }
 
     /// Marks every cache as synced: reconciles may proceed.
@@ -227,13 +100,48 @@ impl Context {
         // The sender lives in `self`, so the channel cannot close while we wait.
         let _ = synced.wait_for(|synced| *synced).await;
     }
+
+    /// Waits until every cache has synced; then whether this replica may write (it holds the
+    /// leader-election Lease). A standby touches nothing.
+    pub async fn ready_to_write(&self) -> bool {
+        self.wait_synced().await;
+        self.cluster.may_write()
+    }
+
+    /// After a failed reconcile of `user`: counts `error` by [`Error::metric_label`] in
+    /// `homestead_reconcile_errors_total`, logs it as a warning, and returns the delay before
+    /// the retry (per-User exponential backoff with jitter: 1 s, 2 s, 4 s, ... up to 5 min).
+    pub fn retry_delay(&self, user: &User, error: &Error) -> Duration {
+        let reason = error.metric_label().as_str();
+        self.metrics.errors.with_label_values(&[reason]).inc();
+        let delay = self.backoffs.next_delay(ObjectRef::from_obj(user));
+        warn!(
+            user = %user.name_any(),
+            %reason,
+            retry_in_seconds = delay.as_secs_f64(),
+            "reconcile failed: {error}"
+        );
+        delay
+    }
+
+    /// Forgets `user`'s failures after a successful reconcile.
+    pub fn succeeded(&self, user: &ObjectRef<User>) {
+        self.backoffs.reset(user);
+    }
 }
 
 #[cfg(test)]
 pub(crate) mod test {
     //! A [`Context`] on a mock API server ([`tower_test`]), with caches the test fills itself.
 
-    use crate::store::{CompactWriter, compact_store};
+    use crate::act::fence::Fence;
+    use crate::act::recent::Recent;
+    use crate::state::cache::{CachedNamespace, CachedRoleBinding};
+    use crate::state::store::{CompactWriter, compact_store};
+    use homestead_api::{DirectoryGroup, Profile};
+    use k8s_openapi::api::core::v1::{LimitRange, ResourceQuota};
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    use kube::runtime::events::Reporter;
     use kube::runtime::reflector::{self, store::Writer};
     use kube::runtime::watcher;
     use kube::{Client, Resource};
@@ -267,6 +175,16 @@ pub(crate) mod test {
     }
 
     impl Context {
+        /// The per-User backoff state.
+        pub fn backoffs(&self) -> &Backoffs {
+            &self.backoffs
+        }
+
+        /// The configuration, to change before the first reconcile.
+        pub fn config_mut(&mut self) -> &mut Config {
+            &mut self.config
+        }
+
         /// A Context with the default [`Config`], empty caches and a client whose requests
         /// go to the returned [`ApiServer`].
         pub fn test() -> (Self, ApiServer, Writers) {
@@ -285,14 +203,21 @@ pub(crate) mod test {
             let (profiles, profile_writer) = reflector::store();
             let (groups, group_writer) = reflector::store();
             let registry = prometheus::Registry::new();
-            let context = Self::new(
+            let metrics = Metrics::new(&registry).expect("fresh registry");
+            let reporter = Reporter {
+                controller: "homestead".into(),
+                instance: Some("test".into()),
+            };
+            let cluster = Cluster::new(
                 client,
+                &reporter,
+                Arc::new(fence),
+                Recent::default(),
+                metrics.clone(),
+            );
+            let context = Self::new(
+                cluster,
                 Config::default(),
-                Reporter {
-                    controller: "homestead".into(),
-                    instance: Some("test".into()),
-                },
-                Metrics::new(&registry).expect("fresh registry"),
                 Caches {
                     namespaces,
                     role_bindings,
@@ -301,10 +226,9 @@ pub(crate) mod test {
                     network_policies,
                     profiles,
                     groups,
-                    identities: crate::identity::Identities::default(),
+                    identities: crate::state::identity::Identities::default(),
                 },
-                Recent::default(),
-                Arc::new(fence),
+                metrics,
             );
             context.mark_synced();
             let writers = Writers {

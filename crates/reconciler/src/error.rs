@@ -3,56 +3,18 @@
 //! with jitter, reset by the next successful reconcile).
 //!
 //! Refusals of bad input are not errors: they end in a `Ready=False` condition and a Warning
-//! Event, and the reconcile succeeds (see [`crate::validate`]). Waiting for a Namespace to finish
-//! terminating is not an error either (see [`crate::reconcile()`]).
+//! Event, and the reconcile succeeds (see [`crate::plan::validate`]). Waiting for a Namespace to finish
+//! terminating is not an error either (see [`crate::flows::reconcile::reconcile()`]).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
-use homestead_api::User;
+use homestead_api::{Failure, User, Verb};
 use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
-
-/// A request Homestead makes to the API server.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verb {
-    /// GET of one object.
-    Get,
-    /// DELETE of every object of a kind in a namespace (`deletecollection`).
-    DeleteCollection,
-    /// POST that fails if the object exists.
-    Create,
-    /// Server-side apply (PATCH `application/apply-patch+yaml`) with field manager `homestead`.
-    Apply,
-    /// DELETE (an object already gone counts as deleted).
-    Delete,
-    /// Server-side apply of the User's status subresource.
-    PatchStatus,
-}
-
-impl Verb {
-    /// The verb as it reads in an error message ("get", "patch status of", ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Get => "get",
-            Self::DeleteCollection => "delete every",
-            Self::Create => "create",
-            Self::Apply => "apply",
-            Self::Delete => "delete",
-            Self::PatchStatus => "patch status of",
-        }
-    }
-}
-
-impl fmt::Display for Verb {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// Errors of one reconcile.
 #[derive(Debug, thiserror::Error)]
@@ -71,7 +33,7 @@ pub enum Error {
         source: kube::Error,
     },
     /// The User's Namespace is still being deleted. Offboarding returns it so the finalizer
-    /// helper keeps the finalizer; [`crate::reconcile()`] turns it into a requeue, not a failure.
+    /// helper keeps the finalizer; [`crate::flows::reconcile::reconcile()`] turns it into a requeue, not a failure.
     #[error("namespace {0:?} is still terminating")]
     NamespaceTerminating(String),
     /// This replica may not write: it no longer holds (or cannot confirm it holds) the
@@ -87,25 +49,15 @@ pub enum Error {
 /// Result with the reconciler's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// The `reason` label of `homestead_reconcile_errors_total`: what failed, bounded (snake_case
-/// of the variant's name, derived). [`ErrorLabel::VARIANTS`](strum::VariantArray) lets the
-/// counter start every series at 0 (one that appears only at its first error cannot be rated or
-/// alerted on).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr, strum::VariantArray)]
-#[strum(serialize_all = "snake_case")]
+/// The `reason` label of `homestead_reconcile_errors_total`: what failed, bounded. A failed
+/// request is labelled by its verb ([`homestead_api::VerbNames::metric_label`], the one table
+/// of a verb's names); the others by the snake_case of the variant's name.
+/// [`ErrorLabel::all`] lets the counter start every series at 0 (one that appears only at its
+/// first error cannot be rated or alerted on).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorLabel {
-    /// A GET failed.
-    GetFailed,
-    /// A `deletecollection` failed.
-    DeleteCollectionFailed,
-    /// A create failed.
-    CreateFailed,
-    /// A server-side apply failed.
-    ApplyFailed,
-    /// A delete failed.
-    DeleteFailed,
-    /// The status write failed.
-    StatusFailed,
+    /// A request to the API server failed.
+    Failed(Verb),
     /// The User's Namespace is still terminating (a requeue, counted apart).
     NamespaceTerminating,
     /// This replica may not write (it does not hold the Lease).
@@ -117,19 +69,35 @@ pub enum ErrorLabel {
 }
 
 impl ErrorLabel {
+    /// Every label, each once.
+    pub fn all() -> impl Iterator<Item = ErrorLabel> {
+        use strum::VariantArray;
+        Verb::VARIANTS
+            .iter()
+            .map(|verb| Self::Failed(*verb))
+            .chain([
+                Self::NamespaceTerminating,
+                Self::NotLeader,
+                Self::FinalizerFailed,
+                Self::InvalidObject,
+            ])
+    }
+
     /// The label value.
     pub fn as_str(self) -> &'static str {
-        self.into()
+        match self {
+            Self::Failed(verb) => verb.names().metric_label,
+            Self::NamespaceTerminating => "namespace_terminating",
+            Self::NotLeader => "not_leader",
+            Self::FinalizerFailed => "finalizer_failed",
+            Self::InvalidObject => "invalid_object",
+        }
     }
 }
 
 impl Error {
-    /// An [`Error::Kube`] for `verb` on the object `name` of kind `kind`; [`Error::NotLeader`]
-    /// when the fenced client refused to send it ([`crate::fence::FenceClosed`]).
+    /// An [`Error::Kube`] for `verb` on the object `name` of kind `kind`.
     pub fn kube(verb: Verb, kind: Cow<'static, str>, name: &str, source: kube::Error) -> Self {
-        if crate::fence::is_fence_closed(&source) {
-            return Self::NotLeader;
-        }
         Self::Kube {
             verb,
             kind,
@@ -142,14 +110,7 @@ impl Error {
     pub fn metric_label(&self) -> ErrorLabel {
         use kube::runtime::finalizer::Error as F;
         match self {
-            Self::Kube { verb, .. } => match verb {
-                Verb::Get => ErrorLabel::GetFailed,
-                Verb::DeleteCollection => ErrorLabel::DeleteCollectionFailed,
-                Verb::Create => ErrorLabel::CreateFailed,
-                Verb::Apply => ErrorLabel::ApplyFailed,
-                Verb::Delete => ErrorLabel::DeleteFailed,
-                Verb::PatchStatus => ErrorLabel::StatusFailed,
-            },
+            Self::Kube { verb, .. } => ErrorLabel::Failed(*verb),
             Self::NamespaceTerminating(_) => ErrorLabel::NamespaceTerminating,
             Self::NotLeader => ErrorLabel::NotLeader,
             Self::Finalizer(inner) => match inner.as_ref() {
@@ -157,6 +118,20 @@ impl Error {
                 F::AddFinalizer(_) | F::RemoveFinalizer(_) => ErrorLabel::FinalizerFailed,
                 F::UnnamedObject | F::InvalidFinalizer => ErrorLabel::InvalidObject,
             },
+        }
+    }
+
+    /// The `Ready=False` reason of this error: `Forbidden` when the API server (RBAC, an
+    /// admission policy or webhook) refused a request with 403, else the failure of the verb
+    /// that failed ([`homestead_api::VerbNames::failure`]); `ApplyFailed` for any other error.
+    pub fn failure(&self) -> Failure {
+        match self {
+            Self::Kube {
+                source: kube::Error::Api(status),
+                ..
+            } if status.code == 403 => Failure::Forbidden,
+            Self::Kube { verb, .. } => verb.names().failure,
+            _ => Failure::ApplyFailed,
         }
     }
 
@@ -238,7 +213,6 @@ impl<K: Resource<DynamicType = ()>> Backoffs<K> {
 mod tests {
     use super::*;
     use kube::runtime::finalizer::Error as F;
-    use strum::VariantArray;
 
     fn api_error(code: u16) -> kube::Error {
         kube::Error::Api(
@@ -289,7 +263,7 @@ mod tests {
         );
         let mut every: Vec<&str> = every.into_iter().map(ErrorLabel::as_str).collect();
         every.sort_unstable();
-        let mut known: Vec<&str> = ErrorLabel::VARIANTS.iter().map(|l| l.as_str()).collect();
+        let mut known: Vec<&str> = ErrorLabel::all().map(ErrorLabel::as_str).collect();
         known.sort_unstable();
         assert_eq!(every, known);
     }

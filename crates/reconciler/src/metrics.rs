@@ -4,9 +4,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use homestead_api::User;
+use homestead_api::{Reason, User};
 
-use crate::status::Reason;
 use prometheus::{
     Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
@@ -46,6 +45,42 @@ pub enum StatusKind {
     Profile,
     /// A DirectoryGroup's status.
     DirectoryGroup,
+}
+
+/// The metrics of reconciles themselves, registered in `r`: `homestead_reconciliations_total`,
+/// `homestead_reconcile_errors_total`, `homestead_reconcile_duration_seconds` and
+/// `homestead_reconciles_in_flight`.
+///
+/// # Errors
+/// As [`register`].
+fn reconcile_metrics(
+    r: &Registry,
+) -> Result<(IntCounterVec, IntCounterVec, Histogram, IntGauge), prometheus::Error> {
+    Ok((
+        counter_vec(
+            r,
+            "homestead_reconciliations_total",
+            "Reconciles of Users by result",
+            &["result"],
+        )?,
+        counter_vec(
+            r,
+            "homestead_reconcile_errors_total",
+            "Failed reconciles of Users by reason",
+            &["reason"],
+        )?,
+        histogram(
+            r,
+            "homestead_reconcile_duration_seconds",
+            "Duration of one reconcile of a User, in seconds",
+            &RECONCILE_BUCKETS,
+        )?,
+        gauge(
+            r,
+            "homestead_reconciles_in_flight",
+            "Reconciles of Users running now",
+        )?,
+    ))
 }
 
 /// Buckets of `homestead_reconcile_duration_seconds`, in seconds: from a millisecond to 10 s.
@@ -156,13 +191,13 @@ pub struct Metrics {
     /// (its fence is open), else 0.
     pub leader: IntGauge,
     /// `homestead_events_pending`: Events queued by reconciles and not yet published (see
-    /// [`crate::events::EventQueue`]); grows during a bulk import and drains after it.
+    /// [`crate::act::events::EventQueue`]); grows during a bulk import and drains after it.
     pub events_pending: IntGauge,
     /// `homestead_events_failed_total`: Events the API server refused or did not answer (each
     /// is logged with its User and reason; Events are not retried).
     pub events_failed: IntCounter,
     /// `homestead_events_summarised_total`: per-User Normal Events folded into a summary Event
-    /// because they arrived in bulk (see [`crate::events::EventQueue`]).
+    /// because they arrived in bulk (see [`crate::act::events::EventQueue`]).
     pub events_summarised: IntCounter,
     /// `homestead_status_errors_total{kind="Profile"|"DirectoryGroup"}`: failed writes of a
     /// Profile's or DirectoryGroup's status (each retried with backoff, and logged).
@@ -180,30 +215,12 @@ impl Metrics {
     /// A [`prometheus::Error`] if a metric of the same name is already registered there.
     pub fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
         let r = registry;
+        let (reconciliations, errors, duration, in_flight) = reconcile_metrics(r)?;
         let metrics = Self {
-            reconciliations: counter_vec(
-                r,
-                "homestead_reconciliations_total",
-                "Reconciles of Users by result",
-                &["result"],
-            )?,
-            errors: counter_vec(
-                r,
-                "homestead_reconcile_errors_total",
-                "Failed reconciles of Users by reason",
-                &["reason"],
-            )?,
-            duration: histogram(
-                r,
-                "homestead_reconcile_duration_seconds",
-                "Duration of one reconcile of a User, in seconds",
-                &RECONCILE_BUCKETS,
-            )?,
-            in_flight: gauge(
-                r,
-                "homestead_reconciles_in_flight",
-                "Reconciles of Users running now",
-            )?,
+            reconciliations,
+            errors,
+            duration,
+            in_flight,
             users: gauge_vec(
                 r,
                 "homestead_users",
@@ -278,7 +295,7 @@ impl Metrics {
         )?
         .with_label_values(&[env!("CARGO_PKG_VERSION")])
         .set(1);
-        for reason in <crate::error::ErrorLabel as strum::VariantArray>::VARIANTS {
+        for reason in crate::error::ErrorLabel::all() {
             self.errors.with_label_values(&[reason.as_str()]).reset();
         }
         for result in <ReconcileResult as strum::VariantArray>::VARIANTS {

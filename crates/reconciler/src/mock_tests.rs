@@ -15,10 +15,11 @@ use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
 use crate::context::test::{ApiServer, Writers};
-use crate::desired::{desired_namespace, desired_role_binding};
-use crate::status::{Outcome, Reason, desired_status};
+use crate::plan::desired::{desired_namespace, desired_role_binding};
+use crate::plan::status::{Outcome, desired_status};
 use crate::test_fixtures::user;
 use crate::{Context, Error, error_policy, reconcile};
+use homestead_api::Reason;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
@@ -55,7 +56,7 @@ fn failure(code: StatusCode) -> Value {
 
 /// Answers the scripted requests and returns the bodies the operator sent, by their place in
 /// the script; panics on an unexpected request. Event creates are matched in their own order:
-/// the [`crate::events::EventQueue`] publishes them beside the reconcile's own requests, so only
+/// the [`crate::act::events::EventQueue`] publishes them beside the reconcile's own requests, so only
 /// the order within each of the two is fixed.
 async fn serve(mut server: ApiServer, script: Vec<Expect>) -> Vec<Value> {
     let is_event = |step: &Expect| step.path == EVENTS;
@@ -217,9 +218,9 @@ async fn failed_event_publish_does_not_fail_the_reconcile() {
         Action::await_change()
     );
     assert_eq!(sent[1]["reason"], "Provisioned");
-    assert!(ctx.events.drained(Duration::from_secs(5)).await);
+    assert!(ctx.cluster().events().drained(Duration::from_secs(5)).await);
     assert_eq!(
-        ctx.metrics.events_failed.get(),
+        ctx.metrics().events_failed.get(),
         1,
         "the refusal was counted"
     );
@@ -330,7 +331,7 @@ async fn failures_back_off_per_user_and_a_success_resets_it() {
     let ctx = Arc::new(ctx);
     let alice = finalized("alice", json!({}));
     let error = Error::kube(
-        crate::error::Verb::Apply,
+        homestead_api::Verb::Apply,
         "RoleBinding".into(),
         "user-alice/homestead-user",
         kube::Error::Api(kube::core::Status::failure("x", "y").with_code(500).boxed()),
@@ -344,9 +345,9 @@ async fn failures_back_off_per_user_and_a_success_resets_it() {
             "{delay:?} for base {base:?}"
         );
     }
-    assert_eq!(ctx.backoffs.failing(), 1);
+    assert_eq!(ctx.backoffs().failing(), 1);
     let errors = ctx
-        .metrics
+        .metrics()
         .errors
         .with_label_values(&["apply_failed"])
         .get();
@@ -357,7 +358,7 @@ async fn failures_back_off_per_user_and_a_success_resets_it() {
         Action::await_change(),
         "a failure is always retried"
     );
-    assert_eq!(ctx.backoffs.failing(), 2);
+    assert_eq!(ctx.backoffs().failing(), 2);
 
     // A successful reconcile of alice (converged: no request at all) forgets her failures.
     let mut converged = alice;
@@ -371,7 +372,7 @@ async fn failures_back_off_per_user_and_a_success_resets_it() {
     let (result, sent) = run(ctx.clone(), server, converged, vec![]).await;
     assert_eq!(result.unwrap(), Action::await_change());
     assert!(sent.is_empty(), "a converged User costs no request");
-    assert_eq!(ctx.backoffs.failing(), 1, "only bob is still backing off");
+    assert_eq!(ctx.backoffs().failing(), 1, "only bob is still backing off");
 }
 
 #[tokio::test]
@@ -380,7 +381,9 @@ async fn offboarding_retains_a_namespace_that_has_become_reserved() {
     let mut alice = finalized("alice", json!({}));
     provisioned(&mut writers, &mut alice);
     alice.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
-    ctx.config.reserved_namespaces.insert("user-alice".into());
+    ctx.config_mut()
+        .reserved_namespaces
+        .insert("user-alice".into());
     let crd = json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": { "name": "users.homestead.dev" },
@@ -461,7 +464,7 @@ async fn offboarding_retains_a_namespace_that_has_become_reserved() {
 
 #[tokio::test]
 async fn a_replica_that_cannot_confirm_the_lease_writes_nothing() {
-    let (ctx, server, _writers) = Context::test_fenced(crate::context::Fence::closed());
+    let (ctx, server, _writers) = Context::test_fenced(crate::act::fence::Fence::closed());
     // A new User: provisioning would write a finalizer, a Namespace, a RoleBinding, a status.
     let fresh = user("alice", json!({}));
     let (result, sent) = run(ctx, server, fresh, vec![]).await;
@@ -471,12 +474,14 @@ async fn a_replica_that_cannot_confirm_the_lease_writes_nothing() {
 
 #[tokio::test]
 async fn a_fence_that_closes_stops_the_next_write() {
-    let (ctx, _server, _writers) = Context::test_fenced(crate::context::Fence::closed());
-    ctx.fence
+    let (ctx, _server, _writers) = Context::test_fenced(crate::act::fence::Fence::closed());
+    ctx.cluster()
+        .fence()
         .hold_until(std::time::Instant::now() + Duration::from_secs(60));
     // Held: a reconcile may start. Then the Lease can no longer be confirmed:
-    ctx.fence.hold_until(std::time::Instant::now());
+    ctx.cluster().fence().hold_until(std::time::Instant::now());
     let error = ctx
+        .cluster()
         .apply(&desired_namespace(
             &user("alice", json!({})),
             "user-alice",
@@ -495,7 +500,7 @@ async fn a_fence_that_closes_stops_the_next_write() {
 /// (which records every request), so a write that got through would be seen.
 #[tokio::test]
 async fn a_fenced_replica_sends_no_write_of_any_kind() {
-    let (ctx, mut server, mut writers) = Context::test_fenced(crate::context::Fence::closed());
+    let (ctx, mut server, mut writers) = Context::test_fenced(crate::act::fence::Fence::closed());
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let record = seen.clone();
     tokio::spawn(async move {
@@ -525,7 +530,7 @@ async fn a_fenced_replica_sends_no_write_of_any_kind() {
         }
     });
     let alice = finalized("alice", json!({}));
-    let provisioned_now = crate::provision::provision(&alice, &ctx).await;
+    let provisioned_now = crate::flows::provision::provision(&alice, &ctx).await;
     assert!(
         matches!(provisioned_now, Err(Error::NotLeader)),
         "{provisioned_now:?}"
@@ -533,12 +538,12 @@ async fn a_fenced_replica_sends_no_write_of_any_kind() {
     let mut leaving = finalized("alice", json!({}));
     provisioned(&mut writers, &mut leaving);
     leaving.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
-    let offboarded = crate::offboard::offboard(&leaving, &ctx).await;
+    let offboarded = crate::flows::offboard::offboard(&leaving, &ctx).await;
     assert!(
         matches!(offboarded, Err(Error::NotLeader)),
         "{offboarded:?}"
     );
-    ctx.publish(
+    ctx.cluster().publish(
         &alice,
         kube::runtime::events::EventType::Normal,
         "Provisioned",
@@ -570,7 +575,7 @@ async fn a_binding_created_moments_ago_is_not_created_again_but_looked_at_again_
     ));
     // This replica created the binding; the RoleBinding watch has not delivered it yet.
     let binding = desired_role_binding(&alice, "user-alice");
-    ctx.recent.role_bindings.remember(binding);
+    ctx.cluster().recent().role_bindings.remember(binding);
     let script = status_write_only(&alice);
     let (result, sent) = run(ctx, server, alice, script).await;
     let action = result.expect("nothing failed");
@@ -591,8 +596,11 @@ async fn a_generation_converged_moments_ago_is_not_applied_again_from_a_stale_ca
     // generation 2) is not in the User cache yet, which still shows generation 1's. The echo
     // of one of its writes triggers this reconcile.
     alice.metadata.generation = Some(2);
-    let print = crate::status::convergence_print(Some(2), None);
-    ctx.recent.convergence.remember("alice".into(), print);
+    let print = crate::plan::status::convergence_print(Some(2), None);
+    ctx.cluster()
+        .recent()
+        .convergence
+        .remember("alice".into(), print);
     // Respecified, the Namespace would be read and applied again; converged, only the status
     // (which the cache shows for generation 1) is written.
     let script = status_write_only(&alice);
@@ -642,7 +650,7 @@ async fn a_role_change_removes_every_binding_after_a_dry_run_no_name_can_block()
     assert_eq!(sent[0]["metadata"]["generateName"], "homestead-user-");
     assert!(sent[0]["metadata"].get("name").is_none(), "{}", sent[0]);
     assert_eq!(sent[2]["roleRef"]["name"], "view");
-    assert!(ctx.events.drained(Duration::from_secs(5)).await);
+    assert!(ctx.cluster().events().drained(Duration::from_secs(5)).await);
     assert_eq!(sent[4]["reason"], "RoleChanged");
     let note = sent[4]["note"].as_str().unwrap();
     assert!(note.contains("homestead-user-next, mine"), "{note}");
@@ -655,7 +663,10 @@ async fn an_offboarding_whose_namespace_the_watch_saw_go_asks_nothing_more() {
     converged_earlier(&mut alice, Reason::Terminating);
     alice.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
     // The Namespace watch delivered its deletion: the cache no longer has it.
-    ctx.recent.namespaces_gone.remember("user-alice".into());
+    ctx.cluster()
+        .recent()
+        .namespaces_gone
+        .remember("user-alice".into());
     let script = vec![expect(
         Method::PATCH,
         "/users/alice",
@@ -722,7 +733,7 @@ async fn suspension_revokes_in_a_namespace_that_is_still_terminating() {
         sent[1]["status"]["conditions"][0]["reason"],
         "NamespaceTerminating"
     );
-    assert!(ctx.events.drained(Duration::from_secs(5)).await);
+    assert!(ctx.cluster().events().drained(Duration::from_secs(5)).await);
     let note = sent[2]["note"].as_str().unwrap();
     assert!(note.contains("removed every RoleBinding"), "{note}");
 }
@@ -739,9 +750,9 @@ async fn a_binding_made_while_the_namespace_was_being_deleted_is_removed() {
     alice.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
     // This replica revoked access and deleted the namespace moments ago.
     let namespace = desired_namespace(&alice, "user-alice", Default::default(), false);
-    ctx.recent.namespace_deletes.remember(
+    ctx.cluster().recent().namespace_deletes.remember(
         "user-alice".into(),
-        crate::cache::print(&namespace.metadata.uid),
+        crate::plan::facts::print(&namespace.metadata.uid),
     );
     let script = revocation_then_status(&alice);
     let (result, sent) = run(ctx, server, alice, script).await;

@@ -9,16 +9,16 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use homestead_api::{CONDITION_READY, FINALIZER, LABEL_RETAINED_FROM, User};
-use homestead_reconciler::context::{Caches, Fence};
-use homestead_reconciler::recent::Recent;
-use homestead_reconciler::store::compact_store;
+use homestead_reconciler::act::Cluster;
+use homestead_reconciler::act::fence::Fence;
+use homestead_reconciler::act::recent::Recent;
+use homestead_reconciler::state::Caches;
 use homestead_reconciler::{Config, Context, Metrics, reconcile};
 use homestead_testenv::{ADMIN, ControlPlane, OPERATOR, Options};
 use k8s_openapi::api::core::v1::{Event, Namespace};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::events::Reporter;
-use kube::runtime::reflector;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
@@ -43,16 +43,6 @@ fn install() -> &'static ControlPlane {
 /// empty caches (marked synced) and no leader election.
 async fn context(plane: &ControlPlane) -> Arc<Context> {
     let client = plane.client(OPERATOR).await.unwrap();
-    let caches = Caches {
-        namespaces: compact_store().0,
-        role_bindings: compact_store().0,
-        quotas: reflector::store().0,
-        limit_ranges: reflector::store().0,
-        network_policies: reflector::store().0,
-        profiles: reflector::store().0,
-        groups: reflector::store().0,
-        identities: Default::default(),
-    };
     let reporter = Reporter {
         controller: "homestead".into(),
         instance: Some("in-process".into()),
@@ -60,15 +50,8 @@ async fn context(plane: &ControlPlane) -> Arc<Context> {
     let metrics = Metrics::new(&prometheus::Registry::new()).unwrap();
     let fence = Arc::new(Fence::always());
     let recent = Recent::default();
-    let ctx = Context::new(
-        client,
-        Config::default(),
-        reporter,
-        metrics,
-        caches,
-        recent,
-        fence,
-    );
+    let cluster = Cluster::new(client, &reporter, fence, recent, metrics.clone());
+    let ctx = Context::new(cluster, Config::default(), Caches::empty(), metrics);
     ctx.mark_synced();
     Arc::new(ctx)
 }
@@ -157,7 +140,12 @@ fn can_i(plane: &ControlPlane, person: &str, verb: &str, resource: &str, namespa
 
 /// The reasons of the Events about the User `name`, once the context's queue has drained.
 async fn event_reasons(ctx: &Context, admin: &Client, name: &str) -> Vec<String> {
-    assert!(ctx.events.drained(Duration::from_secs(10)).await);
+    assert!(
+        ctx.cluster()
+            .events()
+            .drained(Duration::from_secs(10))
+            .await
+    );
     let events = Api::<Event>::namespaced(admin.clone(), "default")
         .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
         .await
@@ -345,14 +333,20 @@ async fn a_bulk_of_events_becomes_one_summary_and_warnings_stay_on_each_user() {
     // waits, so all of them are waiting together): 100 Normal, one Warning.
     for i in 0..100 {
         let name = format!("ipc-bulk-{i:03}");
-        ctx.events
+        ctx.cluster()
+            .events()
             .publish(&user(&name), event(EventType::Normal, "Provisioned"));
     }
-    ctx.events.publish(
+    ctx.cluster().events().publish(
         &user("ipc-bulk-refused"),
         event(EventType::Warning, "NamespaceConflict"),
     );
-    assert!(ctx.events.drained(Duration::from_secs(30)).await);
+    assert!(
+        ctx.cluster()
+            .events()
+            .drained(Duration::from_secs(30))
+            .await
+    );
 
     let events = Api::<Event>::namespaced(admin, "default")
         .list(&ListParams::default())
@@ -391,7 +385,7 @@ async fn a_bulk_of_events_becomes_one_summary_and_warnings_stay_on_each_user() {
     assert_eq!(warnings[0].type_.as_deref(), Some("Warning"));
     assert_eq!(warnings[0].reason.as_deref(), Some("NamespaceConflict"));
     assert_eq!(
-        ctx.metrics.events_summarised.get(),
+        ctx.metrics().events_summarised.get(),
         100,
         "counted as folded"
     );

@@ -6,29 +6,27 @@
 
 use std::time::Instant;
 
-use homestead_api::{CRD_NAME, DeletionPolicy, LABEL_RETAINED_FROM, User};
+use homestead_api::{Change, DeletionPolicy, LABEL_RETAINED_FROM, RefusalKind, User};
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{DeleteParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
-use kube::runtime::reflector::ObjectRef;
 
-use crate::cache::{CachedNamespace, print};
+use crate::act::access::{revoke, revoke_all};
 use crate::context::Context;
-use crate::desired::retained_namespace;
 use crate::error::{Error, Result};
-use crate::ownership::is_owned_by;
-use crate::provision::{cached_bindings_in, revoke, revoke_all};
-use crate::status::{Change, Outcome, Reason, terminating_message};
-use crate::validate::namespace_name;
+use crate::plan::desired::retained_namespace;
+use crate::plan::ownership::is_owned_by;
+use crate::plan::status::{Outcome, terminating_message};
+use crate::plan::validate::namespace_name;
+use crate::state::cache::CachedNamespace;
+use homestead_api::Reason;
 
 /// Offboards `user` (see the module docs). First, whatever the policy, every RoleBinding in
 /// the User's Namespace is removed with one `deletecollection` (what exists at that moment,
 /// not what a cache shows), so the person, their groups and their ServiceAccounts lose all
 /// access at once. A Namespace that has become reserved is retained, never deleted. The
-/// Namespace is looked up in the cache first ([`Context::managed_namespace`]): once its watch
+/// Namespace is looked up in the cache first ([`crate::act::Cluster::namespace`]): once its watch
 /// has reported it gone, no request confirms it. Returns `Ok` when nothing of the User's is
 /// left to wait for, so the finalizer helper removes the finalizer.
 ///
@@ -38,116 +36,83 @@ use crate::validate::namespace_name;
 pub async fn offboard(user: &User, ctx: &Context) -> Result<Action> {
     let began = Instant::now();
     let owned = |ns: &CachedNamespace| is_owned_by(&ns.facts, user);
-    let name = namespace_name(user, &ctx.config, |n| {
-        ctx.cached_namespace(n).is_some_and(|ns| owned(&ns))
+    let (cluster, caches) = (ctx.cluster(), ctx.caches());
+    let name = namespace_name(user, ctx.config(), |n| {
+        caches.namespace(n).is_some_and(|ns| owned(&ns))
     });
-    let Some(namespace) = ctx.managed_namespace(&name).await?.filter(|ns| owned(ns)) else {
+    let cached = caches.namespace(&name);
+    let Some(namespace) = cluster
+        .namespace(&name, cached)
+        .await?
+        .filter(|ns| owned(ns))
+    else {
         // No Event: the User is about to go, and `kubectl describe` could not show it. The
         // `Terminating` Event said what offboarding does; the log and
         // `homestead_offboarding_duration_seconds` record the end.
         tracing::info!(user = %user.name_any(), namespace = %name, "offboarding complete: no namespace of this User remains");
         return Ok(Action::await_change());
     };
-    let deleted_here = ctx
-        .recent
-        .namespace_deletes
-        .unconfirmed(&name, print(&namespace.uid()))
-        .is_some();
-    if deleted_here {
+    if cluster.deleted_moments_ago(&namespace) {
         // This replica revoked access and deleted it moments ago; the watches have not caught
         // up with the deletion (their echoes triggered this pass). A RoleBinding made between
         // the revocation and the delete is in the cache if its watch triggered this pass:
         // remove what the cache shows (one already gone counts as deleted; found by the soak).
-        let revoked = revoke(ctx, &name, cached_bindings_in(ctx, &name), "offboarding").await?;
+        let revoked = revoke(
+            cluster,
+            &name,
+            caches.role_bindings_in(&name),
+            "offboarding",
+        )
+        .await?;
         return wait_for_deletion(user, ctx, &namespace, revoked.into_iter().collect()).await;
     }
     if namespace.metadata.deletion_timestamp.is_some() {
         // Already on its way out (deleted by an earlier pass, or by someone else): nothing can
         // be created in it any more, so only bindings still cached are left to remove, and the
         // Namespace watch says when it is gone.
-        let revoked = revoke(ctx, &name, cached_bindings_in(ctx, &name), "offboarding").await?;
+        let revoked = revoke(
+            cluster,
+            &name,
+            caches.role_bindings_in(&name),
+            "offboarding",
+        )
+        .await?;
         return wait_for_deletion(user, ctx, &namespace, revoked.into_iter().collect()).await;
     }
-    let uninstalling = crd_is_deleting(ctx, began).await?;
+    let uninstalling = cluster.crd_is_deleting(began).await?;
     let policy = if uninstalling {
         DeletionPolicy::Retain
     } else {
         user.spec.deletion_policy
     };
-    let revoked = revoke_all(ctx, &name, "offboarding").await?;
-    let reserved = ctx.config.is_reserved(&name);
+    let revoked = revoke_all(cluster, &name, "offboarding").await?;
+    let reserved = ctx.config().is_reserved(&name);
     if reserved && policy == DeletionPolicy::Delete {
         let note = format!(
             "namespace {name:?} is reserved now: it is retained (access revoked, data kept), never deleted"
         );
-        ctx.publish(
+        cluster.publish(
             user,
             EventType::Warning,
-            Reason::ReservedNamespace.as_str(),
+            RefusalKind::ReservedNamespace.as_str(),
             note,
         );
     }
     let mut changes: Vec<(Change, String)> = revoked.into_iter().collect();
     match policy {
         DeletionPolicy::Delete if !reserved => {
-            delete_namespace(ctx, &namespace).await?;
+            cluster.delete_namespace(&namespace).await?;
             let note = format!("deleting namespace {name:?} (deletionPolicy Delete)");
             changes.push((Change::NamespaceDeleting, note));
             wait_for_deletion(user, ctx, &namespace, changes).await
         }
         _ => {
             for (change, note) in changes {
-                ctx.record(user, change, note);
+                cluster.record(user, change, note);
             }
             retain_namespace(user, ctx, &namespace, uninstalling).await
         }
     }
-}
-
-/// The last answer to "is the `users.homestead.dev` CRD being deleted?", with when the GET
-/// that gave it was sent; shared by every offboarding.
-#[derive(Debug, Default)]
-pub struct UninstallCheck(tokio::sync::Mutex<Option<(Instant, bool)>>);
-
-/// Whether the `users.homestead.dev` CRD itself is gone or being deleted (Homestead is being
-/// uninstalled), as read by a GET sent after `since` (when this reconcile began, after it saw
-/// the User deleted). The API server marks the CRD deleted before it deletes any User of it,
-/// so such a GET sees the mark of any uninstall that deleted this User; one GET serves every
-/// offboarding that began before it was sent, and offboardings arriving meanwhile wait for it
-/// rather than sending their own. A bulk offboarding reads the CRD a few times, not once per
-/// User.
-async fn crd_is_deleting(ctx: &Context, since: Instant) -> Result<bool> {
-    let mut last = ctx.uninstall_check.0.lock().await;
-    if let Some((sent, deleting)) = *last
-        && sent >= since
-    {
-        return Ok(deleting);
-    }
-    let sent = Instant::now();
-    let crd = ctx
-        .get(&ObjectRef::<CustomResourceDefinition>::new(CRD_NAME))
-        .await?;
-    let deleting = crd.is_none_or(|crd| crd.metadata.deletion_timestamp.is_some());
-    *last = Some((sent, deleting));
-    Ok(deleting)
-}
-
-/// `Delete`: deletes the Namespace, with its uid as precondition, so a namespace recreated by
-/// someone else under the same name is never deleted.
-async fn delete_namespace(ctx: &Context, namespace: &CachedNamespace) -> Result<()> {
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: namespace.uid(),
-            resource_version: None,
-        }),
-        ..DeleteParams::background()
-    };
-    let name = namespace.name_any();
-    ctx.delete(&ObjectRef::<Namespace>::new(&name), &params)
-        .await?;
-    let print = print(&namespace.uid());
-    ctx.recent.namespace_deletes.remember(name, print);
-    Ok(())
 }
 
 /// Reports what still blocks the terminating `namespace` as `Ready=False, Terminating` (one
@@ -160,9 +125,9 @@ async fn wait_for_deletion(
     changes: Vec<(Change, String)>,
 ) -> Result<Action> {
     let name = namespace.name_any();
-    let message = terminating_message(namespace);
+    let message = terminating_message(&name, namespace.status.as_ref());
     let outcome = Outcome::new(name.clone(), Reason::Terminating, message).with_changes(changes);
-    ctx.write_status(user, outcome).await?;
+    ctx.cluster().write_status(user, outcome).await?;
     Err(Error::NamespaceTerminating(name))
 }
 
@@ -185,9 +150,10 @@ async fn retain_namespace(
             resolved.pod_security,
             resolved.isolation.is_some(),
         ),
-        Err(_) => retained_namespace(user, &name, ctx.config.pod_security, false),
+        Err(_) => retained_namespace(user, &name, ctx.config().pod_security, false),
     };
-    ctx.apply_over(&retained, namespace.metadata.uid.as_deref())
+    ctx.cluster()
+        .apply_over(&retained, namespace.metadata.uid.as_deref())
         .await?;
     let why = if uninstalling {
         "Homestead is being uninstalled"
@@ -195,7 +161,7 @@ async fn retain_namespace(
         "deletionPolicy Retain"
     };
     let note = format!("offboarding ({why}): access revoked, namespace {name:?} and its data kept");
-    ctx.record(user, Change::NamespaceRetained, note);
+    ctx.cluster().record(user, Change::NamespaceRetained, note);
     Ok(Action::await_change())
 }
 
@@ -211,8 +177,7 @@ async fn retain_namespace(
 /// [`Error::NotLeader`] on a replica that does not hold the Lease; [`Error::Kube`] when a
 /// delete fails (the caller retries).
 pub async fn keep_retained_revoked(namespace: &Namespace, ctx: &Context) -> Result<Action> {
-    ctx.wait_synced().await;
-    if !ctx.fence.is_held() {
+    if !ctx.ready_to_write().await {
         return Ok(Action::await_change());
     }
     let name = namespace.name_any();
@@ -221,8 +186,8 @@ pub async fn keep_retained_revoked(namespace: &Namespace, ctx: &Context) -> Resu
         .get(LABEL_RETAINED_FROM)
         .cloned()
         .unwrap_or_default();
-    let bindings = cached_bindings_in(ctx, &name);
-    if let Some((_, note)) = revoke(ctx, &name, bindings, "retained").await? {
+    let bindings = ctx.caches().role_bindings_in(&name);
+    if let Some((_, note)) = revoke(ctx.cluster(), &name, bindings, "retained").await? {
         tracing::warn!(namespace = %name, retained_from = %from, "{note}");
     }
     Ok(Action::await_change())
@@ -256,14 +221,14 @@ mod tests {
             );
             // The mock API server goes away: any further request fails.
         });
-        assert!(!crd_is_deleting(&ctx, began).await.unwrap());
+        assert!(!ctx.cluster().crd_is_deleting(began).await.unwrap());
         answer.await.unwrap();
         assert!(
-            !crd_is_deleting(&ctx, began).await.unwrap(),
+            !ctx.cluster().crd_is_deleting(began).await.unwrap(),
             "an offboarding that began before that GET uses its answer"
         );
         assert!(
-            crd_is_deleting(&ctx, Instant::now()).await.is_err(),
+            ctx.cluster().crd_is_deleting(Instant::now()).await.is_err(),
             "one that began after it reads the CRD itself"
         );
     }

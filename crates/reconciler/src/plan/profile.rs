@@ -8,28 +8,25 @@
 //! that differs from the Profile's where `userOverrides` does not allow it is refused
 //! (`OverrideNotAllowed`), never silently dropped: HR should learn that the field has no effect.
 //!
-//! [`ProfileIndex`] maps each Profile to its Users (from the User watch), and
-//! [`Context::write_profile_statuses`] keeps each Profile's status counting them.
+//! [`crate::state::index::ProfileIndex`] maps each Profile to its Users (from the User watch),
+//! and [`crate::flows::statuses`] keeps each Profile's status counting them with
+//! [`profile_status`].
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use homestead_api::{
     AppliedProfile, CONDITION_READY, DIRECTORY_FLOOR_PROFILE, DirectoryGroup, DirectoryGroupStatus,
-    FIELD_MANAGER, LABEL_WRITER, NetworkIsolation, PodSecurityLevels, Profile, ProfileSpec,
+    LABEL_WRITER, NetworkIsolation, PodSecurityLevels, Profile, ProfileReason, ProfileSpec,
     ProfileStatus, User, UserOverride, WRITER_SCIM,
 };
 use k8s_openapi::api::core::v1::LimitRangeSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 
-use crate::context::{Config, Context, PodSecurity};
-use crate::error::{Error, Verb};
-use crate::status::set_condition;
-use crate::validate::Refusal;
+use crate::plan::config::{Config, PodSecurity};
+use crate::plan::status::set_condition;
+use crate::plan::validate::Refusal;
 
 /// A User with its Profile applied.
 #[derive(Clone, Debug, PartialEq)]
@@ -242,103 +239,6 @@ fn merge(
     true
 }
 
-/// Which Users use which Profile (by `spec.profile` or the operator's default), kept up to date
-/// from the User watch: a Profile change reconciles exactly its Users, and its status counts
-/// them, without a scan of every User. Cheap to clone (a shared handle).
-#[derive(Clone, Debug, Default)]
-pub struct ProfileIndex(Arc<Mutex<Index>>);
-
-/// Profile name to the names of its Users. A User's old Profile is found by looking in each
-/// set (there are few Profiles), so each User name is stored once, not twice: at 10,000 Users
-/// that is about 1.5 MiB less.
-#[derive(Debug, Default)]
-struct Index {
-    users: HashMap<Arc<str>, HashSet<Box<str>>>,
-}
-
-impl ProfileIndex {
-    fn index(&self) -> std::sync::MutexGuard<'_, Index> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Records that the User `user` uses `profile` (`None`: no Profile, or the User is gone).
-    /// Returns the Profiles `user` used before and no longer does (none, or one).
-    pub fn set(&self, user: &str, profile: Option<&str>) -> Vec<Arc<str>> {
-        let mut index = self.index();
-        if let Some(profile) = profile
-            && index.users.get(profile).is_some_and(|u| u.contains(user))
-        {
-            return Vec::new();
-        }
-        let mut left = Vec::new();
-        index.users.retain(|name, users| {
-            if Some(&**name) != profile && users.remove(user) {
-                left.push(name.clone());
-            }
-            !users.is_empty()
-        });
-        if let Some(profile) = profile {
-            index
-                .users
-                .entry(Arc::from(profile))
-                .or_default()
-                .insert(Box::from(user));
-        }
-        left
-    }
-
-    /// Keeps the index in step with a User watch `event`: the Profile a User uses is its
-    /// `spec.profile`, else the one its status says it was last reconciled with (which its
-    /// directory groups may have chosen), else `default_profile`; a deleted User uses none.
-    /// Returns the Profiles whose status the event may change: the one the User uses, and one
-    /// it left.
-    pub fn observe(
-        &self,
-        default_profile: Option<&str>,
-        event: &watcher::Event<User>,
-    ) -> Vec<ObjectRef<Profile>> {
-        let (user, profile) = match event {
-            watcher::Event::Apply(user) | watcher::Event::InitApply(user) => {
-                let applied = user.status.as_ref().and_then(|s| s.profile.as_ref());
-                let profile = user
-                    .spec
-                    .profile
-                    .as_deref()
-                    .or(applied.map(|a| a.name.as_str()))
-                    .or(default_profile);
-                (user, profile)
-            }
-            watcher::Event::Delete(user) => (user, None),
-            watcher::Event::Init | watcher::Event::InitDone => return Vec::new(),
-        };
-        let left = self.set(&user.name_any(), profile);
-        left.iter()
-            .map(|name| ObjectRef::new(name))
-            .chain(profile.map(ObjectRef::new))
-            .collect()
-    }
-
-    /// The names of the Users that use `profile`, in no particular order.
-    pub fn users_of(&self, profile: &str) -> Vec<String> {
-        self.index()
-            .users
-            .get(profile)
-            .map(|users| users.iter().map(|u| u.to_string()).collect())
-            .unwrap_or_default()
-    }
-}
-
-/// The reasons of a Profile's `Ready` condition (the variant's name as written).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
-pub enum ProfileReason {
-    /// Every User of the Profile reflects its current generation (`Ready=True`).
-    RolledOut,
-    /// Some Users still reflect an earlier generation, or none yet (`Ready=False`).
-    RollingOut,
-}
-
 /// The status of `profile` given its Users `users`: how many there are, how many were last
 /// reconciled with this generation of it (their `status.profile`), and `Ready` (`True`, reason
 /// `RolledOut`, once all are; else `False`, reason `RollingOut`). `lastTransitionTime` is
@@ -427,90 +327,13 @@ pub fn group_status(group: &DirectoryGroup, profiles: &[Arc<Profile>]) -> Direct
     }
 }
 
-impl Context {
-    /// `user` with its Profile applied: the Profile [`choose`] picks from the cached Profiles
-    /// and DirectoryGroups, then [`resolve`]d.
-    ///
-    /// # Errors
-    /// The [`Refusal`]s of [`resolve`].
-    pub fn resolve(&self, user: &User) -> Result<Resolved, Refusal> {
-        let profiles = self.caches.profiles.state();
-        let groups = self.caches.groups.state();
-        let choice = choose(user, &self.config, &profiles, &groups);
-        resolve(user, choice.as_ref(), &self.config, |name| {
-            self.caches
-                .profiles
-                .get(&ObjectRef::new(name))
-                .or_else(|| (name == DIRECTORY_FLOOR_PROFILE).then(|| Arc::new(directory_floor())))
-        })
-    }
-
-    /// Sets the status of the cluster-scoped `K` named `name` to `status`, by server-side apply
-    /// on its status subresource (field manager `homestead`), if this replica may write.
-    ///
-    /// # Errors
-    /// [`Error::NotLeader`] when it may not; [`Error::Kube`] with
-    /// [`Verb::PatchStatus`] when the API server refuses.
-    pub(crate) async fn apply_status<K>(
-        &self,
-        name: &str,
-        status: &impl serde::Serialize,
-    ) -> crate::Result<()>
-    where
-        K: Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
-    {
-        let patch = serde_json::json!({
-            "apiVersion": K::api_version(&()),
-            "kind": K::kind(&()),
-            "status": status,
-        });
-        Api::<K>::all(self.client.clone())
-            .patch_status(
-                name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&patch),
-            )
-            .await
-            .map_err(|source| Error::kube(Verb::PatchStatus, K::kind(&()), name, source))?;
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::PodSecurityLevel;
+    use crate::plan::config::PodSecurityLevel;
     use crate::test_fixtures::user;
     use homestead_api::LABEL_WRITER;
     use serde_json::json;
-
-    #[test]
-    fn the_index_follows_user_events_and_names_the_profiles_whose_status_may_change() {
-        let index = ProfileIndex::default();
-        let names = |refs: Vec<ObjectRef<Profile>>| -> Vec<String> {
-            refs.into_iter().map(|r| r.name).collect()
-        };
-        let ann = user("ann", json!({ "profile": "engineer" }));
-        let applied = watcher::Event::Apply(ann.clone());
-        assert_eq!(names(index.observe(None, &applied)), ["engineer"]);
-        assert_eq!(index.users_of("engineer"), ["ann"]);
-        let moved = watcher::Event::Apply(user("ann", json!({ "profile": "intern" })));
-        assert_eq!(names(index.observe(None, &moved)), ["engineer", "intern"]);
-        assert!(index.users_of("engineer").is_empty());
-        let plain = watcher::Event::Apply(user("ann", json!({})));
-        assert_eq!(
-            names(index.observe(Some("default"), &plain)),
-            ["intern", "default"],
-            "no spec.profile: the operator's default"
-        );
-        let gone = watcher::Event::Delete(ann);
-        assert_eq!(names(index.observe(Some("default"), &gone)), ["default"]);
-        assert!(index.users_of("default").is_empty());
-        assert!(index.observe(None, &watcher::Event::InitDone).is_empty());
-    }
 
     fn profile(spec: serde_json::Value) -> Profile {
         let mut p: Profile = serde_json::from_value(json!({
@@ -799,22 +622,6 @@ mod tests {
         );
         let unnamed = group_status(&group("ops", "Ops", &[]), &profiles);
         assert_eq!((unnamed.members, unnamed.profile), (0, None));
-    }
-
-    #[test]
-    fn the_index_follows_users_from_profile_to_profile() {
-        let index = ProfileIndex::default();
-        index.set("alice", Some("engineer"));
-        index.set("bob", Some("engineer"));
-        index.set("carol", None);
-        let mut engineers = index.users_of("engineer");
-        engineers.sort();
-        assert_eq!(engineers, ["alice", "bob"]);
-        index.set("alice", Some("intern"));
-        assert_eq!(index.users_of("engineer"), ["bob"]);
-        assert_eq!(index.users_of("intern"), ["alice"]);
-        index.set("bob", None);
-        assert!(index.users_of("engineer").is_empty());
     }
 
     #[test]

@@ -1,31 +1,28 @@
 //! The reconciler's door to the API server: typed get / create / apply / delete of the objects
 //! Homestead manages, with the `Api` derived from the object's kind and namespace, and the
 //! queueing of Events. Every failure becomes an [`Error::Kube`] naming the verb, kind and object. No
-//! write leaves a replica that may have lost the leader-election Lease: [`Context::client`] is
-//! fenced ([`crate::fence`]), and such a write fails with [`Error::NotLeader`].
+//! write leaves a replica that may have lost the leader-election Lease: [`Cluster`]'s client is
+//! fenced ([`super::fence`]), and such a write fails with [`Error::NotLeader`].
 
 use std::fmt::Debug;
-use std::sync::Arc;
 
-use homestead_api::{FIELD_MANAGER, User};
-use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
-
-use crate::cache::CachedNamespace;
+use homestead_api::{Change, FIELD_MANAGER, User, Verb};
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::context::Context;
-use crate::drift::created_fields_entry;
-use crate::error::{Error, Result, Verb};
-use crate::status::Change;
+use super::Cluster;
+use super::fence::is_fence_closed;
+use crate::error::{Error, Result};
+use crate::plan::drift::created_fields_entry;
 
 /// How to address objects of one scope: implemented for namespaced and cluster-scoped kinds, so
-/// [`Context`] can build the right `Api` for any [`Object`].
+/// [`Cluster`] can build the right `Api` for any [`Object`].
 pub trait Scope {
     /// The `Api` for `K` in `namespace` (ignored for cluster-scoped kinds).
     fn api<K>(client: Client, namespace: Option<&str>) -> Api<K>
@@ -63,6 +60,24 @@ impl<K: Resource<DynamicType = (), Scope: Scope> + Json> Object for K {}
 pub trait Json: Clone + Serialize + DeserializeOwned + Debug {}
 impl<K: Clone + Serialize + DeserializeOwned + Debug> Json for K {}
 
+/// Turns a failed request for `verb` on the object `name` of kind `kind` into an
+/// [`Error::Kube`], or [`Error::NotLeader`] when the fenced client refused to send it
+/// ([`super::fence::FenceClosed`]).
+pub(crate) fn failed(
+    verb: Verb,
+    kind: std::borrow::Cow<'static, str>,
+    name: &str,
+) -> impl FnOnce(kube::Error) -> Error + use<> {
+    let name = name.to_owned();
+    move |source| {
+        if is_fence_closed(&source) {
+            Error::NotLeader
+        } else {
+            Error::kube(verb, kind, &name, source)
+        }
+    }
+}
+
 /// `namespace/name`, or `name` for a cluster-scoped object, for messages.
 fn display_name(namespace: Option<&str>, name: &str) -> String {
     match namespace {
@@ -71,7 +86,7 @@ fn display_name(namespace: Option<&str>, name: &str) -> String {
     }
 }
 
-impl Context {
+impl Cluster {
     /// The `Api` for `K` in `namespace` (`None`: cluster-scoped, or all namespaces).
     fn api<K: Object>(&self, namespace: Option<&str>) -> Api<K> {
         K::Scope::api(self.client.clone(), namespace)
@@ -81,9 +96,8 @@ impl Context {
         verb: Verb,
         namespace: Option<&str>,
         name: &str,
-    ) -> impl FnOnce(kube::Error) -> Error {
-        let name = display_name(namespace, name);
-        move |source| Error::kube(verb, K::kind(&()), &name, source)
+    ) -> impl FnOnce(kube::Error) -> Error + use<K> {
+        failed(verb, K::kind(&()), &display_name(namespace, name))
     }
 
     /// GETs the object `reference`; `None` if it does not exist.
@@ -153,7 +167,7 @@ impl Context {
 
     /// Server-side applies `desired` over the live object with uid `uid` (one proven to be the
     /// User's; nothing happens if the live object is another one or gone by now). The live
-    /// object is read first, since caches keep no `managedFields` ([`crate::trim`]): if it still
+    /// object is read first, since caches keep no `managedFields` ([`crate::state::trim`]): if it still
     /// has the fields Homestead set when it created the object (operation `Update` in
     /// `managedFields`), they move to Homestead's apply entry with a JSON patch that tests the
     /// entry is unchanged (as kubectl does when it upgrades client-side to server-side apply):
@@ -262,47 +276,20 @@ impl Context {
         }
     }
 
-    /// The Namespace `name`: from the cache of managed Namespaces; `None` without a request
-    /// when the Namespace watch reported it gone
-    /// ([`Recent::namespaces_gone`](crate::recent::Recent::namespaces_gone)); otherwise read
-    /// from the API server (the cache may not have caught up with a create yet). `None` if it
-    /// does not exist.
-    ///
-    /// # Errors
-    /// [`Error::Kube`] with [`Verb::Get`].
-    pub(crate) async fn managed_namespace(
-        &self,
-        name: &str,
-    ) -> Result<Option<Arc<CachedNamespace>>> {
-        if let Some(ns) = self.cached_namespace(name) {
-            return Ok(Some(ns));
-        }
-        if self.recent.namespaces_gone.take(name) {
-            return Ok(None);
-        }
-        let namespace = self.get(&ObjectRef::<Namespace>::new(name)).await?;
-        Ok(namespace.map(|ns| Arc::new(ns.into())))
-    }
-
-    /// The Namespace `name` from the cache of managed Namespaces.
-    pub(crate) fn cached_namespace(&self, name: &str) -> Option<Arc<CachedNamespace>> {
-        self.caches.namespaces.get(None, name).map(Arc::new)
-    }
-
     /// Queues a Normal Event about `user` reporting `change`, with `note` saying what exactly
     /// was done.
     pub(crate) fn record(&self, user: &User, change: Change, note: String) {
         self.publish(user, EventType::Normal, change.as_str(), note);
     }
 
-    /// Queues an Event about `user` with `reason` and `note` on the [`crate::events::EventQueue`],
+    /// Queues an Event about `user` with `reason` and `note` on the [`super::events::EventQueue`],
     /// which publishes it in the background: Events are best effort and never hold up a
     /// reconcile. Nothing is queued while this replica may not write.
     pub(crate) fn publish(&self, user: &User, type_: EventType, reason: &str, note: String) {
         self.publish_related(user, type_, reason, note, None);
     }
 
-    /// [`Context::publish`] with `related` as the Event's related object (`secondary`). The
+    /// [`Cluster::publish`] with `related` as the Event's related object (`secondary`). The
     /// Recorder folds Events that differ only in their note into one series that keeps the
     /// first note, so a related object is what tells, say, a move to one Profile from a move
     /// back.
@@ -317,7 +304,7 @@ impl Context {
         self.publish_regarding(user.object_ref(&()), type_, reason, note, related);
     }
 
-    /// [`Context::publish_related`] about the User `regarding`, which may be known by name and
+    /// [`Cluster::publish_related`] about the User `regarding`, which may be known by name and
     /// uid only (another User than the one reconciled).
     pub(crate) fn publish_regarding(
         &self,
@@ -339,12 +326,4 @@ impl Context {
         };
         self.events.publish_regarding(regarding, event);
     }
-}
-
-/// The object `namespace/name` from a reflector cache.
-pub(crate) fn cached<K>(store: &Store<K>, namespace: &str, name: &str) -> Option<Arc<K>>
-where
-    K: Resource<DynamicType = ()> + Clone + 'static,
-{
-    store.get(&ObjectRef::new(name).within(namespace))
 }

@@ -3,176 +3,22 @@
 //! (following the Kubernetes API conventions for conditions), and the status write that sends
 //! it only when it changed, with an Event on every transition (docs/design.md rules 9, 11, 16).
 
-use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::time::Duration;
 
 use homestead_api::{
-    AppliedProfile, CONDITION_EXPIRING, CONDITION_READY, FIELD_MANAGER, Profile, User, UserStatus,
+    AppliedProfile, CONDITION_EXPIRING, CONDITION_READY, Change, MAX_EVENT_NOTE_BYTES, Profile,
+    Reason, User, UserStatus,
 };
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{NamespaceStatus, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::api::{Api, Patch, PatchParams};
+use kube::Resource;
 use kube::runtime::events::EventType;
-use kube::{Resource, ResourceExt};
-use strum::VariantArray;
-
-use crate::cache::CachedNamespace;
-use crate::context::Context;
-use crate::error::{Error, Result, Verb};
-use crate::recent::user_key;
-use crate::validate::RefusalKind;
-
-/// Why the `Ready` condition is what it is; also the reason of the Event on each transition.
-/// UpperCamelCase, as the API conventions ask of condition reasons: the variant's name is the
-/// reason as written (derived, never spelled twice).
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr, strum::EnumString, strum::VariantArray,
-)]
-pub enum Reason {
-    /// Namespace and access are as declared (`Ready=True`).
-    Provisioned,
-    /// `spec.suspended`: access revoked, Namespace kept (`Ready=True`: that is the declared state).
-    Suspended,
-    /// `spec.validUntil` passed with `onExpiry: Suspend`: access revoked, Namespace kept
-    /// (`Ready=True`: that is the declared state).
-    Expired,
-    /// The Namespace exists and is not this User's.
-    NamespaceConflict,
-    /// `spec.quota` is not what the API server accepts.
-    InvalidQuota,
-    /// `spec.namespace` labels or annotations are not what the API server accepts.
-    InvalidMetadata,
-    /// The Namespace name is reserved.
-    ReservedNamespace,
-    /// The Namespace name is not a DNS-1123 label.
-    InvalidNamespaceName,
-    /// `spec.namespace.name` matches none of the platform's allowed patterns.
-    NamespaceNotAllowed,
-    /// The role is not in the allow-list.
-    RoleNotAllowed,
-    /// A subject starts with `system:`.
-    ForbiddenSubject,
-    /// A reserved label or annotation key was asked for.
-    ReservedKey,
-    /// The Profile the User names (or the operator's default) does not exist.
-    ProfileNotFound,
-    /// The User sets a field its Profile does not let Users override.
-    OverrideNotAllowed,
-    /// An older User has the same identity (`spec.identity.username`).
-    DuplicateIdentity,
-    /// The User's Namespace is being deleted by someone else; Homestead waits for it to go.
-    NamespaceTerminating,
-    /// The User is being offboarded and its Namespace deleted.
-    Terminating,
-    /// The API server refused a request (HTTP 403: RBAC, an admission policy or a webhook).
-    Forbidden,
-    /// Reading the cluster failed.
-    ReadFailed,
-    /// Creating an object failed.
-    CreateFailed,
-    /// Applying an object failed (for example, the API server found it invalid).
-    ApplyFailed,
-    /// Deleting an object failed.
-    DeleteFailed,
-}
-
-impl Reason {
-    /// The reason as written into the condition and the Event.
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
-
-    /// Whether this reason means `Ready=True`.
-    pub fn is_ready(self) -> bool {
-        matches!(self, Self::Provisioned | Self::Suspended | Self::Expired)
-    }
-
-    /// Whether the Event of a transition to this reason is a Warning: `Ready=False` for any
-    /// reason but `Terminating`, an offboarding someone asked for (Normal, as the Kubernetes
-    /// convention keeps Warnings for what may need attention).
-    pub fn is_warning(self) -> bool {
-        !self.is_ready() && self != Self::Terminating
-    }
-
-    /// Whether `reason` (a condition's reason as written) is a refusal of the User's spec,
-    /// which HR or the person must fix, rather than a transient failure of the API server, a
-    /// suspension or offboarding. Unknown reasons (an older or newer Homestead's) count as
-    /// refusals.
-    pub fn refusal(reason: &str) -> bool {
-        reason.parse::<Self>().map_or(true, Self::is_refusal)
-    }
-
-    /// Whether this reason is a refusal of the User's spec: one [`Refusal`] reports.
-    pub fn is_refusal(self) -> bool {
-        RefusalKind::VARIANTS
-            .iter()
-            .any(|kind| <&str>::from(kind) == self.as_str())
-    }
-}
-
-impl fmt::Display for Reason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A change Homestead made to a User's objects, or a moment in its life it reports; the reason of
-/// the Normal Event that reports it (the variant's name, derived).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr, strum::VariantArray)]
-pub enum Change {
-    /// The Namespace was created.
-    NamespaceCreated,
-    /// The Namespace's labels, annotations or owner reference were brought back in line.
-    NamespaceUpdated,
-    /// The RoleBinding was created.
-    AccessGranted,
-    /// The role changed: the RoleBinding was replaced (its roleRef is immutable).
-    RoleChanged,
-    /// The identity (username or groups) changed, or someone rewrote Homestead's RoleBinding's
-    /// subjects: every RoleBinding in the Namespace was removed, then Homestead's recreated.
-    IdentityChanged,
-    /// The RoleBinding had drifted and was restored.
-    RoleBindingRepaired,
-    /// The RoleBinding was removed (suspension).
-    AccessRevoked,
-    /// The ResourceQuota was created or updated.
-    QuotaApplied,
-    /// The ResourceQuota was removed (`spec.quota` dropped).
-    QuotaRemoved,
-    /// The Profile's LimitRange was created or updated.
-    LimitRangeApplied,
-    /// The LimitRange was removed (the Profile no longer has one).
-    LimitRangeRemoved,
-    /// The Profile's network isolation (a NetworkPolicy) was created or updated.
-    IsolationApplied,
-    /// The NetworkPolicy was removed (the Profile's `networkIsolation` is `None`).
-    IsolationRemoved,
-    /// Offboarding under `Delete`: the Namespace is being deleted.
-    NamespaceDeleting,
-    /// Offboarding under `Retain` (or uninstall): access revoked, Namespace kept.
-    NamespaceRetained,
-    /// The User moved to another Profile (its `spec.profile`, its directory groups or the
-    /// operator's default changed).
-    ProfileChanged,
-    /// The User's access ends soon (`spec.validUntil` is within `--expiry-warning`).
-    Expiring,
-    /// `spec.validUntil` passed: access was revoked (or the User deleted, per `onExpiry`).
-    Expired,
-}
-
-impl Change {
-    /// The Event reason.
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
-}
 
 /// Whether a change of a User, from `before` (its cached version; `None`: new) to `after`,
 /// calls for a reconcile: a new User, or a change to its spec or to the metadata reconciles
-/// read (finalizers, deletion timestamp, generation, uid; [`crate::trim::trim_user`] drops the
+/// read (finalizers, deletion timestamp, generation, uid; [`crate::state::trim::trim_user`] drops the
 /// rest), or a status without its `Ready` condition (someone cleared it). Any other change to
-/// the status alone does not: the status is Homestead's own, written by [`Context::write_status`]
+/// the status alone does not: the status is Homestead's own, written by `Cluster::write_status` ([`crate::act::status`])
 /// (nearly always this is the echo of that write), and reconciles only compare it with the
 /// status they compute; one written by someone else is put right at the next resync or change.
 pub fn triggers_reconcile(before: Option<&User>, after: &User) -> bool {
@@ -212,7 +58,7 @@ impl Outcome {
     }
 
     /// This outcome, with the `Expiring` condition `expiring` (see
-    /// [`crate::expiry::Expiry::condition`]).
+    /// [`crate::plan::expiry::Expiry::condition`]).
     #[must_use]
     pub fn with_expiring(mut self, expiring: Option<(bool, &'static str, String)>) -> Self {
         self.expiring = expiring;
@@ -235,8 +81,8 @@ impl Outcome {
 }
 
 /// A fingerprint of "generation `generation` of a User converged (`Ready=True`) with the
-/// Profile `applied`" (`None`: no Profile), what [`Context::write_status`] remembers in
-/// [`Recent::convergence`](crate::recent::Recent::convergence).
+/// Profile `applied`" (`None`: no Profile), what `Cluster::write_status` ([`crate::act::status`]) remembers in
+/// [`Recent::convergence`](crate::act::recent::Recent::convergence).
 pub fn convergence_print(generation: Option<i64>, applied: Option<&AppliedProfile>) -> u64 {
     let mut hasher = DefaultHasher::new();
     (generation, applied).hash(&mut hasher);
@@ -257,11 +103,8 @@ pub fn fingerprint(status: &UserStatus) -> u64 {
     hasher.finish()
 }
 
-/// The longest Event note the API server accepts (`events.k8s.io/v1`), in bytes.
-const MAX_NOTE_BYTES: usize = 1024;
-
 /// A reference to the Profile `applied` names, for an Event's related object.
-fn profile_reference(applied: &AppliedProfile) -> ObjectReference {
+pub fn profile_reference(applied: &AppliedProfile) -> ObjectReference {
     ObjectReference {
         api_version: Some(Profile::api_version(&()).into_owned()),
         kind: Some(Profile::kind(&()).into_owned()),
@@ -293,8 +136,8 @@ pub fn events_for(transition: bool, outcome: &Outcome) -> Vec<(EventType, &'stat
         let done: Vec<&str> = outcome.changes.iter().map(|(_, n)| n.as_str()).collect();
         note = format!("{note} (done: {})", done.join("; "));
     }
-    if note.len() > MAX_NOTE_BYTES {
-        let mut end = MAX_NOTE_BYTES - 3;
+    if note.len() > MAX_EVENT_NOTE_BYTES {
+        let mut end = MAX_EVENT_NOTE_BYTES - 3;
         while !note.is_char_boundary(end) {
             end -= 1;
         }
@@ -373,7 +216,7 @@ pub fn set_condition(
 }
 
 /// `user`'s condition of type `type_`, if any.
-fn condition<'a>(user: &'a User, type_: &str) -> Option<&'a Condition> {
+pub fn condition<'a>(user: &'a User, type_: &str) -> Option<&'a Condition> {
     user.status
         .as_ref()?
         .conditions
@@ -418,14 +261,12 @@ pub fn is_transition(user: &User, outcome: &Outcome) -> bool {
     })
 }
 
-/// A message naming what still blocks a terminating Namespace, from its status conditions
+/// A message naming what still blocks the terminating Namespace `name`, from its `status`
+/// conditions
 /// (`NamespaceContentRemaining`, `NamespaceFinalizersRemaining`, deletion failures), or a
 /// generic one when the namespace controller has not reported yet.
-pub fn terminating_message(ns: &CachedNamespace) -> String {
-    let name = ns.name_any();
-    let blockers: Vec<String> = ns
-        .status
-        .as_ref()
+pub fn terminating_message(name: &str, status: Option<&NamespaceStatus>) -> String {
+    let blockers: Vec<String> = status
         .and_then(|s| s.conditions.as_ref())
         .into_iter()
         .flatten()
@@ -442,109 +283,11 @@ pub fn terminating_message(ns: &CachedNamespace) -> String {
     }
 }
 
-impl Context {
-    /// Writes `outcome` into `user`'s status by server-side apply on the status subresource
-    /// (field manager `homestead`), only if it differs from the current status, then queues
-    /// the Events [`events_for`] says: one on a transition of `Ready` (Normal when ready, else
-    /// Warning) summing up the changes made, else one per change.
-    ///
-    /// Returns when to look again, if the write was left out because this replica wrote the
-    /// same status moments ago and the User watch has not delivered it yet (less than
-    /// [`crate::recent::RECENT`]): if the cache still does not show it then, someone else
-    /// changed the status since, and it is written again.
-    ///
-    /// # Errors
-    /// [`Error::Kube`] with [`Verb::PatchStatus`] when the patch fails; no Event is queued then.
-    pub(crate) async fn write_status(
-        &self,
-        user: &User,
-        outcome: Outcome,
-    ) -> Result<Option<Duration>> {
-        let written = match self.patch_status(user, &outcome).await? {
-            Write::Made => true,
-            Write::Unneeded => false,
-            Write::Unconfirmed(left) => return Ok(Some(left)),
-        };
-        if written && outcome.reason.is_ready() {
-            let print = convergence_print(user.metadata.generation, outcome.profile.as_ref());
-            self.recent.convergence.remember(user_key(user), print);
-        }
-        let transition = written && is_transition(user, &outcome);
-        if transition {
-            self.metrics.observe_ready(user, outcome.reason);
-        }
-        for (type_, reason, note) in events_for(transition, &outcome) {
-            // A move between Profiles is related to the Profile moved to.
-            let related = (reason == Change::ProfileChanged.as_str())
-                .then(|| outcome.profile.as_ref().map(profile_reference))
-                .flatten();
-            self.publish_related(user, type_, reason, note, related);
-        }
-        if let Some((true, _, message)) = &outcome.expiring
-            && written
-            && condition(user, CONDITION_EXPIRING).is_none_or(|c| c.status != "True")
-        {
-            self.publish(
-                user,
-                EventType::Normal,
-                Change::Expiring.as_str(),
-                message.clone(),
-            );
-        }
-        Ok(None)
-    }
-
-    /// The status write of [`Context::write_status`]: none when the cached status already
-    /// matches, nor when this replica wrote the same status moments ago and the User watch has
-    /// not delivered it yet ([`crate::recent::RecentWrites`]).
-    async fn patch_status(&self, user: &User, outcome: &Outcome) -> Result<Write> {
-        let desired = desired_status(user, outcome, Time(k8s_openapi::jiff::Timestamp::now()));
-        let (name, key) = (user.name_any(), user_key(user));
-        if user
-            .status
-            .as_ref()
-            .is_some_and(|s| status_matches(s, &desired))
-        {
-            self.recent.statuses.forget(&key);
-            self.recent.convergence.forget(&key);
-            return Ok(Write::Unneeded);
-        }
-        let print = fingerprint(&desired);
-        if let Some(left) = self.recent.statuses.unconfirmed(&key, print) {
-            return Ok(Write::Unconfirmed(left));
-        }
-        let patch = serde_json::json!({
-            "apiVersion": User::api_version(&()),
-            "kind": User::kind(&()),
-            "status": desired,
-        });
-        Api::<User>::all(self.client.clone())
-            .patch_status(
-                &name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&patch),
-            )
-            .await
-            .map_err(|source| Error::kube(Verb::PatchStatus, User::kind(&()), &name, source))?;
-        self.recent.statuses.remember(key, print);
-        Ok(Write::Made)
-    }
-}
-
-/// What [`Context::patch_status`] did.
-enum Write {
-    /// Wrote the status.
-    Made,
-    /// Nothing: the cached status already matches.
-    Unneeded,
-    /// Nothing: this replica wrote the same status moments ago; look again after this long.
-    Unconfirmed(Duration),
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::test_fixtures::user;
+    use homestead_api::{Failure, RefusalKind};
     use k8s_openapi::jiff::Timestamp;
     use serde_json::json;
 
@@ -590,7 +333,7 @@ mod tests {
     #[test]
     fn a_status_written_moments_ago_is_not_written_again() {
         let u = user("alice", json!({}));
-        let recent = crate::recent::RecentWrites::default();
+        let recent = crate::act::recent::RecentWrites::default();
         let provisioned = fingerprint(&desired_status(&u, &outcome(Reason::Provisioned), at(1)));
         // The same status computed later (another lastTransitionTime) has the same fingerprint.
         assert_eq!(
@@ -640,7 +383,7 @@ mod tests {
         // A long note is cut to what the API server accepts.
         let long = outcome(Reason::Provisioned)
             .with_changes(vec![(Change::QuotaApplied, "x".repeat(5000))]);
-        assert!(events_for(true, &long)[0].2.len() <= MAX_NOTE_BYTES);
+        assert!(events_for(true, &long)[0].2.len() <= MAX_EVENT_NOTE_BYTES);
     }
 
     #[test]
@@ -668,7 +411,11 @@ mod tests {
         );
 
         // True -> False moves it.
-        let refused = desired_status(&u, &outcome(Reason::RoleNotAllowed), at(400));
+        let refused = desired_status(
+            &u,
+            &outcome(Reason::Refused(RefusalKind::RoleNotAllowed)),
+            at(400),
+        );
         assert_eq!(refused.conditions[0].status, "False");
         assert_eq!(refused.conditions[0].last_transition_time, at(400));
     }
@@ -701,7 +448,10 @@ mod tests {
         u.status = Some(desired_status(&u, &outcome(Reason::Provisioned), at(1)));
         assert!(!is_transition(&u, &outcome(Reason::Provisioned)));
         assert!(is_transition(&u, &outcome(Reason::Suspended)));
-        assert!(is_transition(&u, &outcome(Reason::NamespaceConflict)));
+        assert!(is_transition(
+            &u,
+            &outcome(Reason::Refused(RefusalKind::NamespaceConflict))
+        ));
     }
 
     #[test]
@@ -709,22 +459,22 @@ mod tests {
         let ready: Vec<Reason> = [
             Reason::Provisioned,
             Reason::Suspended,
-            Reason::NamespaceConflict,
-            Reason::InvalidQuota,
-            Reason::InvalidMetadata,
-            Reason::ReservedNamespace,
-            Reason::InvalidNamespaceName,
-            Reason::NamespaceNotAllowed,
-            Reason::RoleNotAllowed,
-            Reason::ForbiddenSubject,
-            Reason::ReservedKey,
+            Reason::Refused(RefusalKind::NamespaceConflict),
+            Reason::Refused(RefusalKind::InvalidQuota),
+            Reason::Refused(RefusalKind::InvalidMetadata),
+            Reason::Refused(RefusalKind::ReservedNamespace),
+            Reason::Refused(RefusalKind::InvalidNamespaceName),
+            Reason::Refused(RefusalKind::NamespaceNotAllowed),
+            Reason::Refused(RefusalKind::RoleNotAllowed),
+            Reason::Refused(RefusalKind::ForbiddenSubject),
+            Reason::Refused(RefusalKind::ReservedKey),
             Reason::NamespaceTerminating,
             Reason::Terminating,
-            Reason::Forbidden,
-            Reason::ReadFailed,
-            Reason::CreateFailed,
-            Reason::ApplyFailed,
-            Reason::DeleteFailed,
+            Reason::Failed(Failure::Forbidden),
+            Reason::Failed(Failure::ReadFailed),
+            Reason::Failed(Failure::CreateFailed),
+            Reason::Failed(Failure::ApplyFailed),
+            Reason::Failed(Failure::DeleteFailed),
         ]
         .into_iter()
         .filter(|r| r.is_ready())
@@ -742,7 +492,7 @@ mod tests {
             ] },
         }))
         .unwrap();
-        let message = terminating_message(&ns.into());
+        let message = terminating_message("user-alice", ns.status.as_ref());
         assert!(message.contains("example.com/block"), "{message}");
         assert!(!message.contains("DiscoveryFailure"), "{message}");
     }

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use std::collections::BTreeMap;
 
-use homestead_api::{CRD_NAME, User};
+use homestead_api::{CRD_NAME, MAX_EVENT_NOTE_BYTES, User};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::Api;
@@ -35,7 +35,7 @@ use kube::{Client, Resource};
 use tokio::sync::mpsc;
 use tracing::warn;
 
-use crate::fence::Fence;
+use crate::act::fence::Fence;
 use crate::metrics::Metrics;
 
 /// More Events than this arriving within a second are a bulk change (an import, a mass
@@ -58,9 +58,6 @@ const NAMES_KEPT: usize = 128;
 
 /// The most Events the publisher takes from the queue at once.
 const BATCH: usize = 100_000;
-
-/// The longest Event note the API server accepts (`events.k8s.io/v1`), in bytes.
-const MAX_NOTE_BYTES: usize = 1024;
 
 /// An Event waiting to be published, with the User it is about.
 struct Pending {
@@ -250,7 +247,7 @@ impl BulkDetector {
 }
 
 /// The note of a summary Event: how many Users had `reason` at once, and as many of their
-/// `names` as fit in [`MAX_NOTE_BYTES`].
+/// `names` as fit in [`MAX_EVENT_NOTE_BYTES`].
 fn summary_note(reason: &str, users: usize, names: &[String]) -> String {
     let mut note = format!(
         "{reason}: {users} Users at once (each User's Ready condition says what was done): "
@@ -258,7 +255,7 @@ fn summary_note(reason: &str, users: usize, names: &[String]) -> String {
     for (i, name) in names.iter().enumerate() {
         let more = format!(" and {} more", users - i);
         let separator = if i == 0 { "" } else { ", " };
-        if note.len() + separator.len() + name.len() + more.len() > MAX_NOTE_BYTES {
+        if note.len() + separator.len() + name.len() + more.len() > MAX_EVENT_NOTE_BYTES {
             note.push_str(&more);
             return note;
         }
@@ -475,7 +472,7 @@ mod tests {
     fn a_summary_names_as_many_users_as_fit_and_counts_the_rest() {
         let names: Vec<String> = (0..NAMES_KEPT).map(|i| format!("person-{i:04}")).collect();
         let note = summary_note("Provisioned", 1000, &names);
-        assert!(note.len() <= MAX_NOTE_BYTES, "{} bytes", note.len());
+        assert!(note.len() <= MAX_EVENT_NOTE_BYTES, "{} bytes", note.len());
         assert!(note.starts_with("Provisioned: 1000 Users at once"));
         assert!(note.contains("person-0000, person-0001"));
         let named = note.matches("person-").count();

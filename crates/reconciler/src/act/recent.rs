@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use futures::{Stream, StreamExt};
 use kube::Resource;
 
-use crate::cache::{CachedNamespace, CachedRoleBinding};
+use crate::state::cache::{CachedNamespace, CachedRoleBinding};
 use kube::runtime::watcher;
 
 /// The key a User's recent writes are remembered by ([`Recent::statuses`],
@@ -44,7 +44,7 @@ pub struct Recent {
     /// Statuses written, by User ([`user_key`]).
     pub statuses: RecentWrites,
     /// Generations converged (a `Ready=True` status written), by User ([`user_key`]), as
-    /// [`crate::status::convergence_print`]s: a reconcile triggered by the echo of one of its
+    /// [`crate::plan::status::convergence_print`]s: a reconcile triggered by the echo of one of its
     /// own writes must not take the User for respecified and apply its Namespace again.
     pub convergence: RecentWrites,
     /// Namespaces created that the Namespace watch has not delivered yet.
@@ -72,7 +72,7 @@ pub struct Gone(Mutex<Expiring<String, ()>>);
 
 impl Gone {
     /// Remembers that the watch delivered the deletion of `name` (forgetting entries older than
-    /// [`GONE_FOR`] now and then, [`Expiring::insert`]).
+    /// [`GONE_FOR`] now and then, `Expiring::insert`).
     pub fn remember(&self, name: String) {
         lock(&self.0).insert(name, (), GONE_FOR);
     }
@@ -108,7 +108,7 @@ impl RecentWrites {
     }
 
     /// Remembers that a write with fingerprint `print` was just made under `key` (forgetting
-    /// entries older than [`RECENT`] now and then, [`Expiring::insert`]).
+    /// entries older than [`RECENT`] now and then, `Expiring::insert`).
     pub fn remember(&self, key: String, print: u64) {
         self.entries().insert(key, print, RECENT);
     }
@@ -120,8 +120,8 @@ impl RecentWrites {
 }
 
 /// Objects this replica created moments ago that their watch has not delivered yet, each
-/// kept as the cache will hold it (a compact form of [`crate::cache`], trimmed by
-/// [`crate::trim::trim`]), by namespace and name.
+/// kept as the cache will hold it (a compact form of [`crate::state::cache`], trimmed by
+/// [`crate::state::trim::trim`]), by namespace and name.
 ///
 /// When the watch delivers an object exactly as it was created, the reconcile that created it
 /// has already gone on from there; triggering another one would only read the caches and
@@ -192,7 +192,7 @@ impl<K: Resource + PartialEq> OwnCreates<K> {
     /// (trimmed here as the watch trims it).
     pub fn remember(&self, created: impl Into<K>) {
         let mut object: K = created.into();
-        crate::trim::trim(object.meta_mut());
+        crate::state::trim::trim(object.meta_mut());
         self.entries().insert(Self::key(&object), object, RECENT);
     }
 
@@ -363,11 +363,11 @@ mod tests {
 
     #[test]
     fn only_the_first_delivery_of_exactly_what_was_created_is_an_echo() {
-        use crate::cache::CachedNamespace;
+        use crate::state::cache::CachedNamespace;
         let created = OwnCreates::<CachedNamespace>::default();
         let delivered = |name, label| {
             let mut object = CachedNamespace::from(namespace(name, label));
-            crate::trim::trim(&mut object.metadata);
+            crate::state::trim::trim(&mut object.metadata);
             object
         };
         assert!(
@@ -399,7 +399,7 @@ mod tests {
 
     #[test]
     fn a_create_is_unconfirmed_until_delivered_or_deleted() {
-        use crate::cache::CachedNamespace;
+        use crate::state::cache::CachedNamespace;
         let created = OwnCreates::<CachedNamespace>::default();
         let any = |_: &CachedNamespace| true;
         assert_eq!(created.unconfirmed(None, "user-a", any), None);
@@ -415,7 +415,7 @@ mod tests {
         );
         assert_eq!(created.unconfirmed(Some("other"), "user-a", any), None);
         let mut delivered = CachedNamespace::from(namespace("user-a", "a"));
-        crate::trim::trim(&mut delivered.metadata);
+        crate::state::trim::trim(&mut delivered.metadata);
         assert!(created.is_echo(&delivered));
         assert_eq!(created.unconfirmed(None, "user-a", any), None, "delivered");
         created.remember(namespace("user-a", "a"));

@@ -6,19 +6,8 @@
 
 use std::time::Duration;
 
-use homestead_api::{OnExpiry, User};
+use homestead_api::{ExpiringReason, OnExpiry, User};
 use k8s_openapi::jiff::Timestamp;
-
-/// The reasons of the `Expiring` condition (the variant's name as written).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
-pub enum ExpiringReason {
-    /// `validUntil` is further ahead than `--expiry-warning` (`Expiring=False`).
-    NotSoon,
-    /// Within the warning window (`Expiring=True`).
-    ExpiresSoon,
-    /// `validUntil` has passed (`Expiring=False`: nothing is about to end any more).
-    Expired,
-}
 
 /// Where a User stands with respect to its `validUntil`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

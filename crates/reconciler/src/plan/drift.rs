@@ -1,13 +1,13 @@
 //! Comparisons of the desired state with the cached one: whether a write is needed at all
 //! (docs/design.md rule 10: steady state costs no write). Every desired label, annotation and
 //! owner reference must be there with its value; keys others added are left alone. Caches keep
-//! no `managedFields` ([`crate::trim`]), so a key Homestead applied earlier and no longer wants
+//! no `managedFields` ([`crate::state::trim`]), so a key Homestead applied earlier and no longer wants
 //! is not seen here: that happens only when the User's spec changes, and the Namespace is then
-//! applied regardless (see [`crate::provision`]). Quantities are compared exactly
-//! ([`crate::quantity`]), as the API server stores them.
+//! applied regardless (see [`crate::flows::provision`]). Quantities are compared exactly
+//! ([`crate::plan::quantity`]), as the API server stores them.
 
-use crate::cache::Facts;
-use crate::quantity::{nano_value, round_up_to_milli};
+use crate::plan::facts::Facts;
+use crate::plan::quantity::{nano_value, round_up_to_milli};
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{LimitRange, LimitRangeItem, ResourceQuota};
@@ -50,7 +50,7 @@ pub fn quota_matches(desired: &ResourceQuota, cached: &ResourceQuota) -> bool {
 
 /// Whether a cached LimitRange has the desired items (in order, each resource map compared as
 /// the API server stores quantities) and the desired metadata. `desired` comes from
-/// [`crate::desired::desired_limit_range`], which applies the server's defaulting.
+/// [`crate::plan::desired::desired_limit_range`], which applies the server's defaulting.
 pub fn limit_range_matches(desired: &LimitRange, cached: &LimitRange) -> bool {
     let items = |l: &LimitRange| {
         l.spec
@@ -98,7 +98,7 @@ pub fn stored_as(desired: &Quantity, stored: &Quantity) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::desired::desired_quota;
+    use crate::plan::desired::desired_quota;
     use crate::test_fixtures::user;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
     use serde_json::json;

@@ -2,7 +2,7 @@
 //! operator's largest, after the User cache itself (docs/performance.md, Memory).
 //!
 //! kube-runtime's reflector [`kube::runtime::reflector::Store`] keeps each object as an
-//! `Arc<K>` under an `ObjectRef<K>`: for the compact forms of [`crate::cache`] that is still
+//! `Arc<K>` under an `ObjectRef<K>`: for the compact forms of [`crate::state::cache`] that is still
 //! about 470 bytes of `ObjectMeta` (fifteen fields, all but three empty) and 96 bytes of key
 //! per object, 0.8 KiB a Namespace and 0.7 KiB a RoleBinding in a heap profile at 10,000 Users.
 //! A [`CompactStore`] keeps a [`Compact::Record`] instead (what reconciles read, no
@@ -14,7 +14,7 @@
 //! place, and what the re-list no longer lists is removed and handed back to the caller as a
 //! deletion ([`CompactWriter::apply`]), so the watch that feeds the Controller's triggers
 //! learns of it too. Readers get a whole object back ([`Compact::from_record`]), rebuilt from
-//! the record: the same value the watch delivered, less what [`crate::trim`] dropped.
+//! the record: the same value the watch delivered, less what [`crate::state::trim`] dropped.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -199,7 +199,7 @@ impl<C: Compact + Clone> CompactWriter<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::CachedRoleBinding;
+    use crate::state::cache::CachedRoleBinding;
     use k8s_openapi::api::rbac::v1::RoleBinding;
     use serde_json::json;
 

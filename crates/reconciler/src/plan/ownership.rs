@@ -10,9 +10,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
-use crate::cache::Facts;
+use crate::plan::facts::Facts;
 
-/// Whether an object with `facts` (from the cache, [`crate::cache`]) belongs to `user`: label
+/// Whether an object with `facts` (from the cache, [`crate::state::cache`]) belongs to `user`: label
 /// `app.kubernetes.io/managed-by=homestead`, label `homestead.dev/user=<name>` and annotation
 /// `homestead.dev/user-uid=<uid>` (docs/design.md rule 2). A name match alone is never ownership.
 pub fn is_owned_by(facts: &Facts, user: &User) -> bool {
@@ -70,7 +70,7 @@ pub fn user_of<K: Resource>(object: &K) -> Option<ObjectRef<User>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::desired::desired_namespace;
+    use crate::plan::desired::desired_namespace;
     use crate::test_fixtures::user;
     use k8s_openapi::api::core::v1::Namespace;
     use serde_json::json;

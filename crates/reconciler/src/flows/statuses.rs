@@ -19,7 +19,8 @@ use tracing::warn;
 use crate::context::Context;
 use crate::error::{Backoffs, Error, Result};
 use crate::metrics::StatusKind;
-use crate::profile::{ProfileIndex, group_status, profile_status, profile_status_matches};
+use crate::plan::profile::{group_status, profile_status, profile_status_matches};
+use crate::state::index::ProfileIndex;
 
 /// What the status controllers read and write through.
 pub struct StatusContext {
@@ -42,8 +43,7 @@ const NOT_LEADER_RECHECK: Duration = Duration::from_secs(5);
 /// Waits until the caches have listed; then `None` if this replica may write, else when to
 /// look again (a standby writes no status).
 async fn not_yet(ctx: &Context) -> Option<Action> {
-    ctx.wait_synced().await;
-    (!ctx.fence.is_held()).then(|| Action::requeue(NOT_LEADER_RECHECK))
+    (!ctx.ready_to_write().await).then(|| Action::requeue(NOT_LEADER_RECHECK))
 }
 
 /// Brings `profile`'s status in line with its Users (as cached); writes nothing when it already
@@ -70,7 +70,9 @@ pub async fn reconcile_profile_status(
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let desired = profile_status(&profile, members.iter().map(AsRef::as_ref), now);
     if !profile_status_matches(profile.status.as_ref(), &desired) {
-        ctx.apply_status::<Profile>(&name, &desired).await?;
+        ctx.cluster()
+            .apply_status::<Profile>(&name, &desired)
+            .await?;
     }
     status
         .profile_backoffs
@@ -91,9 +93,10 @@ pub async fn reconcile_group_status(
     if let Some(later) = not_yet(ctx).await {
         return Ok(later);
     }
-    let desired = group_status(&group, &ctx.caches.profiles.state());
+    let desired = group_status(&group, &ctx.caches().profiles());
     if group.status.as_ref() != Some(&desired) {
-        ctx.apply_status::<DirectoryGroup>(&group.name_any(), &desired)
+        ctx.cluster()
+            .apply_status::<DirectoryGroup>(&group.name_any(), &desired)
             .await?;
     }
     status
@@ -144,7 +147,7 @@ pub fn group_status_error(
 /// `delay`.
 fn retry(ctx: &Context, kind: StatusKind, name: &str, error: &Error, delay: Duration) -> Action {
     let kind: &str = kind.into();
-    ctx.metrics.status_errors.with_label_values(&[kind]).inc();
+    ctx.metrics().status_errors.with_label_values(&[kind]).inc();
     warn!(
         kind,
         name,

@@ -1,6 +1,6 @@
 //! Pure builders of the desired state: the complete Namespace, RoleBinding, ResourceQuota,
 //! LimitRange and NetworkPolicy Homestead wants for a User, as server-side apply will send them. No client, no I/O, no
-//! decisions about whether to write (see [`crate::drift`]).
+//! decisions about whether to write (see [`crate::plan::drift`]).
 
 use std::collections::BTreeMap;
 
@@ -20,8 +20,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
-use crate::context::PodSecurity;
-use crate::ownership::{managed_labels, owner_reference};
+use crate::plan::config::PodSecurity;
+use crate::plan::ownership::{managed_labels, owner_reference};
 
 /// Name of the RoleBinding Homestead manages in each person's Namespace.
 pub const ROLE_BINDING_NAME: &str = "homestead-user";
@@ -347,7 +347,7 @@ mod tests {
     #[test]
     fn namespace_carries_the_pod_security_levels() {
         let ps = PodSecurity {
-            enforce: crate::context::PodSecurityLevel::Restricted,
+            enforce: crate::plan::config::PodSecurityLevel::Restricted,
             ..PodSecurity::default()
         };
         let ns = desired_namespace(&user("alice", json!({})), "user-alice", ps, false);

@@ -7,19 +7,14 @@ use homestead_api::{
 };
 use kube::ResourceExt;
 
-use crate::context::Config;
-use crate::quantity::nano_value;
-use crate::status::Reason;
+use homestead_api::{Reason, RefusalKind};
 
-/// Why Homestead refuses to provision a User. Each maps to the `Ready=False` [`Reason`] of the
-/// same name and a Warning Event; [`RefusalKind`] is the same list without the details.
-#[derive(Clone, Debug, PartialEq, Eq, strum::IntoStaticStr, strum::EnumDiscriminants)]
-#[strum_discriminants(
-    name(RefusalKind),
-    derive(strum::IntoStaticStr, strum::VariantArray),
-    doc = "The kinds of [`Refusal`], without their details: the `Ready=False` reasons that ask \
-           for a fix of the spec (see [`Reason::is_refusal`])."
-)]
+use crate::plan::config::Config;
+use crate::plan::quantity::nano_value;
+
+/// Why Homestead refuses to provision a User, with the details its message names. Each is a
+/// [`RefusalKind`] ([`Refusal::kind`]): the `Ready=False` reason and that of the Warning Event.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refusal {
     /// The Namespace name is reserved: `default`, `kube-*`, the operator's own namespace, or one
     /// listed with `--reserved-namespace`.
@@ -61,12 +56,27 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    /// The `Ready=False` condition reason, also the Warning Event's reason: the [`Reason`] of
-    /// the same name.
+    /// The kind of this refusal, without its details.
+    pub fn kind(&self) -> RefusalKind {
+        match self {
+            Self::ReservedNamespace(_) => RefusalKind::ReservedNamespace,
+            Self::InvalidNamespaceName(_) => RefusalKind::InvalidNamespaceName,
+            Self::NamespaceNotAllowed(_) => RefusalKind::NamespaceNotAllowed,
+            Self::RoleNotAllowed(_) => RefusalKind::RoleNotAllowed,
+            Self::ForbiddenSubject(_) => RefusalKind::ForbiddenSubject,
+            Self::ReservedKey(_) => RefusalKind::ReservedKey,
+            Self::NamespaceConflict(_) => RefusalKind::NamespaceConflict,
+            Self::InvalidQuota(_) => RefusalKind::InvalidQuota,
+            Self::InvalidMetadata(_) => RefusalKind::InvalidMetadata,
+            Self::ProfileNotFound(_) => RefusalKind::ProfileNotFound,
+            Self::DuplicateIdentity(_) => RefusalKind::DuplicateIdentity,
+            Self::OverrideNotAllowed { .. } => RefusalKind::OverrideNotAllowed,
+        }
+    }
+
+    /// The `Ready=False` condition reason, also the Warning Event's reason.
     pub fn reason(&self) -> Reason {
-        <&str>::from(self)
-            .parse()
-            .expect("every refusal has the Reason of its name (tested)")
+        Reason::Refused(self.kind())
     }
 
     /// A human-readable message that says what is wrong and what to do.
@@ -235,6 +245,7 @@ fn check_quota(user: &User) -> Result<(), Refusal> {
 mod tests {
     use super::*;
     use crate::test_fixtures::user;
+    use homestead_api::Failure;
     use homestead_api::UserStatus;
     use serde_json::json;
     use strum::VariantArray;
@@ -244,6 +255,7 @@ mod tests {
         for kind in RefusalKind::VARIANTS {
             let name: &str = kind.into();
             let reason: Reason = name.parse().expect("a Reason of the refusal's name");
+            assert_eq!(reason, Reason::Refused(*kind));
             assert!(reason.is_refusal(), "{name}");
             assert!(!reason.is_ready(), "{name}");
         }
@@ -251,15 +263,18 @@ mod tests {
             profile: "p".into(),
             field: "role",
         };
-        assert_eq!(refusal.reason(), Reason::OverrideNotAllowed);
+        assert_eq!(
+            refusal.reason(),
+            Reason::Refused(RefusalKind::OverrideNotAllowed)
+        );
         for reason in [
             Reason::Provisioned,
             Reason::Suspended,
             Reason::Expired,
             Reason::Terminating,
             Reason::NamespaceTerminating,
-            Reason::Forbidden,
-            Reason::ApplyFailed,
+            Reason::Failed(Failure::Forbidden),
+            Reason::Failed(Failure::ApplyFailed),
         ] {
             assert!(!reason.is_refusal(), "{reason}");
             assert!(!Reason::refusal(reason.as_str()), "{reason}");
@@ -268,7 +283,7 @@ mod tests {
         // A reason of another Homestead version counts as a refusal.
         assert!(Reason::refusal("SomethingNew"));
         assert_eq!(
-            Reason::VARIANTS.len(),
+            Reason::all().count(),
             RefusalKind::VARIANTS.len() + 10,
             "a new Reason is either a refusal or one of the ten that are not"
         );
@@ -400,27 +415,27 @@ mod tests {
         for (spec, want) in [
             (
                 json!({ "quota": { "hard": { "pods": "-5" } } }),
-                Reason::InvalidQuota,
+                Reason::Refused(RefusalKind::InvalidQuota),
             ),
             (
                 json!({ "quota": { "hard": { "requests.cpu": "lots" } } }),
-                Reason::InvalidQuota,
+                Reason::Refused(RefusalKind::InvalidQuota),
             ),
             (
                 json!({ "quota": { "hard": { "not a resource": "1" } } }),
-                Reason::InvalidQuota,
+                Reason::Refused(RefusalKind::InvalidQuota),
             ),
             (
                 json!({ "namespace": { "labels": { "team": "has spaces and !!" } } }),
-                Reason::InvalidMetadata,
+                Reason::Refused(RefusalKind::InvalidMetadata),
             ),
             (
                 json!({ "namespace": { "labels": { "a/b/c": "x" } } }),
-                Reason::InvalidMetadata,
+                Reason::Refused(RefusalKind::InvalidMetadata),
             ),
             (
                 json!({ "namespace": { "annotations": { "note": "x".repeat(4097) } } }),
-                Reason::InvalidMetadata,
+                Reason::Refused(RefusalKind::InvalidMetadata),
             ),
         ] {
             let u = user("alice", spec.clone());
@@ -438,7 +453,10 @@ mod tests {
     #[test]
     fn refusals_carry_their_reason() {
         let refusal = Refusal::NamespaceConflict("legacy".into());
-        assert_eq!(refusal.reason(), Reason::NamespaceConflict);
+        assert_eq!(
+            refusal.reason(),
+            Reason::Refused(RefusalKind::NamespaceConflict)
+        );
         assert!(refusal.message(&Config::default()).contains("\"legacy\""));
         let roles = Refusal::RoleNotAllowed("monitoring".into()).message(&Config::default());
         assert!(roles.contains("[admin, edit, view]"), "{roles}");

@@ -10,7 +10,7 @@
 //! User through its Namespace (whose labels tenants cannot write), never through a label on the
 //! RoleBinding itself. Which deliveries are echoes of Homestead's own writes is decided next to
 //! the code that makes those writes: [`status::triggers_reconcile`] beside the status write,
-//! [`OwnCreates::touched_except_echoes`] beside the memory of creates, and
+//! [`crate::act::recent::OwnCreates::touched_except_echoes`] beside the memory of creates, and
 //! [`ProfileIndex::observe`] beside the Profile index; this module only wires watches to them.
 
 use std::collections::{HashMap, HashSet};
@@ -20,19 +20,20 @@ use std::time::Duration;
 use futures::channel::mpsc::UnboundedSender;
 use futures::{StreamExt, TryStreamExt};
 
+use crate::act::recent::Recent;
+use crate::flows::provision::RESYNC;
+use crate::plan::config::Config;
+use crate::plan::ownership::user_of;
+use crate::plan::status;
+use crate::state::Caches;
+use crate::state::cache::{CachedNamespace, CachedRoleBinding};
+use crate::state::identity::Identities;
+use crate::state::index::ProfileIndex;
+use crate::state::store::{Compact, CompactStore, compact_store};
+use crate::state::trim::{trim, trim_user};
 use homestead_api::{
     DirectoryGroup, LABEL_MANAGED_BY, LABEL_RETAINED_FROM, MANAGED_BY, Profile, User,
 };
-use homestead_reconciler::cache::{CachedNamespace, CachedRoleBinding};
-use homestead_reconciler::identity::Identities;
-use homestead_reconciler::ownership::user_of;
-use homestead_reconciler::profile::ProfileIndex;
-use homestead_reconciler::provision::RESYNC;
-use homestead_reconciler::recent::Recent;
-use homestead_reconciler::status;
-use homestead_reconciler::store::{Compact, CompactStore, compact_store};
-use homestead_reconciler::trim::{trim, trim_user};
-use homestead_reconciler::{Caches, Config};
 use k8s_openapi::api::core::v1::{LimitRange, Namespace, ResourceQuota};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::runtime::controller::{self, Controller};
@@ -48,8 +49,7 @@ pub struct Controllers {
     /// The Controller over Users.
     pub users: Controller<User>,
     /// The Controller over retained Namespaces (labelled `homestead.dev/retained-from`), which
-    /// keeps every RoleBinding out of them ([`keep_retained_revoked`]
-    /// (homestead_reconciler::offboard::keep_retained_revoked)).
+    /// keeps every RoleBinding out of them ([`keep_retained_revoked`](crate::flows::offboard::keep_retained_revoked)).
     pub retained: Controller<Namespace>,
     /// The Controller over Profile statuses: triggered by a Profile's own changes and by the
     /// changes of its Users ([`ProfileIndex::observe`]).
@@ -102,8 +102,8 @@ const STATUS_DEBOUNCE: Duration = Duration::from_secs(1);
 /// The Controller over Users, triggered also by every change to a managed object, by every
 /// change to a Profile's spec (for exactly that Profile's Users, from `index`, and the members of
 /// the directory groups it names), by every change to a DirectoryGroup's spec (for the members
-/// who joined or left it, all of them when it is renamed or deleted: [`GroupMemberships`]) and,
-/// for every User once every [`RESYNC`], a batch at a time ([`paced_resync`]), with `concurrency` reconciles at once (0:
+/// who joined or left it, all of them when it is renamed or deleted: `GroupMemberships`) and,
+/// for every User once every [`RESYNC`], a batch at a time (`paced_resync`), with `concurrency` reconciles at once (0:
 /// unbounded), except for the echoes of the creates `recent` remembers; the Controller over
 /// retained Namespaces, triggered by their own watch (few objects) and by every RoleBinding that
 /// appears in one, through the one RoleBinding watch both share; the Profile and DirectoryGroup

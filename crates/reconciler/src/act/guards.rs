@@ -1,0 +1,59 @@
+//! The guards of a person's namespace, which exist before any access is granted (docs/design.md,
+//! "Guards before access"): Homestead's ResourceQuota, LimitRange and NetworkPolicy, each
+//! applied when the cache shows something else than desired, removed when nothing is desired
+//! ([`ensure`]).
+
+use std::sync::Arc;
+
+use homestead_api::Change;
+use kube::api::DeleteParams;
+use kube::runtime::reflector::ObjectRef;
+
+use super::Cluster;
+use super::client::Object;
+use crate::error::Result;
+
+/// One object Homestead keeps in a person's Namespace, as the cache and the desired state
+/// have it.
+pub struct Managed<K> {
+    /// The cached object, if it is labelled as this User's.
+    pub cached: Option<Arc<K>>,
+    /// The object Homestead wants, or `None` for none.
+    pub desired: Option<K>,
+    /// Whether the cached object already is the desired one, as (desired, cached).
+    pub matches: fn(&K, &K) -> bool,
+    /// The Event reasons of an apply and of a removal.
+    pub changes: (Change, Change),
+    /// Why it is removed, for the Event's note.
+    pub why_removed: &'static str,
+}
+
+/// Applies `managed.desired` (server-side apply) when the cache shows something else, or
+/// deletes the object `name` when nothing is desired and the cache has it. Returns the change
+/// made, if any.
+pub async fn ensure<K: Object>(
+    cluster: &Cluster,
+    namespace: &str,
+    name: &str,
+    managed: Managed<K>,
+) -> Result<Option<(Change, String)>> {
+    let kind = K::kind(&());
+    let (applied, removed) = managed.changes;
+    match (managed.desired, managed.cached) {
+        (Some(desired), Some(cached)) if (managed.matches)(&desired, &cached) => Ok(None),
+        (Some(desired), _) => {
+            cluster.apply(&desired).await?;
+            Ok(Some((
+                applied,
+                format!("applied {kind} {namespace}/{name}"),
+            )))
+        }
+        (None, Some(_)) => {
+            let reference = ObjectRef::<K>::new(name).within(namespace);
+            cluster.delete(&reference, &DeleteParams::default()).await?;
+            let note = format!("removed {kind} {namespace}/{name}: {}", managed.why_removed);
+            Ok(Some((removed, note)))
+        }
+        (None, None) => Ok(None),
+    }
+}

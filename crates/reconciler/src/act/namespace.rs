@@ -1,0 +1,120 @@
+//! The User's Namespace: created with a request that fails if it exists ([`Cluster::create_namespace`]),
+//! read through the cache and this replica's memory ([`Cluster::namespace`]), deleted under a uid
+//! precondition ([`Cluster::delete_namespace`]), and the one read that tells an uninstall from an
+//! offboarding ([`Cluster::crd_is_deleting`]).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use homestead_api::CRD_NAME;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use kube::api::{DeleteParams, Preconditions};
+use kube::runtime::reflector::ObjectRef;
+
+use super::Cluster;
+use crate::error::Result;
+use crate::plan::facts::print;
+use crate::state::cache::CachedNamespace;
+
+/// The last answer to "is the `users.homestead.dev` CRD being deleted?", with when the GET
+/// that gave it was sent; shared by every offboarding.
+#[derive(Debug, Default)]
+pub struct UninstallCheck(tokio::sync::Mutex<Option<(Instant, bool)>>);
+
+impl Cluster {
+    /// The Namespace `name`: `cached` (from the cache of managed Namespaces) if the cache has
+    /// it; `None` without a request when the Namespace watch reported it gone
+    /// ([`Recent::namespaces_gone`](super::recent::Recent::namespaces_gone)); otherwise read
+    /// from the API server (the cache may not have caught up with a create yet). `None` if it
+    /// does not exist.
+    ///
+    /// # Errors
+    /// [`crate::Error::Kube`] with [`homestead_api::Verb::Get`].
+    pub async fn namespace(
+        &self,
+        name: &str,
+        cached: Option<Arc<CachedNamespace>>,
+    ) -> Result<Option<Arc<CachedNamespace>>> {
+        if let Some(ns) = cached {
+            return Ok(Some(ns));
+        }
+        if self.recent.namespaces_gone.take(name) {
+            return Ok(None);
+        }
+        let namespace = self.get(&ObjectRef::<Namespace>::new(name)).await?;
+        Ok(namespace.map(|ns| Arc::new(ns.into())))
+    }
+
+    /// Creates `desired` with a request that fails if it exists, remembering the create so its
+    /// watch echo triggers no reconcile. `None` when a Namespace of that name exists.
+    ///
+    /// # Errors
+    /// [`crate::Error::Kube`] with [`homestead_api::Verb::Create`].
+    pub async fn create_namespace(&self, desired: &Namespace) -> Result<Option<Namespace>> {
+        let created = self.create(desired).await?;
+        if let Some(created) = &created {
+            self.recent.namespaces.remember(created.clone());
+        }
+        Ok(created)
+    }
+
+    /// Deletes `namespace` (in the background), with its uid as precondition, so a namespace
+    /// recreated by someone else under the same name is never deleted; remembers the delete
+    /// until the watch shows it ([`Cluster::deleted_moments_ago`]).
+    ///
+    /// # Errors
+    /// [`crate::Error::Kube`] with [`homestead_api::Verb::Delete`] (a failed precondition too).
+    pub async fn delete_namespace(&self, namespace: &CachedNamespace) -> Result<()> {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: namespace.uid(),
+                resource_version: None,
+            }),
+            ..DeleteParams::background()
+        };
+        let name = namespace.name_any();
+        self.delete(&ObjectRef::<Namespace>::new(&name), &params)
+            .await?;
+        let print = print(&namespace.uid());
+        self.recent.namespace_deletes.remember(name, print);
+        Ok(())
+    }
+
+    /// Whether this replica deleted `namespace` (this very one, by uid) moments ago and the
+    /// Namespace watch has not shown the deletion yet.
+    pub fn deleted_moments_ago(&self, namespace: &CachedNamespace) -> bool {
+        let print = print(&namespace.uid());
+        self.recent
+            .namespace_deletes
+            .unconfirmed(&namespace.name_any(), print)
+            .is_some()
+    }
+
+    /// Whether the `users.homestead.dev` CRD itself is gone or being deleted (Homestead is being
+    /// uninstalled), as read by a GET sent after `since` (when this reconcile began, after it saw
+    /// the User deleted). The API server marks the CRD deleted before it deletes any User of it,
+    /// so such a GET sees the mark of any uninstall that deleted this User; one GET serves every
+    /// offboarding that began before it was sent, and offboardings arriving meanwhile wait for it
+    /// rather than sending their own. A bulk offboarding reads the CRD a few times, not once per
+    /// User.
+    ///
+    /// # Errors
+    /// [`crate::Error::Kube`] with [`homestead_api::Verb::Get`].
+    pub async fn crd_is_deleting(&self, since: Instant) -> Result<bool> {
+        let mut last = self.uninstall.0.lock().await;
+        if let Some((sent, deleting)) = *last
+            && sent >= since
+        {
+            return Ok(deleting);
+        }
+        let sent = Instant::now();
+        let crd = self
+            .get(&ObjectRef::<CustomResourceDefinition>::new(CRD_NAME))
+            .await?;
+        let deleting = crd.is_none_or(|crd| crd.metadata.deletion_timestamp.is_some());
+        *last = Some((sent, deleting));
+        Ok(deleting)
+    }
+}

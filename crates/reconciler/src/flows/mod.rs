@@ -1,0 +1,17 @@
+//! Flows: what Homestead does for one object, from the watch event that triggered it to its
+//! status. Each flow reads the [`crate::context::Context`], asks [`crate::plan`] what should be
+//! and [`crate::act`] to make it so:
+//!
+//! - [`reconcile()`](reconcile::reconcile): the User Controller's entry point (the finalizer
+//!   helper) and its error policy.
+//! - [`provision`]: a live User (namespace, guards, access, status).
+//! - [`offboard`]: a deleted User (Delete, Retain, uninstall) and retained namespaces.
+//! - [`statuses`]: the Profile and DirectoryGroup status controllers.
+//!
+//! Flows sit above everything but the runtime; nothing below imports a flow
+//! (docs/development.md, "Layers").
+
+pub mod offboard;
+pub mod provision;
+pub mod reconcile;
+pub mod statuses;

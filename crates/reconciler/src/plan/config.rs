@@ -1,0 +1,117 @@
+//! The operator's [`Config`] (from its command-line flags) and the Pod Security levels every
+//! managed Namespace carries. Plain data, read by every plan.
+
+use std::collections::BTreeSet;
+
+pub use homestead_api::PodSecurityLevel;
+
+/// `--namespace-prefix`: derived Namespace names are `user-<User name>`.
+pub const DEFAULT_NAMESPACE_PREFIX: &str = "user-";
+/// `--reserved-key`: the service meshes' keys, which would move a tenant's Pods in or out of a
+/// mesh, beyond the keys Homestead always reserves.
+pub const DEFAULT_RESERVED_KEYS: [&str; 3] = ["istio-injection", "istio.io/", "linkerd.io/"];
+/// `--allowed-role`: Kubernetes' aggregated user-facing ClusterRoles.
+pub const DEFAULT_ALLOWED_ROLES: [&str; 3] = ["admin", "edit", "view"];
+/// `--operator-namespace` (`POD_NAMESPACE` in a Pod).
+pub const DEFAULT_OPERATOR_NAMESPACE: &str = "homestead-system";
+/// `--expiry-warning`: 14 days, in seconds as a [`Duration`](std::time::Duration).
+pub const DEFAULT_EXPIRY_WARNING: std::time::Duration = std::time::Duration::from_secs(14 * 86_400);
+/// `--pod-security-enforce|warn|audit`: enforce `baseline`, warn and audit `restricted`.
+pub const DEFAULT_POD_SECURITY: PodSecurity = PodSecurity {
+    enforce: PodSecurityLevel::Baseline,
+    warn: PodSecurityLevel::Restricted,
+    audit: PodSecurityLevel::Restricted,
+};
+
+/// The Pod Security admission levels every managed Namespace is labelled with (the API's
+/// [`homestead_api::PodSecurityLevels`] with every level decided).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PodSecurity {
+    /// `pod-security.kubernetes.io/enforce`: Pods violating it are refused. Default `baseline`.
+    pub enforce: PodSecurityLevel,
+    /// `pod-security.kubernetes.io/warn`: violations warn the client. Default `restricted`.
+    pub warn: PodSecurityLevel,
+    /// `pod-security.kubernetes.io/audit`: violations are annotated in the audit log. Default
+    /// `restricted`.
+    pub audit: PodSecurityLevel,
+}
+
+impl Default for PodSecurity {
+    fn default() -> Self {
+        DEFAULT_POD_SECURITY
+    }
+}
+
+/// The operator's configuration, from its command-line flags. [`Config::default`] is what the
+/// flags default to (the `DEFAULT_*` constants; a test of the CLI checks they agree).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// Prefix of derived Namespace names: `<prefix><User name>`. Default `user-`.
+    pub namespace_prefix: String,
+    /// Shell-style patterns (`*`, `?`, `[...]`) a Namespace name given in
+    /// `spec.namespace.name` must match one of. Default: `<prefix>*`.
+    pub allowed_namespaces: Vec<glob::Pattern>,
+    /// Extra label and annotation keys Users may not set (see
+    /// [`homestead_api::key_matches`]): a `domain/` prefix with its subdomains, or an exact key.
+    pub reserved_keys: Vec<String>,
+    /// The Pod Security labels of every managed Namespace.
+    pub pod_security: PodSecurity,
+    /// ClusterRoles a User may ask for. `cluster-admin` is refused even if listed.
+    pub allowed_roles: BTreeSet<String>,
+    /// Namespaces never touched, beyond `default`, `kube-*` and the operator's own.
+    pub reserved_namespaces: BTreeSet<String>,
+    /// The namespace the operator runs in (reserved too).
+    pub operator_namespace: String,
+    /// The Profile of every User that names none (`--default-profile`); `None`: such Users get
+    /// only what their spec says.
+    pub default_profile: Option<String>,
+    /// How long before a User's `validUntil` its `Expiring` condition turns `True` (with an
+    /// Event). Default 14 days.
+    pub expiry_warning: std::time::Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            namespace_prefix: DEFAULT_NAMESPACE_PREFIX.to_owned(),
+            allowed_namespaces: vec![
+                glob::Pattern::new(&format!("{DEFAULT_NAMESPACE_PREFIX}*"))
+                    .expect("a valid pattern"),
+            ],
+            reserved_keys: DEFAULT_RESERVED_KEYS.map(String::from).into(),
+            pod_security: DEFAULT_POD_SECURITY,
+            allowed_roles: DEFAULT_ALLOWED_ROLES.map(String::from).into(),
+            reserved_namespaces: BTreeSet::new(),
+            operator_namespace: DEFAULT_OPERATOR_NAMESPACE.to_owned(),
+            default_profile: None,
+            expiry_warning: DEFAULT_EXPIRY_WARNING,
+        }
+    }
+}
+
+impl Config {
+    /// Whether Homestead must never touch `namespace`: `default`, any `kube-*`, the operator's
+    /// own namespace, or one listed in [`Config::reserved_namespaces`].
+    pub fn is_reserved(&self, namespace: &str) -> bool {
+        namespace == "default"
+            || namespace.starts_with("kube-")
+            || namespace == self.operator_namespace
+            || self.reserved_namespaces.contains(namespace)
+    }
+
+    /// Whether a Namespace name given in `spec.namespace.name` is one the platform allows
+    /// (matches one of [`Config::allowed_namespaces`]).
+    pub fn allows_namespace(&self, namespace: &str) -> bool {
+        self.allowed_namespaces.iter().any(|p| p.matches(namespace))
+    }
+
+    /// Whether a label or annotation key is reserved, by Homestead itself
+    /// ([`homestead_api::is_reserved_key`]) or by [`Config::reserved_keys`].
+    pub fn is_reserved_key(&self, key: &str) -> bool {
+        homestead_api::is_reserved_key(key)
+            || self
+                .reserved_keys
+                .iter()
+                .any(|p| homestead_api::key_matches(key, p))
+    }
+}

@@ -1,0 +1,100 @@
+//! State: what this replica knows of the cluster, from its watches. The caches reconciles read
+//! instead of the API server ([`Caches`], one facade over every store), the compact forms
+//! Namespaces and RoleBindings are kept in ([`cache`], [`store`], [`trim`]), and the indexes the
+//! watches keep beside them: which User holds each identity ([`identity`]) and which Users use
+//! each Profile ([`index`]). State imports only [`crate::plan`] (docs/development.md, "Layers").
+
+pub mod cache;
+pub mod identity;
+pub mod index;
+pub mod store;
+pub mod trim;
+
+use std::sync::Arc;
+
+use homestead_api::{DirectoryGroup, Profile};
+use k8s_openapi::api::core::v1::{LimitRange, ResourceQuota};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::Resource;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+
+use cache::{CachedNamespace, CachedRoleBinding};
+use identity::Identities;
+use store::{CompactStore, compact_store};
+
+/// The reflector caches reconciles read instead of the API server wherever possible, in the
+/// compact forms of [`cache`].
+#[derive(Clone)]
+pub struct Caches {
+    /// Namespaces labelled as Homestead's (`app.kubernetes.io/managed-by=homestead`).
+    pub namespaces: CompactStore<CachedNamespace>,
+    /// Every RoleBinding in the cluster: revoking access removes the ones a person made too.
+    pub role_bindings: CompactStore<CachedRoleBinding>,
+    /// ResourceQuotas labelled as Homestead's.
+    pub quotas: Store<ResourceQuota>,
+    /// LimitRanges labelled as Homestead's.
+    pub limit_ranges: Store<LimitRange>,
+    /// NetworkPolicies labelled as Homestead's.
+    pub network_policies: Store<NetworkPolicy>,
+    /// Every Profile.
+    pub profiles: Store<Profile>,
+    /// Every DirectoryGroup.
+    pub groups: Store<DirectoryGroup>,
+    /// Which User holds each identity, from the User watch.
+    pub identities: Identities,
+}
+
+impl Caches {
+    /// Caches no watch fills: every read misses, so a reconcile reads the cluster for each
+    /// decision (a reconcile run outside the operator, in tests).
+    pub fn empty() -> Self {
+        Self {
+            namespaces: compact_store().0,
+            role_bindings: compact_store().0,
+            quotas: reflector::store().0,
+            limit_ranges: reflector::store().0,
+            network_policies: reflector::store().0,
+            profiles: reflector::store().0,
+            groups: reflector::store().0,
+            identities: Identities::default(),
+        }
+    }
+
+    /// The managed Namespace `name`, if cached.
+    pub fn namespace(&self, name: &str) -> Option<Arc<CachedNamespace>> {
+        self.namespaces.get(None, name).map(Arc::new)
+    }
+
+    /// The RoleBinding `namespace/name`, if cached.
+    pub fn role_binding(&self, namespace: &str, name: &str) -> Option<Arc<CachedRoleBinding>> {
+        self.role_bindings.get(Some(namespace), name).map(Arc::new)
+    }
+
+    /// The names of every RoleBinding in `namespace` the cache knows of.
+    pub fn role_bindings_in(&self, namespace: &str) -> Vec<String> {
+        self.role_bindings.names_in(namespace)
+    }
+
+    /// Every cached Profile.
+    pub fn profiles(&self) -> Vec<Arc<Profile>> {
+        self.profiles.state()
+    }
+
+    /// The Profile `name`, if cached.
+    pub fn profile(&self, name: &str) -> Option<Arc<Profile>> {
+        self.profiles.get(&ObjectRef::new(name))
+    }
+
+    /// Every cached DirectoryGroup.
+    pub fn groups(&self) -> Vec<Arc<DirectoryGroup>> {
+        self.groups.state()
+    }
+}
+
+/// The object `namespace/name` from a reflector cache.
+pub fn cached<K>(store: &Store<K>, namespace: &str, name: &str) -> Option<Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    store.get(&ObjectRef::new(name).within(namespace))
+}
