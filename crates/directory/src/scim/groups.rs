@@ -36,11 +36,12 @@ use scim_v2::schema_urns;
 use serde_json::{Value, json};
 
 use super::error::ScimError;
+use super::patch;
 use super::query::get as attribute;
 use super::resource::{FIELD_MANAGER, slug};
-use super::{
+use super::service::{
     Base, PATCH_ATTEMPTS, Scim, Search, body, caught_up, list_response, live, parse_json,
-    parse_patch, patch, projected, reply, watch_owned,
+    parse_patch, projected, reply, watch_owned,
 };
 
 /// The longest `metadata.name` derived from a `displayName`, in characters (room for the

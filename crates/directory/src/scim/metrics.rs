@@ -3,19 +3,13 @@
 //! manages.
 //! Names follow the Prometheus naming conventions (`_total` counters, `_seconds` histograms).
 
-use std::time::Instant;
+use std::time::Duration;
 
-use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use homestead_api::{LABEL_WRITER, WRITER_SCIM};
-use kube::ResourceExt as _;
 use prometheus::{
     Encoder as _, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
 };
-
-use super::Scim;
 
 /// The SCIM service's metrics, in a registry of their own.
 #[derive(Clone)]
@@ -178,52 +172,40 @@ fn method_of(method: &axum::http::Method) -> &'static str {
     }
 }
 
-/// Middleware: counts and times every request (refused ones too), labelled with its route
-/// template.
-pub(crate) async fn observe(State(scim): State<Scim>, request: Request, next: Next) -> Response {
-    let method = method_of(request.method());
-    let route = route_of(request.uri().path());
-    let started = Instant::now();
-    let response = next.run(request).await;
-    let metrics = &scim.metrics;
-    metrics
-        .duration
-        .with_label_values(&[method, route])
-        .observe(started.elapsed().as_secs_f64());
-    metrics
-        .requests
-        .with_label_values(&[method, route, response.status().as_str()])
-        .inc();
-    response
-}
+impl Metrics {
+    /// Counts and times one request answered with `status` after `elapsed`, labelled with its
+    /// method and route template (never an id).
+    pub fn observe(
+        &self,
+        method: &axum::http::Method,
+        path: &str,
+        status: StatusCode,
+        elapsed: Duration,
+    ) {
+        let (method, route) = (method_of(method), route_of(path));
+        self.duration
+            .with_label_values(&[method, route])
+            .observe(elapsed.as_secs_f64());
+        self.requests
+            .with_label_values(&[method, route, status.as_str()])
+            .inc();
+    }
 
-/// `GET /metrics`: the Prometheus text exposition of the SCIM service's metrics.
-pub(crate) async fn serve(State(scim): State<Scim>) -> Response {
-    let managed = scim
-        .store
-        .state()
-        .iter()
-        .filter(|u| {
-            u.metadata.deletion_timestamp.is_none()
-                && u.labels().get(LABEL_WRITER).map(String::as_str) == Some(WRITER_SCIM)
-        })
-        .count();
-    scim.metrics
-        .users
-        .set(i64::try_from(managed).unwrap_or(i64::MAX));
-    let groups = scim.groups.state().len();
-    scim.metrics
-        .groups
-        .set(i64::try_from(groups).unwrap_or(i64::MAX));
-    let mut body = Vec::new();
-    let encoder = prometheus::TextEncoder::new();
-    match encoder.encode(&scim.metrics.registry.gather(), &mut body) {
-        Ok(()) => (
-            [(header::CONTENT_TYPE, encoder.format_type().to_owned())],
-            body,
-        )
-            .into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    /// The Prometheus text exposition of the service's metrics, with `homestead_scim_users`
+    /// and `homestead_scim_groups` set to `users` and `groups` (counts) first.
+    pub fn exposition(&self, users: usize, groups: usize) -> Response {
+        self.users.set(i64::try_from(users).unwrap_or(i64::MAX));
+        self.groups.set(i64::try_from(groups).unwrap_or(i64::MAX));
+        let mut body = Vec::new();
+        let encoder = prometheus::TextEncoder::new();
+        match encoder.encode(&self.registry.gather(), &mut body) {
+            Ok(()) => (
+                [(header::CONTENT_TYPE, encoder.format_type().to_owned())],
+                body,
+            )
+                .into_response(),
+            Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        }
     }
 }
 

@@ -50,8 +50,8 @@ pub struct Cluster {
     events: EventQueue,
     /// The operator's metrics (Ready transitions, status writes).
     metrics: Metrics,
-    /// Whether Homestead is being uninstalled, as last read ([`namespace::crd_is_deleting`]).
-    uninstall: namespace::UninstallCheck,
+    /// Whether Homestead is being uninstalled, as last read ([`Cluster::crd_is_deleting`]).
+    uninstall: recent::UninstallCheck,
 }
 
 impl Cluster {
@@ -76,7 +76,7 @@ impl Cluster {
             fence,
             recent,
             metrics,
-            uninstall: namespace::UninstallCheck::default(),
+            uninstall: recent::UninstallCheck::default(),
         }
     }
 

@@ -18,11 +18,6 @@ use crate::error::Result;
 use crate::plan::facts::print;
 use crate::state::cache::CachedNamespace;
 
-/// The last answer to "is the `users.homestead.dev` CRD being deleted?", with when the GET
-/// that gave it was sent; shared by every offboarding.
-#[derive(Debug, Default)]
-pub struct UninstallCheck(tokio::sync::Mutex<Option<(Instant, bool)>>);
-
 impl Cluster {
     /// The Namespace `name`: `cached` (from the cache of managed Namespaces) if the cache has
     /// it; `None` without a request when the Namespace watch reported it gone

@@ -302,6 +302,11 @@ impl<Q: Eq + Hash, V> Expiring<Q, V> {
     }
 }
 
+/// The last answer to "is the `users.homestead.dev` CRD being deleted?", with when the GET
+/// that gave it was sent; shared by every offboarding.
+#[derive(Debug, Default)]
+pub struct UninstallCheck(pub(super) tokio::sync::Mutex<Option<(Instant, bool)>>);
+
 #[cfg(test)]
 mod tests {
     use super::*;
