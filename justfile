@@ -38,11 +38,12 @@ image:
 build:
     cargo build --workspace --all-targets
 
-# Regenerate manifests/crd.yaml (and the chart's copy) from the Rust types.
+# Regenerate manifests/crd.yaml (and the chart's copy) from the Rust types, the chart's README from its values, and the plain install (rbac/, manifests/) from the chart.
 generate:
     cargo run -q -p homestead-api --bin crdgen > manifests/crd.yaml
     cp manifests/crd.yaml charts/homestead/files/crds.yaml
     tools/helm/docs.sh
+    tools/helm/plain.sh
 
 # Format the code.
 fmt:
@@ -144,7 +145,7 @@ up: control-plane
     echo $! > {{state}}/operator.pid
     for _ in $(seq 60); do curl -fs http://{{metrics_address}}/readyz >/dev/null 2>&1 && break; sleep 0.5; done
     # The SCIM service, as its own identity, with a fresh CA, certificate and bearer token.
-    {{kubectl}} apply -f manifests/scim/service-account.yaml -f manifests/scim/rbac.yaml
+    {{kubectl}} apply -f manifests/scim/rbac.yaml
     KUBECONFIG={{state}}/scim.kubeconfig RUST_LOG=${RUST_LOG:-info} nohup {{target}}/debug/homestead --log-format text scim \
       --address {{scim_address}} --token-file {{state}}/scim-token \
       --tls-cert {{state}}/scim-tls.crt --tls-key {{state}}/scim-tls.key > {{state}}/scim.log 2>&1 &

@@ -642,11 +642,6 @@ pub fn install_scim_identity() {
                 "-f",
                 concat!(
                     env!("CARGO_MANIFEST_DIR"),
-                    "/../../manifests/scim/service-account.yaml"
-                ),
-                "-f",
-                concat!(
-                    env!("CARGO_MANIFEST_DIR"),
                     "/../../manifests/scim/rbac.yaml"
                 ),
             ],
