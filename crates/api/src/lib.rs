@@ -17,6 +17,8 @@ use kube::{CustomResource, CustomResourceExt, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+#[cfg(feature = "fixtures")]
+pub mod fixtures;
 mod group;
 mod profile;
 pub mod reasons;

@@ -465,7 +465,7 @@ mod tests {
 
     fn live(spec: Value, owned: Value) -> DynamicObject {
         serde_json::from_value(json!({
-            "apiVersion": "homestead.dev/v1alpha1", "kind": "User",
+            "apiVersion": homestead_api::API_VERSION, "kind": "User",
             "metadata": {
                 "name": "alice", "labels": { LABEL_SOURCE: "hr" },
                 "managedFields": [{ "manager": FIELD_MANAGER, "operation": "Apply",

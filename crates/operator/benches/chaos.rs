@@ -148,12 +148,9 @@ async fn main() {
         .map(|i| {
             let users = users.clone();
             async move {
-                let user: User = serde_json::from_value(serde_json::json!({
-                    "apiVersion": "homestead.dev/v1alpha1", "kind": "User",
-                    "metadata": { "name": format!("chaos-{i:05}") },
-                    "spec": { "identity": { "username": format!("chaos-{i}@example.com") }, "quota": { "hard": { "pods": "10" } } },
-                }))
-                .unwrap();
+                let user = User::test(&format!("chaos-{i:05}"))
+                    .with_username(&format!("chaos-{i}@example.com"))
+                    .with_spec(serde_json::json!({ "quota": { "hard": { "pods": "10" } } }));
                 users.create(&PostParams::default(), &user).await.map(drop)
             }
         })

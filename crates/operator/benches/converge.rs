@@ -86,13 +86,12 @@ const PROFILE: &str = "bench";
 /// A run's Users: `<run>-00042`, labelled `bench-run=<run>`, role `edit`, Profile [`PROFILE`],
 /// deletionPolicy Delete, no quota (the floor makes no quota either).
 fn bench_user(run: &str, i: usize) -> User {
-    serde_json::from_value(json!({
-        "apiVersion": "homestead.dev/v1alpha1", "kind": "User",
-        "metadata": { "name": format!("{run}-{i:05}"), "labels": { RUN_LABEL: run } },
-        "spec": { "identity": { "username": format!("{run}-{i}@example.com") }, "role": "edit",
-                  "profile": PROFILE, "deletionPolicy": "Delete" },
-    }))
-    .unwrap()
+    User::test(&format!("{run}-{i:05}"))
+        .with_username(&format!("{run}-{i}@example.com"))
+        .with_label(RUN_LABEL, run)
+        .with_role("edit")
+        .with_profile(PROFILE)
+        .with_spec(json!({ "deletionPolicy": "Delete" }))
 }
 
 /// The status `status.profile` of a User provisioned with generation `generation` of
@@ -153,11 +152,7 @@ async fn wait_until_the_garbage_collector_knows_users(admin: &Client) {
 
 /// Creates [`PROFILE`] with an empty spec (generation 1).
 async fn create_profile(admin: &Client) {
-    let profile: Profile = serde_json::from_value(json!({
-        "apiVersion": "homestead.dev/v1alpha1", "kind": "Profile",
-        "metadata": { "name": PROFILE }, "spec": {},
-    }))
-    .unwrap();
+    let profile = Profile::test(PROFILE);
     Api::<Profile>::all(admin.clone())
         .create(&PostParams::default(), &profile)
         .await
@@ -501,7 +496,7 @@ async fn floor_provision(
             let outcome = Outcome::new(&ns, Reason::Provisioned, message.clone())
                 .with_profile(bench_profile(1));
             let status = json!({
-                "apiVersion": "homestead.dev/v1alpha1", "kind": "User",
+                "apiVersion": homestead_api::API_VERSION, "kind": "User",
                 "status": desired_status(&user, &outcome, Time(Timestamp::now())),
             });
             users

@@ -152,7 +152,7 @@ async fn set_suspended(c: &Client, name: &str, suspended: bool) {
 fn tom_user(name: &str, person: &str, spec: serde_json::Value) -> User {
     let mut spec = spec;
     spec["identity"] = json!({ "username": person });
-    user(name, spec)
+    User::test(name).with_spec(spec)
 }
 
 #[tokio::test]
@@ -160,7 +160,7 @@ async fn a_person_works_in_their_namespace_and_nowhere_else() {
     let s = Scenario::new();
     let c = admin().await;
     s.create(&c, &tom_user("acc-home", TENANT, json!({}))).await;
-    s.create(&c, &user("acc-neighbour", json!({}))).await;
+    s.create(&c, &User::test("acc-neighbour")).await;
     wait_reason(&c, "acc-home", "Provisioned").await;
     wait_reason(&c, "acc-neighbour", "Provisioned").await;
 
@@ -363,7 +363,7 @@ async fn ten_users_asking_for_one_namespace_end_with_one_owner() {
     let names: Vec<String> = (0..10).map(|i| format!("acc-race-{i}")).collect();
     let users: Vec<User> = names
         .iter()
-        .map(|n| user(n, json!({ "namespace": { "name": "user-acc-race" } })))
+        .map(|n| User::test(n).with_spec(json!({ "namespace": { "name": "user-acc-race" } })))
         .collect();
     futures::future::join_all(users.iter().map(|u| s.create(&c, u))).await;
     let api: Api<User> = Api::all(c.clone());
@@ -431,7 +431,7 @@ async fn a_namespace_made_by_someone_else_first_is_never_touched() {
             format!("acc-sniped-{attempt}"),
             format!("user-acc-sniped-{attempt}"),
         );
-        s.create(&c, &user(&name, json!({}))).await;
+        s.create(&c, &User::test(&name)).await;
         let sniped = Namespace {
             metadata: ObjectMeta {
                 labels: Some([("owner".to_owned(), "someone-else".to_owned())].into()),

@@ -161,7 +161,7 @@ async fn scim_sees_and_changes_only_its_own_users_and_a_rename_revokes_first() {
     let victim = "atk-victim@example.com";
     s.create(
         &hr,
-        &user("atk-victim", json!({ "identity": { "username": victim } })),
+        &User::test("atk-victim").with_spec(json!({ "identity": { "username": victim } })),
     )
     .await;
     let made_by_hr = wait_reason(&hr, "atk-victim", "Provisioned").await;
@@ -242,10 +242,8 @@ async fn scim_never_lifts_a_suspension_hr_set() {
     let s = Scenario::new();
     let hr = hr().await;
     let person = "atk-handed@example.com";
-    let mut handed = user(
-        "atk-handed",
-        json!({ "identity": { "username": person }, "suspended": true }),
-    );
+    let mut handed = User::test("atk-handed")
+        .with_spec(json!({ "identity": { "username": person }, "suspended": true }));
     handed.metadata.labels = Some([("homestead.dev/writer".into(), "scim".into())].into());
     s.create(&hr, &handed).await;
     wait_reason(&hr, "atk-handed", "Suspended").await;
@@ -333,10 +331,8 @@ async fn retain_offboarding_leaves_no_binding_a_racing_tenant_made() {
     s.track_namespace(ns);
     s.create(
         &c,
-        &user(
-            "atk-retain",
-            json!({ "identity": { "username": TENANT }, "deletionPolicy": "Retain" }),
-        ),
+        &User::test("atk-retain")
+            .with_spec(json!({ "identity": { "username": TENANT }, "deletionPolicy": "Retain" })),
     )
     .await;
     wait_reason(&c, "atk-retain", "Provisioned").await;
@@ -423,8 +419,7 @@ async fn a_tenant_cannot_open_an_isolated_namespace() {
     .await;
     s.create(
         &c,
-        &user(
-            "atk-iso",
+        &User::test("atk-iso").with_spec(
             json!({ "identity": { "username": TENANTS[1] }, "profile": "atk-isolated" }),
         ),
     )
@@ -527,8 +522,7 @@ async fn expiry_ends_access_while_the_user_is_refused() {
     let until = k8s_openapi::jiff::Timestamp::now() + Duration::from_secs(20);
     s.create(
         &c,
-        &user(
-            "atk-expiry",
+        &User::test("atk-expiry").with_spec(
             json!({ "identity": { "username": person }, "validUntil": until.to_string() }),
         ),
     )
@@ -566,10 +560,8 @@ async fn a_downgrade_cannot_be_blocked_and_removes_what_granted_more() {
     let ns = "user-atk-down";
     s.create(
         &hr,
-        &user(
-            "atk-down",
-            json!({ "identity": { "username": person }, "role": "admin" }),
-        ),
+        &User::test("atk-down")
+            .with_spec(json!({ "identity": { "username": person }, "role": "admin" })),
     )
     .await;
     wait_reason(&hr, "atk-down", "Provisioned").await;
@@ -619,8 +611,11 @@ async fn guards_exist_before_the_first_role_binding() {
     )
     .await;
     let mark = settled_mark().await;
-    s.create(&c, &user("atk-guard", json!({ "profile": "atk-guarded" })))
-        .await;
+    s.create(
+        &c,
+        &User::test("atk-guard").with_spec(json!({ "profile": "atk-guarded" })),
+    )
+    .await;
     wait_reason(&c, "atk-guard", "Provisioned").await;
     let writes: Vec<String> = audit()[mark..]
         .iter()
@@ -651,7 +646,7 @@ async fn guards_exist_before_the_first_role_binding() {
 async fn only_the_operator_removes_the_cleanup_finalizer() {
     let s = Scenario::new();
     let hr = hr().await;
-    s.create(&hr, &user("atk-fin", json!({}))).await;
+    s.create(&hr, &User::test("atk-fin")).await;
     wait_reason(&hr, "atk-fin", "Provisioned").await;
     let strip = json!({ "metadata": { "finalizers": null } });
     assert!(forbidden(
@@ -931,8 +926,11 @@ async fn neither_hr_nor_a_person_can_write_directory_groups_or_profiles() {
     let _hr = hr().await;
     let s = Scenario::new();
     let admin = admin().await;
-    s.create(&admin, &user("grp-tenant", json!({ "role": "admin" })))
-        .await;
+    s.create(
+        &admin,
+        &User::test("grp-tenant").with_spec(json!({ "role": "admin" })),
+    )
+    .await;
     wait_reason(&admin, "grp-tenant", "Provisioned").await;
     let can_i = |who: &[&str], args: &[&str]| {
         let mut all = vec!["auth", "can-i"];
@@ -999,7 +997,7 @@ async fn a_tenant_cannot_route_other_peoples_traffic_through_a_service() {
     let c = admin().await;
     s.create(
         &c,
-        &user("atk-svc", json!({ "identity": { "username": TENANTS[2] } })),
+        &User::test("atk-svc").with_spec(json!({ "identity": { "username": TENANTS[2] } })),
     )
     .await;
     wait_reason(&c, "atk-svc", "Provisioned").await;
@@ -1139,8 +1137,7 @@ async fn a_second_user_with_a_suspended_persons_identity_gets_no_access() {
     let c = admin().await;
     s.create(
         &hr,
-        &user(
-            "atk-frank",
+        &User::test("atk-frank").with_spec(
             json!({ "identity": { "username": "atk-frank@example.com" }, "suspended": true }),
         ),
     )
@@ -1150,7 +1147,7 @@ async fn a_second_user_with_a_suspended_persons_identity_gets_no_access() {
     install_scim_identity();
     let as_scim = env().plane.client(SCIM).await.unwrap();
     let two: User = serde_json::from_value(json!({
-        "apiVersion": "homestead.dev/v1alpha1", "kind": "User",
+        "apiVersion": homestead_api::API_VERSION, "kind": "User",
         "metadata": { "name": "atk-frank-two", "labels": { "homestead.dev/writer": "scim" } },
         "spec": { "identity": { "username": "ATK-Frank@example.com" } },
     }))
@@ -1259,13 +1256,11 @@ async fn directory_groups_reach_only_the_people_their_writer_owns() {
     // HR's unrelated person of the same name gets no Profile from the group.
     s.create(
         &hr,
-        &user(
-            "atk-newhire",
-            json!({ "identity": { "username": "newhire-hr@example.com" } }),
-        ),
+        &User::test("atk-newhire")
+            .with_spec(json!({ "identity": { "username": "newhire-hr@example.com" } })),
     )
     .await;
-    s.create(&hr, &user("atk-walter", json!({}))).await;
+    s.create(&hr, &User::test("atk-walter")).await;
     wait_reason(&c, "atk-newhire", "Provisioned").await;
     wait_reason(&c, "atk-walter", "Provisioned").await;
 
@@ -1419,7 +1414,7 @@ async fn users_raced_into_one_identity_end_with_exactly_one_home() {
     let person = "atk-twin@example.com";
     let twins: Vec<User> = names
         .iter()
-        .map(|name| user(name, json!({ "identity": { "username": person } })))
+        .map(|name| User::test(name).with_spec(json!({ "identity": { "username": person } })))
         .collect();
     futures::future::join_all(twins.iter().map(|twin| s.create(&hr, twin))).await;
     let users: Api<User> = Api::all(c.clone());

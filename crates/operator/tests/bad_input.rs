@@ -292,7 +292,7 @@ async fn what_only_the_operator_knows_is_ready_false_with_nothing_created() {
         ),
         (long.as_str(), json!({}), "InvalidNamespaceName"),
     ] {
-        s.create(&c, &user(name, spec)).await;
+        s.create(&c, &User::test(name).with_spec(spec)).await;
         let u = wait_reason(&c, name, reason).await;
         let ready = u.ready_condition().unwrap();
         assert_eq!(ready.status, "False", "{name}");
@@ -363,10 +363,7 @@ async fn a_write_the_cluster_refuses_is_reported_and_retried() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     s.create(
         &c,
-        &user(
-            "bad-capped",
-            json!({ "quota": { "hard": { "pods": "100" } } }),
-        ),
+        &User::test("bad-capped").with_spec(json!({ "quota": { "hard": { "pods": "100" } } })),
     )
     .await;
     let u = eventually("the refused quota to be reported", 60, || async {
@@ -401,8 +398,11 @@ async fn a_write_the_cluster_refuses_is_reported_and_retried() {
 async fn a_role_change_the_cluster_refuses_keeps_the_old_access() {
     let s = Scenario::new();
     let c = admin().await;
-    s.create(&c, &user("bad-rolestay", json!({ "role": "edit" })))
-        .await;
+    s.create(
+        &c,
+        &User::test("bad-rolestay").with_spec(json!({ "role": "edit" })),
+    )
+    .await;
     wait_reason(&c, "bad-rolestay", "Provisioned").await;
     cluster_policy(
         "bad-no-view",
@@ -448,7 +448,7 @@ async fn a_role_change_the_cluster_refuses_keeps_the_old_access() {
 async fn a_refusal_never_keeps_a_suspended_persons_access() {
     let s = Scenario::new();
     let c = admin().await;
-    s.create(&c, &user("bad-suspref", json!({}))).await;
+    s.create(&c, &User::test("bad-suspref")).await;
     wait_reason(&c, "bad-suspref", "Provisioned").await;
     // Suspended and, in the same edit, a role the operator does not allow.
     Api::<User>::all(c.clone())
@@ -468,7 +468,8 @@ async fn inputs_the_server_normalizes_cost_no_write() {
     let s = Scenario::new();
     let c = admin().await;
     let spec = json!({ "quota": { "hard": { "requests.cpu": "0.1m", "requests.memory": "1024Mi", "pods": 20 } } });
-    s.create(&c, &user("bad-normal", spec)).await;
+    s.create(&c, &User::test("bad-normal").with_spec(spec))
+        .await;
     wait_reason(&c, "bad-normal", "Provisioned").await;
     // Another writer adds an owner reference to the namespace and a condition to the status.
     let namespaces: Api<Namespace> = Api::all(c.clone());
@@ -493,7 +494,7 @@ async fn inputs_the_server_normalizes_cost_no_write() {
         .unwrap();
     Api::<User>::all(c.clone())
         .patch_status("bad-normal", &PatchParams::apply("someone-else").force(), &Patch::Apply(json!({
-            "apiVersion": "homestead.dev/v1alpha1", "kind": "User",
+            "apiVersion": homestead_api::API_VERSION, "kind": "User",
             "status": { "conditions": [{ "type": "Audited", "status": "True", "reason": "ByOthers", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z" }] },
         })))
         .await

@@ -90,7 +90,7 @@ async fn user_gets_namespace_rolebinding_quota_and_ready() {
         "namespace": { "labels": { "team": "a" }, "annotations": { "example.com/cc": "42" } },
         "quota": { "hard": { "pods": "5", "requests.memory": "1Gi" } },
     });
-    let created = s.create(&c, &user("e2e-prov", spec)).await;
+    let created = s.create(&c, &User::test("e2e-prov").with_spec(spec)).await;
     let u = wait_reason(&c, "e2e-prov", "Provisioned").await;
     let ready = u.ready_condition().unwrap();
     assert_eq!(ready.status, "True");
@@ -190,7 +190,7 @@ async fn user_gets_namespace_rolebinding_quota_and_ready() {
 async fn converged_user_costs_no_write_even_when_reconciled_again() {
     let s = Scenario::new();
     let c = admin().await;
-    s.create(&c, &user("e2e-steady", json!({ "quota": { "hard": { "requests.memory": "1024Mi", "requests.cpu": "1000m" } } }))).await;
+    s.create(&c, &User::test("e2e-steady").with_spec(json!({ "quota": { "hard": { "requests.memory": "1024Mi", "requests.cpu": "1000m" } } }))).await;
     let before = wait_reason(&c, "e2e-steady", "Provisioned").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (mark, reconciled) = (settled_mark().await, reconciles(&env().metrics_address));
@@ -224,7 +224,7 @@ async fn converged_user_costs_no_write_even_when_reconciled_again() {
 async fn a_status_someone_else_cleared_is_written_again() {
     let s = Scenario::new();
     let c = admin().await;
-    s.create(&c, &user("e2e-cleared", json!({}))).await;
+    s.create(&c, &User::test("e2e-cleared")).await;
     wait_reason(&c, "e2e-cleared", "Provisioned").await;
     // Changes to the status alone are Homestead's own and trigger no reconcile, except one
     // that leaves the User without its Ready condition.
@@ -244,8 +244,11 @@ async fn a_status_someone_else_cleared_is_written_again() {
 async fn drift_is_repaired() {
     let s = Scenario::new();
     let c = admin().await;
-    s.create(&c, &user("e2e-drift", json!({ "role": "view" })))
-        .await;
+    s.create(
+        &c,
+        &User::test("e2e-drift").with_spec(json!({ "role": "view" })),
+    )
+    .await;
     wait_reason(&c, "e2e-drift", "Provisioned").await;
     let rbs = bindings(&c, "user-e2e-drift");
     let original = rbs.get(RB).await.unwrap();
@@ -274,7 +277,8 @@ async fn namespace_labels_homestead_no_longer_wants_are_removed() {
     let s = Scenario::new();
     let c = admin().await;
     let spec = json!({ "namespace": { "labels": { "team": "a", "cost-center": "42" } } });
-    s.create(&c, &user("e2e-relabel", spec)).await;
+    s.create(&c, &User::test("e2e-relabel").with_spec(spec))
+        .await;
     wait_reason(&c, "e2e-relabel", "Provisioned").await;
     // Created with one request; the labels set then must still be removable by apply.
     patch_spec(
@@ -297,8 +301,11 @@ async fn namespace_labels_homestead_no_longer_wants_are_removed() {
 async fn role_change_recreates_the_rolebinding() {
     let s = Scenario::new();
     let c = admin().await;
-    s.create(&c, &user("e2e-role", json!({ "role": "edit" })))
-        .await;
+    s.create(
+        &c,
+        &User::test("e2e-role").with_spec(json!({ "role": "edit" })),
+    )
+    .await;
     wait_reason(&c, "e2e-role", "Provisioned").await;
     let rbs = bindings(&c, "user-e2e-role");
     let before = rbs.get(RB).await.unwrap();
@@ -334,10 +341,7 @@ async fn foreign_namespace_is_never_touched() {
     let mark = settled_mark().await;
     s.create(
         &c,
-        &user(
-            "e2e-conflict",
-            json!({ "namespace": { "name": "e2e-foreign" } }),
-        ),
+        &User::test("e2e-conflict").with_spec(json!({ "namespace": { "name": "e2e-foreign" } })),
     )
     .await;
     let u = wait_reason(&c, "e2e-conflict", "NamespaceConflict").await;
@@ -370,19 +374,13 @@ async fn first_owner_keeps_a_contested_namespace() {
     let c = admin().await;
     s.create(
         &c,
-        &user(
-            "e2e-first",
-            json!({ "namespace": { "name": "e2e-contested" } }),
-        ),
+        &User::test("e2e-first").with_spec(json!({ "namespace": { "name": "e2e-contested" } })),
     )
     .await;
     wait_reason(&c, "e2e-first", "Provisioned").await;
     s.create(
         &c,
-        &user(
-            "e2e-second",
-            json!({ "namespace": { "name": "e2e-contested" } }),
-        ),
+        &User::test("e2e-second").with_spec(json!({ "namespace": { "name": "e2e-contested" } })),
     )
     .await;
     wait_reason(&c, "e2e-second", "NamespaceConflict").await;
@@ -405,12 +403,15 @@ async fn reserved_and_invalid_namespaces_are_refused() {
         ("e2e-res-operator", "homestead-system"),
         ("e2e-res-flag", RESERVED_BY_FLAG),
     ] {
-        s.create(&c, &user(name, json!({ "namespace": { "name": ns } })))
-            .await;
+        s.create(
+            &c,
+            &User::test(name).with_spec(json!({ "namespace": { "name": ns } })),
+        )
+        .await;
     }
     // A 60-character name is a valid User name, but `user-` + it exceeds 63 characters.
     let long = format!("e2e-{}", "x".repeat(56));
-    s.create(&c, &user(&long, json!({}))).await;
+    s.create(&c, &User::test(&long)).await;
     for name in [
         "e2e-res-kube",
         "e2e-res-default",
@@ -430,7 +431,7 @@ async fn role_outside_the_allow_list_is_refused() {
     let c = admin().await;
     s.create(
         &c,
-        &user("e2e-norole", json!({ "role": "system:aggregate-to-view" })),
+        &User::test("e2e-norole").with_spec(json!({ "role": "system:aggregate-to-view" })),
     )
     .await;
     let u = wait_reason(&c, "e2e-norole", "RoleNotAllowed").await;
@@ -453,7 +454,7 @@ async fn role_outside_the_allow_list_is_refused() {
 async fn suspension_revokes_access_and_keeps_data() {
     let s = Scenario::new();
     let c = admin().await;
-    s.create(&c, &user("e2e-susp", json!({}))).await;
+    s.create(&c, &User::test("e2e-susp")).await;
     wait_reason(&c, "e2e-susp", "Provisioned").await;
     let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "user-e2e-susp");
     let data = ConfigMap {
@@ -507,7 +508,7 @@ async fn suspension_revokes_access_and_keeps_data() {
 async fn delete_policy_waits_for_the_namespace_and_says_what_blocks_it() {
     let s = Scenario::new();
     let c = admin().await;
-    s.create(&c, &user("e2e-del", json!({}))).await;
+    s.create(&c, &User::test("e2e-del")).await;
     wait_reason(&c, "e2e-del", "Provisioned").await;
     let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "user-e2e-del");
     let blocker = ConfigMap {
@@ -561,8 +562,11 @@ async fn delete_policy_waits_for_the_namespace_and_says_what_blocks_it() {
 async fn retain_policy_keeps_the_namespace_without_access() {
     let s = Scenario::new();
     let c = admin().await;
-    s.create(&c, &user("e2e-keep", json!({ "deletionPolicy": "Retain" })))
-        .await;
+    s.create(
+        &c,
+        &User::test("e2e-keep").with_spec(json!({ "deletionPolicy": "Retain" })),
+    )
+    .await;
     wait_reason(&c, "e2e-keep", "Provisioned").await;
     let ns = namespaces(&c).get("user-e2e-keep").await.unwrap();
     assert!(
@@ -653,7 +657,7 @@ async fn retain_policy_keeps_the_namespace_without_access() {
 async fn switching_to_retain_drops_the_owner_reference() {
     let s = Scenario::new();
     let c = admin().await;
-    s.create(&c, &user("e2e-switch", json!({}))).await;
+    s.create(&c, &User::test("e2e-switch")).await;
     wait_reason(&c, "e2e-switch", "Provisioned").await;
     assert_eq!(
         namespaces(&c)
@@ -799,7 +803,7 @@ async fn metrics_and_probes_are_served() {
     let s = Scenario::new();
     let env = env();
     let c = admin().await;
-    s.create(&c, &user("e2e-metrics", json!({}))).await;
+    s.create(&c, &User::test("e2e-metrics")).await;
     wait_reason(&c, "e2e-metrics", "Provisioned").await;
     let (code, body) = http_get(&env.metrics_address, "/metrics").unwrap();
     assert_eq!(code, 200);
@@ -914,7 +918,7 @@ async fn labels_without_the_users_uid_are_not_ownership() {
         .create(&PostParams::default(), &forged)
         .await
         .unwrap();
-    s.create(&c, &user("e2e-forged", json!({}))).await;
+    s.create(&c, &User::test("e2e-forged")).await;
     wait_reason(&c, "e2e-forged", "NamespaceConflict").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = namespaces(&c).get("user-e2e-forged").await.unwrap();
@@ -955,7 +959,8 @@ async fn a_user_made_again_under_a_deleted_ones_name_gets_its_own_status_at_once
         .unwrap();
     // A namespace someone else has: the User is refused with the same status both times.
     let spec = json!({ "namespace": { "name": "e2e-taken" } });
-    s.create(&c, &user("e2e-again", spec.clone())).await;
+    s.create(&c, &User::test("e2e-again").with_spec(spec.clone()))
+        .await;
     let first = wait_reason(&c, "e2e-again", "NamespaceConflict").await;
     users(&c)
         .delete("e2e-again", &DeleteParams::default())
@@ -963,7 +968,7 @@ async fn a_user_made_again_under_a_deleted_ones_name_gets_its_own_status_at_once
         .unwrap();
     wait_gone(&users(&c), "e2e-again", 30).await;
     let mark = audit().len();
-    let second = s.create(&c, &user("e2e-again", spec)).await;
+    let second = s.create(&c, &User::test("e2e-again").with_spec(spec)).await;
     assert_ne!(first.uid(), second.uid(), "another User of the same name");
     wait_reason(&c, "e2e-again", "NamespaceConflict").await;
     let uid = second.uid().unwrap();

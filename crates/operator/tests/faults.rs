@@ -23,7 +23,7 @@ async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
 async fn converged(s: &Scenario, c: &kube::Client, names: &[String]) {
     for name in names {
         let spec = json!({ "quota": { "hard": { "pods": "5", "requests.cpu": "0.1m" } } });
-        s.create(c, &user(name, spec)).await;
+        s.create(c, &User::test(name).with_spec(spec)).await;
     }
     for name in names {
         wait_reason(c, name, "Provisioned").await;
@@ -54,7 +54,7 @@ async fn the_operator_survives_an_api_server_restart() {
     let back = restarted.elapsed();
     // A new User after the restart: the operator reconnected and watches again.
     let c = admin().await;
-    s.create(&c, &user("flt-api-new", json!({}))).await;
+    s.create(&c, &User::test("flt-api-new")).await;
     wait_reason(&c, "flt-api-new", "Provisioned").await;
     let converged_again = restarted.elapsed();
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -171,7 +171,7 @@ async fn an_api_priority_and_fairness_squeeze_is_waited_out_without_a_hot_loop()
     let started = Instant::now();
     let names: Vec<String> = (0..30).map(|i| format!("flt-apf-{i:02}")).collect();
     for name in &names {
-        s.create(&c, &user(name, json!({}))).await;
+        s.create(&c, &User::test(name)).await;
     }
     for name in &names {
         wait_reason(&c, name, "Provisioned").await;
@@ -241,7 +241,7 @@ async fn a_leader_cut_off_from_the_api_server_stops_writing_by_itself() {
     })
     .await;
     let c = admin().await;
-    s.create(&c, &user("flt-cut-new", json!({}))).await;
+    s.create(&c, &User::test("flt-cut-new")).await;
     wait_reason(&c, "flt-cut-new", "Provisioned").await;
     println!(
         "API server gone: the leader stopped writing {:.1} s later (by itself; the Lease lasts 15 s); after the outage ({:.1} s) it leads and provisions again",

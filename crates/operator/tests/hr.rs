@@ -351,8 +351,11 @@ async fn access_ends_at_valid_until_and_expiring_says_so_before() {
     let s = Scenario::new();
     let c = admin().await;
     let until = in_seconds(10);
-    s.create(&c, &user("hr-temp", json!({ "validUntil": until })))
-        .await;
+    s.create(
+        &c,
+        &User::test("hr-temp").with_spec(json!({ "validUntil": until })),
+    )
+    .await;
     let temp = wait_reason(&c, "hr-temp", "Provisioned").await;
     let expiring = condition(&temp, "Expiring");
     assert_eq!(
@@ -399,10 +402,8 @@ async fn access_ends_at_valid_until_and_expiring_says_so_before() {
 
     s.create(
         &c,
-        &user(
-            "hr-leaver",
-            json!({ "validUntil": in_seconds(5), "onExpiry": "Delete" }),
-        ),
+        &User::test("hr-leaver")
+            .with_spec(json!({ "validUntil": in_seconds(5), "onExpiry": "Delete" })),
     )
     .await;
     wait_reason(&c, "hr-leaver", "Provisioned").await;

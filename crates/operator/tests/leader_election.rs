@@ -4,13 +4,13 @@
 
 mod common;
 
+use homestead_api::User;
 use std::time::Instant;
 
 use common::*;
 use homestead_testenv::free_port;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
-use serde_json::json;
 
 #[tokio::test]
 async fn standby_takes_over_when_the_leader_stops() {
@@ -20,7 +20,7 @@ async fn standby_takes_over_when_the_leader_stops() {
     let standby_address = format!("127.0.0.1:{}", free_port().unwrap());
     let standby = spawn_standby(&standby_address).await;
 
-    s.create(&c, &user("ha-one", json!({}))).await;
+    s.create(&c, &User::test("ha-one")).await;
     wait_reason(&c, "ha-one", "Provisioned").await;
     assert!(
         reconciles(&env.metrics_address) > 0,
@@ -55,7 +55,7 @@ async fn standby_takes_over_when_the_leader_stops() {
         holder.as_deref() != Some("homestead-test"),
         "the stopped leader still holds the Lease: {holder:?}"
     );
-    s.create(&c, &user("ha-two", json!({}))).await;
+    s.create(&c, &User::test("ha-two")).await;
     wait_reason(&c, "ha-two", "Provisioned").await;
     assert!(
         reconciles(&standby_address) > 0,

@@ -28,7 +28,7 @@ async fn a_paused_leader_writes_nothing_when_it_resumes_and_exits() {
     let c = admin().await;
     let standby_address = format!("127.0.0.1:{}", free_port().unwrap());
     let standby = spawn_standby(&standby_address).await;
-    s.create(&c, &user("lp-before", json!({}))).await;
+    s.create(&c, &User::test("lp-before")).await;
     wait_reason(&c, "lp-before", "Provisioned").await;
 
     let leader = operator_pid(&env().metrics_address).expect("the leader's process");
@@ -42,7 +42,7 @@ async fn a_paused_leader_writes_nothing_when_it_resumes_and_exits() {
     })
     .await;
     let took_over = paused.elapsed();
-    s.create(&c, &user("lp-during", json!({}))).await;
+    s.create(&c, &User::test("lp-during")).await;
     wait_reason(&c, "lp-during", "Provisioned").await;
     // Work the old leader will see when it wakes up.
     Api::<User>::all(c.clone())

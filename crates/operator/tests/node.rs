@@ -142,7 +142,7 @@ fn create_user(name: &str, username: &str, spec: Value) {
     full.as_object_mut()
         .unwrap()
         .extend(spec.as_object().unwrap().clone());
-    let user = json!({"apiVersion": "homestead.dev/v1alpha1", "kind": "User",
+    let user = json!({"apiVersion": homestead_api::API_VERSION, "kind": "User",
         "metadata": {"name": name}, "spec": full});
     let (ok, out) = apply_as(ADMIN, &user);
     assert!(ok, "{out}");
@@ -556,7 +556,7 @@ async fn scim_through_its_service_creates_suspends_and_deletes_a_person() {
 async fn a_persons_workloads_run_within_their_profile_under_their_own_credentials() {
     chart();
     let profile = json!({
-        "apiVersion": "homestead.dev/v1alpha1", "kind": "Profile",
+        "apiVersion": homestead_api::API_VERSION, "kind": "Profile",
         "metadata": {"name": "node-workloads"},
         "spec": {
             "role": "edit",
@@ -648,7 +648,7 @@ async fn isolated_namespaces_admit_only_their_own_and_allowed_traffic() {
     // A gateway namespace (isolation None) that isolated namespaces admit.
     create_user("node-gate", "node-gate@example.com", json!({}));
     let profile = json!({
-        "apiVersion": "homestead.dev/v1alpha1", "kind": "Profile",
+        "apiVersion": homestead_api::API_VERSION, "kind": "Profile",
         "metadata": {"name": "node-isolated"},
         "spec": {"networkIsolation": "Isolated", "allowIngressFrom": ["user-node-gate"]},
     });
@@ -805,7 +805,7 @@ async fn a_tenant_can_neither_take_anothers_traffic_nor_open_isolated_egress() {
     create_user("node-bea", "node-bea@example.com", json!({}));
     create_user("node-dan", "node-dan@example.com", json!({}));
     let profile = json!({
-        "apiVersion": "homestead.dev/v1alpha1", "kind": "Profile",
+        "apiVersion": homestead_api::API_VERSION, "kind": "Profile",
         "metadata": {"name": "node-contractor"},
         "spec": {"role": "admin", "networkIsolation": "Isolated"},
     });

@@ -74,8 +74,11 @@ async fn a_profile_gives_its_users_role_quota_limits_pod_security_and_isolation(
         }),
     )
     .await;
-    s.create(&c, &user("pf-alice", json!({ "profile": "pf-engineer" })))
-        .await;
+    s.create(
+        &c,
+        &User::test("pf-alice").with_spec(json!({ "profile": "pf-engineer" })),
+    )
+    .await;
     let alice = wait_reason(&c, "pf-alice", "Provisioned").await;
     let ns = "user-pf-alice";
     let applied = alice.status.unwrap().profile.unwrap();
@@ -168,10 +171,8 @@ async fn a_profile_gives_its_users_role_quota_limits_pod_security_and_isolation(
     // The Profile allows a User's own quota, not a User's own role.
     s.create(
         &c,
-        &user(
-            "pf-bob",
-            json!({ "profile": "pf-engineer", "quota": { "hard": { "pods": "5" } } }),
-        ),
+        &User::test("pf-bob")
+            .with_spec(json!({ "profile": "pf-engineer", "quota": { "hard": { "pods": "5" } } })),
     )
     .await;
     wait_reason(&c, "pf-bob", "Provisioned").await;
@@ -181,10 +182,7 @@ async fn a_profile_gives_its_users_role_quota_limits_pod_security_and_isolation(
     );
     s.create(
         &c,
-        &user(
-            "pf-carol",
-            json!({ "profile": "pf-engineer", "role": "admin" }),
-        ),
+        &User::test("pf-carol").with_spec(json!({ "profile": "pf-engineer", "role": "admin" })),
     )
     .await;
     let carol = wait_reason(&c, "pf-carol", "OverrideNotAllowed").await;
@@ -214,12 +212,15 @@ async fn a_profile_change_reaches_exactly_its_users_and_its_status_counts_them()
     )
     .await;
     for name in ["pf-t1", "pf-t2"] {
-        s.create(&c, &user(name, json!({ "profile": "pf-team" })))
-            .await;
+        s.create(
+            &c,
+            &User::test(name).with_spec(json!({ "profile": "pf-team" })),
+        )
+        .await;
     }
     s.create(
         &c,
-        &user("pf-solo", json!({ "quota": { "hard": { "pods": "10" } } })),
+        &User::test("pf-solo").with_spec(json!({ "quota": { "hard": { "pods": "10" } } })),
     )
     .await;
     for name in ["pf-t1", "pf-t2", "pf-solo"] {
@@ -294,8 +295,11 @@ async fn what_a_profile_adds_is_repaired_and_removed_when_it_stops_asking() {
         }),
     )
     .await;
-    s.create(&c, &user("pf-dave", json!({ "profile": "pf-isolated" })))
-        .await;
+    s.create(
+        &c,
+        &User::test("pf-dave").with_spec(json!({ "profile": "pf-isolated" })),
+    )
+    .await;
     wait_reason(&c, "pf-dave", "Provisioned").await;
     let ns = "user-pf-dave";
     let limits: Api<LimitRange> = Api::namespaced(c.clone(), ns);
@@ -346,8 +350,11 @@ async fn deleting_a_profile_in_use_changes_no_namespace() {
         "networkIsolation": "Isolated",
     });
     profile(&c, "pf-gone", spec.clone()).await;
-    s.create(&c, &user("pf-erin", json!({ "profile": "pf-gone" })))
-        .await;
+    s.create(
+        &c,
+        &User::test("pf-erin").with_spec(json!({ "profile": "pf-gone" })),
+    )
+    .await;
     wait_reason(&c, "pf-erin", "Provisioned").await;
     let ns = "user-pf-erin";
     let mark = settled_mark().await;
@@ -435,7 +442,7 @@ async fn the_admission_policy_keeps_limit_ranges_and_network_policies_in_homeste
         );
         assert_eq!(out.trim(), "yes", "RBAC alone allows {resource}");
     }
-    let owner = user("pf-nobody", json!({}));
+    let owner = User::test("pf-nobody");
     let limits = desired_limit_range(
         &owner,
         "kube-system",

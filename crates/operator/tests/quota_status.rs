@@ -4,6 +4,7 @@
 
 mod common;
 
+use homestead_api::User;
 use std::time::Duration;
 
 use common::*;
@@ -17,7 +18,7 @@ async fn quota_status_changes_cost_no_reconcile_and_no_write() {
     let c = admin().await;
     s.create(
         &c,
-        &user("qs-busy", json!({ "quota": { "hard": { "pods": "10" } } })),
+        &User::test("qs-busy").with_spec(json!({ "quota": { "hard": { "pods": "10" } } })),
     )
     .await;
     wait_reason(&c, "qs-busy", "Provisioned").await;

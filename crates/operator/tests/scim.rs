@@ -960,7 +960,7 @@ async fn a_stolen_scim_token_cannot_choose_a_profile_or_take_a_group() {
         .await;
     wait_gone(&groups, "platform-admins-e2e", 30).await;
     let hand_made: homestead_api::DirectoryGroup = serde_json::from_value(json!({
-        "apiVersion": "homestead.dev/v1alpha1", "kind": "DirectoryGroup",
+        "apiVersion": homestead_api::API_VERSION, "kind": "DirectoryGroup",
         "metadata": { "name": "platform-admins-e2e" },
         "spec": { "displayName": "Platform admins", "members": ["someone"] },
     }))
@@ -998,7 +998,7 @@ async fn a_stolen_scim_token_cannot_choose_a_profile_or_take_a_group() {
     ));
     // Nor write Profiles, nor create a person with a Profile of its choosing.
     let profile: homestead_api::Profile = serde_json::from_value(json!({
-        "apiVersion": "homestead.dev/v1alpha1", "kind": "Profile",
+        "apiVersion": homestead_api::API_VERSION, "kind": "Profile",
         "metadata": { "name": "mallory-profile" }, "spec": { "directory": { "groups": ["x"] } },
     }))
     .unwrap();
@@ -1007,7 +1007,7 @@ async fn a_stolen_scim_token_cannot_choose_a_profile_or_take_a_group() {
             .create(&Default::default(), &profile)
             .await
     ));
-    let mut chosen = user("mallory-scim", json!({ "profile": "e2e-analysts" }));
+    let mut chosen = User::test("mallory-scim").with_spec(json!({ "profile": "e2e-analysts" }));
     chosen.metadata.labels = Some([("homestead.dev/writer".to_owned(), "scim".to_owned())].into());
     assert!(forbidden(
         Api::<User>::all(scim)
@@ -1080,12 +1080,9 @@ async fn the_work_email_and_names_answer_entra_id_and_okta_request_shapes() {
     assert_eq!(users.get("eve-mail").await.unwrap().spec.email, None);
 
     // A person HR made, with an e-mail (no type) and names, handed over to SCIM.
-    let mut hr = user(
-        "hal-hr",
-        json!({
-            "email": "hal@example.com", "givenName": "Hal", "familyName": "Abelson",
-        }),
-    );
+    let mut hr = User::test("hal-hr").with_spec(json!({
+        "email": "hal@example.com", "givenName": "Hal", "familyName": "Abelson",
+    }));
     hr.metadata.labels = Some([("homestead.dev/writer".to_owned(), "scim".to_owned())].into());
     scenario.create(&admin, &hr).await;
     let by_name = "/Users?filter=userName%20eq%20%22hal-hr@example.com%22";

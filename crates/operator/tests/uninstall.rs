@@ -5,6 +5,7 @@
 
 mod common;
 
+use homestead_api::User;
 use std::time::Duration;
 
 use common::*;
@@ -22,8 +23,11 @@ async fn deleting_the_crd_deletes_no_namespace() {
     let c = admin().await;
     let people = ["uninst-ann", "uninst-ben"];
     for name in people {
-        s.create(&c, &user(name, json!({ "deletionPolicy": "Delete" })))
-            .await;
+        s.create(
+            &c,
+            &User::test(name).with_spec(json!({ "deletionPolicy": "Delete" })),
+        )
+        .await;
     }
     for name in people {
         wait_reason(&c, name, "Provisioned").await;

@@ -19,8 +19,11 @@ async fn deleting_the_kustomization_keeps_the_crd_users_and_namespaces() {
     let c = admin().await;
     let people = ["kz-ann", "kz-ben"];
     for name in people {
-        s.create(&c, &user(name, json!({ "deletionPolicy": "Delete" })))
-            .await;
+        s.create(
+            &c,
+            &User::test(name).with_spec(json!({ "deletionPolicy": "Delete" })),
+        )
+        .await;
     }
     for name in people {
         wait_reason(&c, name, "Provisioned").await;

@@ -28,8 +28,6 @@ pub mod state;
 
 #[cfg(test)]
 mod mock_tests;
-#[cfg(test)]
-mod test_fixtures;
 
 pub use context::Context;
 pub use error::{Error, Result};

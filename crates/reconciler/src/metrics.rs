@@ -380,7 +380,7 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_fixtures::user;
+    use homestead_api::User;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use k8s_openapi::jiff::{SignedDuration, Timestamp};
     use serde_json::json;
@@ -391,14 +391,14 @@ mod tests {
         let in_days = |days: i64| {
             let at = Timestamp::now() + SignedDuration::from_hours(24 * days)
                 - SignedDuration::from_secs(60);
-            user("u", json!({ "validUntil": at.to_string() }))
+            User::test("u").with_spec(json!({ "validUntil": at.to_string() }))
         };
         let users: Vec<Arc<User>> = [
             in_days(1),
             in_days(5),
             in_days(20),
             in_days(-3),
-            user("v", json!({})),
+            User::test("v"),
         ]
         .into_iter()
         .map(Arc::new)
@@ -410,7 +410,7 @@ mod tests {
 
     /// `user` created `age` seconds ago with a `Ready` condition of `status` and `reason`.
     fn with_ready(age: i64, ready: Option<(&str, &str)>) -> User {
-        let mut u = user("r", json!({}));
+        let mut u = User::test("r");
         let created = Timestamp::now() - SignedDuration::from_secs(age);
         u.metadata.creation_timestamp = Some(Time(created));
         if let Some((status, reason)) = ready {
@@ -481,7 +481,7 @@ mod tests {
     #[test]
     fn offboarding_is_timed_from_the_deletion() {
         let metrics = Metrics::new(&Registry::new()).unwrap();
-        let mut gone = user("g", json!({}));
+        let mut gone = User::test("g");
         metrics.observe_offboarded(&gone);
         assert_eq!(
             metrics.offboarding.get_sample_count(),

@@ -17,7 +17,6 @@ use serde_json::{Value, json};
 use crate::context::test::{ApiServer, Writers};
 use crate::plan::desired::{desired_namespace, desired_role_binding};
 use crate::plan::status::{Outcome, desired_status};
-use crate::test_fixtures::user;
 use crate::{Context, Error, error_policy, reconcile};
 use homestead_api::Reason;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -139,7 +138,7 @@ fn status_write_and_event(user: &User) -> [Expect; 2] {
 /// A live User with the finalizer already in place (so the finalizer helper goes straight to
 /// provisioning).
 fn finalized(name: &str, spec: Value) -> User {
-    let mut u = user(name, spec);
+    let mut u = User::test(name).with_spec(spec);
     u.metadata.finalizers = Some(vec![FINALIZER.to_owned()]);
     u
 }
@@ -352,7 +351,7 @@ async fn failures_back_off_per_user_and_a_success_resets_it() {
         .with_label_values(&["apply_failed"])
         .get();
     assert_eq!(errors, 4);
-    let action = error_policy(Arc::new(user("bob", json!({}))), &error, ctx.clone());
+    let action = error_policy(Arc::new(User::test("bob")), &error, ctx.clone());
     assert_ne!(
         action,
         Action::await_change(),
@@ -466,7 +465,7 @@ async fn offboarding_retains_a_namespace_that_has_become_reserved() {
 async fn a_replica_that_cannot_confirm_the_lease_writes_nothing() {
     let (ctx, server, _writers) = Context::test_fenced(crate::act::fence::Fence::closed());
     // A new User: provisioning would write a finalizer, a Namespace, a RoleBinding, a status.
-    let fresh = user("alice", json!({}));
+    let fresh = User::test("alice");
     let (result, sent) = run(ctx, server, fresh, vec![]).await;
     assert_eq!(result.unwrap(), Action::requeue(Duration::from_secs(5)));
     assert!(sent.is_empty(), "a fenced replica made requests: {sent:?}");
@@ -483,7 +482,7 @@ async fn a_fence_that_closes_stops_the_next_write() {
     let error = ctx
         .cluster()
         .apply(&desired_namespace(
-            &user("alice", json!({})),
+            &User::test("alice"),
             "user-alice",
             Default::default(),
             false,

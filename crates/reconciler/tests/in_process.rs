@@ -58,13 +58,7 @@ async fn context(plane: &ControlPlane) -> Arc<Context> {
 
 /// Creates the User `name` for `username` with `spec` (as HR would: the admin identity).
 async fn create_user(admin: &Client, name: &str, username: &str, spec: serde_json::Value) {
-    let mut spec = spec;
-    spec["identity"] = json!({ "username": username });
-    let user: User = serde_json::from_value(json!({
-        "apiVersion": "homestead.dev/v1alpha1", "kind": "User",
-        "metadata": { "name": name }, "spec": spec,
-    }))
-    .unwrap();
+    let user = User::test(name).with_spec(spec).with_username(username);
     Api::<User>::all(admin.clone())
         .create(&PostParams::default(), &user)
         .await
@@ -314,14 +308,7 @@ async fn a_bulk_of_events_becomes_one_summary_and_warnings_stay_on_each_user() {
     let plane = plane().await;
     let ctx = context(plane).await;
     let admin = plane.client(ADMIN).await.unwrap();
-    let user = |name: &str| -> User {
-        serde_json::from_value(json!({
-            "apiVersion": "homestead.dev/v1alpha1", "kind": "User",
-            "metadata": { "name": name, "uid": format!("uid-{name}") },
-            "spec": { "identity": { "username": format!("{name}@example.com") } },
-        }))
-        .unwrap()
-    };
+    let user = User::test;
     let event = |type_, reason: &str| Publish {
         type_,
         reason: reason.to_owned(),

@@ -379,7 +379,7 @@ pub(super) async fn create(
     scim.check_group_unique(&team.display_name, None)?;
     let new = |name: String| -> Result<DirectoryGroup, ScimError> {
         serde_json::from_value(json!({
-            "apiVersion": "homestead.dev/v1alpha1",
+            "apiVersion": homestead_api::API_VERSION,
             "kind": "DirectoryGroup",
             "metadata": { "name": name, "labels": { LABEL_WRITER: WRITER_SCIM } },
             "spec": {

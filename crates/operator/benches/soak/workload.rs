@@ -659,11 +659,7 @@ impl Actors {
                 if let Some(namespace) = namespace {
                     spec["namespace"] = json!({ "name": namespace });
                 }
-                let user: User = serde_json::from_value(json!({
-                    "apiVersion": "homestead.dev/v1alpha1", "kind": "User",
-                    "metadata": { "name": name }, "spec": spec,
-                }))
-                .expect("a valid User");
+                let user = User::test(name).with_spec(spec);
                 let result = Api::<User>::all(self.hr.clone())
                     .create(&PostParams::default(), &user)
                     .await;

@@ -235,20 +235,6 @@ pub fn http_get(address: &str, path: &str) -> Option<(u16, String)> {
     Some((code, body))
 }
 
-/// A User from a JSON `spec`, with identity `<name>@example.com` unless the spec sets one.
-pub fn user(name: &str, mut spec: Value) -> User {
-    if spec.get("identity").is_none() {
-        spec["identity"] = serde_json::json!({ "username": format!("{name}@example.com") });
-    }
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "homestead.dev/v1alpha1",
-        "kind": "User",
-        "metadata": { "name": name },
-        "spec": spec,
-    }))
-    .unwrap()
-}
-
 /// A test's Users (and any Namespace it made itself): created through it, deleted when it is
 /// dropped, so no test leaves Users behind. When the test fails (drops while panicking), it
 /// first prints each User, its Namespace, RoleBindings, ResourceQuotas and Events, and the
@@ -648,10 +634,17 @@ pub fn install_scim_identity() {
             "",
         );
         assert!(ok, "{out}");
-        let probe = r#"{"apiVersion":"homestead.dev/v1alpha1","kind":"User",
-            "metadata":{"name":"scim-probe"},
-            "spec":{"identity":{"username":"probe@example.com"},"role":"admin"}}"#;
-        refused_once_loaded(env().plane, homestead_testenv::SCIM, probe, "SCIM");
+        let probe = User::test("scim-probe")
+            .with_username("probe@example.com")
+            .with_role("admin");
+        let mut probe = serde_json::to_value(probe).unwrap();
+        probe["metadata"] = serde_json::json!({ "name": "scim-probe" });
+        refused_once_loaded(
+            env().plane,
+            homestead_testenv::SCIM,
+            &probe.to_string(),
+            "SCIM",
+        );
     });
 }
 
@@ -660,11 +653,7 @@ pub async fn profile(client: &Client, name: &str, spec: Value) -> homestead_api:
     let api: Api<homestead_api::Profile> = Api::all(client.clone());
     let _ = api.delete(name, &kube::api::DeleteParams::default()).await;
     wait_gone(&api, name, 30).await;
-    let profile: homestead_api::Profile = serde_json::from_value(serde_json::json!({
-        "apiVersion": "homestead.dev/v1alpha1", "kind": "Profile",
-        "metadata": { "name": name }, "spec": spec,
-    }))
-    .unwrap();
+    let profile = homestead_api::Profile::test(name).with_spec(spec);
     api.create(&PostParams::default(), &profile).await.unwrap()
 }
 

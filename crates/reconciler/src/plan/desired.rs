@@ -261,14 +261,19 @@ fn managed_meta(user: &User, name: &str, namespace: &str) -> ObjectMeta {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_fixtures::user;
+    use homestead_api::User;
     use serde_json::json;
 
     #[test]
     fn the_applied_fingerprint_changes_with_anything_applied_and_only_then() {
         let ps = PodSecurity::default();
         let applied = |spec: serde_json::Value, ps: PodSecurity, isolated: bool| {
-            let ns = desired_namespace(&user("alice", spec), "user-alice", ps, isolated);
+            let ns = desired_namespace(
+                &User::test("alice").with_spec(spec),
+                "user-alice",
+                ps,
+                isolated,
+            );
             ns.metadata.annotations.unwrap()[ANNOTATION_APPLIED].clone()
         };
         let base = applied(json!({}), ps, false);
@@ -306,7 +311,7 @@ mod tests {
     #[test]
     fn owner_reference_only_under_delete() {
         let ps = PodSecurity::default();
-        let delete = desired_namespace(&user("alice", json!({})), "user-alice", ps, false);
+        let delete = desired_namespace(&User::test("alice"), "user-alice", ps, false);
         let owners = delete.metadata.owner_references.clone().unwrap();
         assert_eq!(owners[0].uid, "uid-alice");
         assert_eq!(owners[0].controller, Some(true));
@@ -315,7 +320,7 @@ mod tests {
             "the finalizer blocks, not GC"
         );
         let retain = desired_namespace(
-            &user("alice", json!({ "deletionPolicy": "Retain" })),
+            &User::test("alice").with_spec(json!({ "deletionPolicy": "Retain" })),
             "user-alice",
             ps,
             true,
@@ -327,7 +332,7 @@ mod tests {
         );
         assert!(!delete.labels().contains_key(LABEL_ISOLATION));
         assert!(retain.metadata.owner_references.is_none());
-        let retained = retained_namespace(&user("alice", json!({})), "user-alice", ps, false);
+        let retained = retained_namespace(&User::test("alice"), "user-alice", ps, false);
         let labels = retained.metadata.labels.unwrap();
         assert_eq!(
             labels.get(LABEL_RETAINED_FROM).map(String::as_str),
@@ -350,7 +355,7 @@ mod tests {
             enforce: crate::plan::config::PodSecurityLevel::Restricted,
             ..PodSecurity::default()
         };
-        let ns = desired_namespace(&user("alice", json!({})), "user-alice", ps, false);
+        let ns = desired_namespace(&User::test("alice"), "user-alice", ps, false);
         let label = |k: &str| ns.labels().get(k).cloned();
         assert_eq!(
             label("pod-security.kubernetes.io/enforce").as_deref(),
@@ -368,8 +373,7 @@ mod tests {
 
     #[test]
     fn namespace_carries_the_extra_metadata_and_the_uid() {
-        let u = user(
-            "alice",
+        let u = User::test("alice").with_spec(
             json!({ "namespace": { "labels": { "team": "a" }, "annotations": { "cc": "42" } } }),
         );
         let ns = desired_namespace(&u, "user-alice", PodSecurity::default(), false);
@@ -389,7 +393,10 @@ mod tests {
 
     #[test]
     fn role_binding_binds_the_role_to_user_and_groups() {
-        let rb = desired_role_binding(&user("alice", json!({ "role": "view" })), "user-alice");
+        let rb = desired_role_binding(
+            &User::test("alice").with_role("view").with_groups(&["team"]),
+            "user-alice",
+        );
         assert_eq!(rb.role_ref.name, "view");
         let subjects: Vec<_> = rb
             .subjects
@@ -408,9 +415,9 @@ mod tests {
 
     #[test]
     fn quota_only_when_asked_for() {
-        assert!(desired_quota(&user("alice", json!({})), "user-alice").is_none());
+        assert!(desired_quota(&User::test("alice"), "user-alice").is_none());
         let quota = desired_quota(
-            &user("alice", json!({ "quota": { "hard": { "pods": "5" } } })),
+            &User::test("alice").with_spec(json!({ "quota": { "hard": { "pods": "5" } } })),
             "user-alice",
         )
         .unwrap();
@@ -425,7 +432,7 @@ mod tests {
             { "type": "Pod", "max": { "cpu": "4" } },
         ] }))
         .unwrap();
-        let limits = desired_limit_range(&user("alice", json!({})), "user-alice", &spec)
+        let limits = desired_limit_range(&User::test("alice"), "user-alice", &spec)
             .spec
             .unwrap()
             .limits;
@@ -458,11 +465,8 @@ mod tests {
 
     #[test]
     fn isolation_admits_the_namespace_the_listed_ones_and_dns() {
-        let policy = desired_network_policy(
-            &user("alice", json!({})),
-            "user-alice",
-            &["monitoring".into()],
-        );
+        let policy =
+            desired_network_policy(&User::test("alice"), "user-alice", &["monitoring".into()]);
         let spec = serde_json::to_value(policy.spec.unwrap()).unwrap();
         assert_eq!(spec["podSelector"], json!({}), "every Pod is selected");
         assert_eq!(spec["ingress"][0]["from"][0], json!({ "podSelector": {} }));

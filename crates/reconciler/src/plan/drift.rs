@@ -99,7 +99,7 @@ pub fn stored_as(desired: &Quantity, stored: &Quantity) -> bool {
 mod tests {
     use super::*;
     use crate::plan::desired::desired_quota;
-    use crate::test_fixtures::user;
+    use homestead_api::User;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
     use serde_json::json;
 
@@ -137,10 +137,8 @@ mod tests {
     #[test]
     fn quota_compared_by_value() {
         let want = desired_quota(
-            &user(
-                "alice",
-                json!({ "quota": { "hard": { "memory": "1024Mi", "cpu": "1000m" } } }),
-            ),
+            &User::test("alice")
+                .with_spec(json!({ "quota": { "hard": { "memory": "1024Mi", "cpu": "1000m" } } })),
             "ns",
         )
         .unwrap();

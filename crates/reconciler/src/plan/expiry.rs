@@ -84,14 +84,14 @@ impl Expiry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_fixtures::user;
+    use homestead_api::User;
     use serde_json::json;
 
     const DAY: Duration = Duration::from_secs(86_400);
 
     #[test]
     fn a_user_moves_from_later_to_soon_to_passed() {
-        let u = user("ivy", json!({ "validUntil": "2027-01-31T00:00:00Z" }));
+        let u = User::test("ivy").with_spec(json!({ "validUntil": "2027-01-31T00:00:00Z" }));
         let at = |s: &str| s.parse::<Timestamp>().unwrap();
         let warning = 14 * DAY;
         assert_eq!(
@@ -107,7 +107,7 @@ mod tests {
             Expiry::Passed
         );
         assert_eq!(
-            Expiry::of(&user("ivy", json!({})), at("2027-01-01T00:00:00Z"), warning),
+            Expiry::of(&User::test("ivy"), at("2027-01-01T00:00:00Z"), warning),
             Expiry::Unset
         );
 

@@ -71,13 +71,12 @@ pub fn user_of<K: Resource>(object: &K) -> Option<ObjectRef<User>> {
 mod tests {
     use super::*;
     use crate::plan::desired::desired_namespace;
-    use crate::test_fixtures::user;
+    use homestead_api::User;
     use k8s_openapi::api::core::v1::Namespace;
-    use serde_json::json;
 
     #[test]
     fn ownership_needs_both_labels_and_the_uid() {
-        let u = user("alice", json!({}));
+        let u = User::test("alice");
         let ns = desired_namespace(&u, "user-alice", Default::default(), false);
         let owned = |meta: &ObjectMeta, user: &User| is_owned_by(&Facts::of(meta), user);
         assert!(owned(&ns.metadata, &u));
@@ -91,13 +90,13 @@ mod tests {
             .unwrap()
             .insert(ANNOTATION_USER_UID.into(), "uid-older-alice".into());
         assert!(!owned(&other_uid, &u));
-        assert!(!owned(&ns.metadata, &user("bob", json!({}))));
+        assert!(!owned(&ns.metadata, &User::test("bob")));
     }
 
     #[test]
     fn watch_events_map_to_the_labelled_user() {
         let ns = desired_namespace(
-            &user("alice", json!({})),
+            &User::test("alice"),
             "user-alice",
             Default::default(),
             false,

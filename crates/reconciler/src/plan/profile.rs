@@ -331,18 +331,12 @@ pub fn group_status(group: &DirectoryGroup, profiles: &[Arc<Profile>]) -> Direct
 mod tests {
     use super::*;
     use crate::plan::config::PodSecurityLevel;
-    use crate::test_fixtures::user;
     use homestead_api::LABEL_WRITER;
+    use homestead_api::User;
     use serde_json::json;
 
     fn profile(spec: serde_json::Value) -> Profile {
-        let mut p: Profile = serde_json::from_value(json!({
-            "apiVersion": "homestead.dev/v1alpha1", "kind": "Profile",
-            "metadata": { "name": "engineer", "generation": 3 }, "spec": spec,
-        }))
-        .unwrap();
-        p.metadata.generation = Some(3);
-        p
+        Profile::test("engineer").with_generation(3).with_spec(spec)
     }
 
     fn resolve_with(u: &User, p: &Profile) -> Result<Resolved, Refusal> {
@@ -363,8 +357,7 @@ mod tests {
             "allowIngressFrom": ["ingress"],
             "namespace": { "labels": { "tier": "eng" }, "annotations": { "cost-center": "7" } },
         }));
-        let u = user(
-            "alice",
+        let u = User::test("alice").with_spec(
             json!({ "profile": "engineer", "namespace": { "labels": { "team": "a" } } }),
         );
         let r = resolve_with(&u, &p).unwrap();
@@ -398,7 +391,8 @@ mod tests {
     #[test]
     fn a_user_overrides_only_what_the_profile_allows() {
         let strict = profile(json!({ "role": "view", "quota": { "hard": { "pods": "5" } } }));
-        let own_role = user("bob", json!({ "profile": "engineer", "role": "edit" }));
+        let own_role =
+            User::test("bob").with_spec(json!({ "profile": "engineer", "role": "edit" }));
         assert_eq!(
             resolve_with(&own_role, &strict),
             Err(Refusal::OverrideNotAllowed {
@@ -406,15 +400,14 @@ mod tests {
                 field: "role"
             })
         );
-        let own_quota = user(
-            "bob",
-            json!({ "profile": "engineer", "quota": { "hard": { "pods": "50" } } }),
-        );
+        let own_quota = User::test("bob")
+            .with_spec(json!({ "profile": "engineer", "quota": { "hard": { "pods": "50" } } }));
         assert!(matches!(
             resolve_with(&own_quota, &strict),
             Err(Refusal::OverrideNotAllowed { field: "quota", .. })
         ));
-        let same_role = user("bob", json!({ "profile": "engineer", "role": "view" }));
+        let same_role =
+            User::test("bob").with_spec(json!({ "profile": "engineer", "role": "view" }));
         assert!(
             resolve_with(&same_role, &strict).is_ok(),
             "repeating the Profile's value is no override"
@@ -427,8 +420,7 @@ mod tests {
         assert_eq!(r.user.spec.quota, own_quota.spec.quota);
 
         let labelled = profile(json!({ "namespace": { "labels": { "tier": "eng" } } }));
-        let other_tier = user(
-            "bob",
+        let other_tier = User::test("bob").with_spec(
             json!({ "profile": "engineer", "namespace": { "labels": { "tier": "ops" } } }),
         );
         assert!(matches!(
@@ -444,13 +436,13 @@ mod tests {
     fn a_missing_profile_is_refused_and_no_profile_changes_nothing() {
         let none = |_: &str| None::<std::sync::Arc<Profile>>;
         let chosen = |u: &User, config: &Config| choose(u, config, &[], &[]);
-        let u = user("carol", json!({ "profile": "ghost" }));
+        let u = User::test("carol").with_spec(json!({ "profile": "ghost" }));
         let config = Config::default();
         assert_eq!(
             resolve(&u, chosen(&u, &config).as_ref(), &config, none),
             Err(Refusal::ProfileNotFound("ghost".into()))
         );
-        let plain = user("carol", json!({}));
+        let plain = User::test("carol");
         let r = resolve(&plain, chosen(&plain, &config).as_ref(), &config, none).unwrap();
         assert_eq!(r.user, plain);
         assert_eq!(r.applied, None);
@@ -471,24 +463,12 @@ mod tests {
     }
 
     fn named_profile(name: &str, directory: serde_json::Value) -> Arc<Profile> {
-        Arc::new(
-            serde_json::from_value(json!({
-                "apiVersion": "homestead.dev/v1alpha1", "kind": "Profile",
-                "metadata": { "name": name }, "spec": { "directory": directory },
-            }))
-            .unwrap(),
-        )
+        Arc::new(Profile::test(name).with_spec(json!({ "directory": directory })))
     }
 
     fn group(name: &str, display_name: &str, members: &[&str]) -> Arc<DirectoryGroup> {
-        Arc::new(
-            serde_json::from_value(json!({
-                "apiVersion": "homestead.dev/v1alpha1", "kind": "DirectoryGroup",
-                "metadata": { "name": name, "generation": 2 },
-                "spec": { "displayName": display_name, "members": members },
-            }))
-            .unwrap(),
-        )
+        let group = DirectoryGroup::test(name, display_name).with_members(members);
+        Arc::new(group.with_generation(2))
     }
 
     #[test]
@@ -513,7 +493,13 @@ mod tests {
             ..Config::default()
         };
         let choice = |name: &str, spec: serde_json::Value| {
-            let chosen = choose(&user(name, spec), &config, &profiles, &groups).unwrap();
+            let chosen = choose(
+                &User::test(name).with_spec(spec),
+                &config,
+                &profiles,
+                &groups,
+            )
+            .unwrap();
             (chosen.profile, chosen.group)
         };
         let by_group = |p: &str, g: &str| (p.to_owned(), Some(g.to_owned()));
@@ -539,12 +525,7 @@ mod tests {
             "spec.profile wins over every group"
         );
         assert_eq!(
-            choose(
-                &user("zed", json!({})),
-                &Config::default(),
-                &profiles,
-                &groups
-            ),
+            choose(&User::test("zed"), &Config::default(), &profiles, &groups),
             None
         );
     }
@@ -558,9 +539,9 @@ mod tests {
         let mut scim_group = (*group("vendors", "Vendors", &["walter", "newhire"])).clone();
         scim_group.metadata.labels = Some([(LABEL_WRITER.to_owned(), "scim".to_owned())].into());
         let groups = [Arc::new(scim_group)];
-        let mut by_scim = user("newhire", json!({}));
+        let mut by_scim = User::test("newhire");
         by_scim.metadata.labels = Some([(LABEL_WRITER.to_owned(), "scim".to_owned())].into());
-        let by_hr = user("walter", json!({}));
+        let by_hr = User::test("walter");
         let chosen = choose(&by_scim, &Config::default(), &profiles, &groups);
         assert_eq!(chosen.map(|c| c.profile).as_deref(), Some("contractor"));
         assert_eq!(
@@ -572,7 +553,7 @@ mod tests {
 
     #[test]
     fn a_directory_managed_user_without_a_group_gets_the_floor_never_the_open_default() {
-        let mut by_scim = user("sam", json!({}));
+        let mut by_scim = User::test("sam");
         by_scim.metadata.labels = Some([(LABEL_WRITER.to_owned(), "scim".to_owned())].into());
         let chosen = choose(&by_scim, &Config::default(), &[], &[]).unwrap();
         assert_eq!(
@@ -599,7 +580,7 @@ mod tests {
             "the platform's --default-profile comes first"
         );
         assert_eq!(
-            choose(&user("hank", json!({})), &Config::default(), &[], &[]),
+            choose(&User::test("hank"), &Config::default(), &[], &[]),
             None,
             "HR's people keep the operator's default"
         );
@@ -629,7 +610,7 @@ mod tests {
         let mut p = profile(json!({}));
         let at = |s: i64| Time(k8s_openapi::jiff::Timestamp::from_second(s).unwrap());
         let with = |generation: Option<i64>| {
-            let mut u = user("u", json!({ "profile": "engineer" }));
+            let mut u = User::test("u").with_spec(json!({ "profile": "engineer" }));
             u.status = Some(homestead_api::UserStatus {
                 profile: generation.map(|g| AppliedProfile {
                     name: "engineer".into(),

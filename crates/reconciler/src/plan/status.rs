@@ -286,14 +286,14 @@ pub fn terminating_message(name: &str, status: Option<&NamespaceStatus>) -> Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_fixtures::user;
+    use homestead_api::User;
     use homestead_api::{Failure, RefusalKind};
     use k8s_openapi::jiff::Timestamp;
     use serde_json::json;
 
     #[test]
     fn only_a_change_beyond_homesteads_own_status_triggers_a_reconcile() {
-        let mut before = user("alice", json!({}));
+        let mut before = User::test("alice");
         assert!(triggers_reconcile(None, &before), "a new User");
         let outcome = Outcome::new("user-alice", Reason::Provisioned, "ready");
         before.status = Some(desired_status(&before, &outcome, Time(Timestamp::now())));
@@ -332,7 +332,7 @@ mod tests {
 
     #[test]
     fn a_status_written_moments_ago_is_not_written_again() {
-        let u = user("alice", json!({}));
+        let u = User::test("alice");
         let recent = crate::act::recent::RecentWrites::default();
         let provisioned = fingerprint(&desired_status(&u, &outcome(Reason::Provisioned), at(1)));
         // The same status computed later (another lastTransitionTime) has the same fingerprint.
@@ -388,7 +388,7 @@ mod tests {
 
     #[test]
     fn last_transition_time_moves_only_when_the_status_does() {
-        let mut u = user("alice", json!({}));
+        let mut u = User::test("alice");
         u.metadata.generation = Some(3);
         let first = desired_status(&u, &outcome(Reason::Provisioned), at(100));
         let ready = &first.conditions[0];
@@ -422,7 +422,7 @@ mod tests {
 
     #[test]
     fn conditions_of_other_writers_are_no_reason_to_write() {
-        let u = user("alice", json!({}));
+        let u = User::test("alice");
         let desired = desired_status(&u, &outcome(Reason::Provisioned), at(1));
         let mut current = desired.clone();
         current.conditions.push(Condition {
@@ -440,7 +440,7 @@ mod tests {
 
     #[test]
     fn transitions_are_status_or_reason_changes() {
-        let mut u = user("alice", json!({}));
+        let mut u = User::test("alice");
         assert!(
             is_transition(&u, &outcome(Reason::Provisioned)),
             "no condition yet"

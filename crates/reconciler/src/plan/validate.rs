@@ -244,8 +244,8 @@ fn check_quota(user: &User) -> Result<(), Refusal> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_fixtures::user;
     use homestead_api::Failure;
+    use homestead_api::User;
     use homestead_api::UserStatus;
     use serde_json::json;
     use strum::VariantArray;
@@ -292,7 +292,7 @@ mod tests {
     #[test]
     fn namespace_name_prefers_spec_then_provisioned_status_then_prefix() {
         let config = Config::default();
-        let mut u = user("alice", json!({}));
+        let mut u = User::test("alice");
         assert_eq!(namespace_name(&u, &config, |_| true), "user-alice");
         u.status = Some(UserStatus {
             namespace: Some("old-alice".into()),
@@ -303,31 +303,32 @@ mod tests {
             "old-alice"
         );
         assert_eq!(namespace_name(&u, &config, |_| false), "user-alice");
-        let u = user("alice", json!({ "namespace": { "name": "lab" } }));
+        let u = User::test("alice").with_spec(json!({ "namespace": { "name": "lab" } }));
         assert_eq!(namespace_name(&u, &config, |_| true), "lab");
     }
 
     #[test]
     fn explicit_names_must_match_the_platforms_patterns() {
         let mut config = Config::default();
-        let lab = user("alice", json!({ "namespace": { "name": "lab" } }));
+        let lab = User::test("alice").with_spec(json!({ "namespace": { "name": "lab" } }));
         assert_eq!(
             validate(&lab, "lab", &config),
             Err(Refusal::NamespaceNotAllowed("lab".into()))
         );
-        let own = user("alice", json!({ "namespace": { "name": "user-lab" } }));
+        let own = User::test("alice").with_spec(json!({ "namespace": { "name": "user-lab" } }));
         assert_eq!(validate(&own, "user-lab", &config), Ok(()));
         config
             .allowed_namespaces
             .push(glob::Pattern::new("research-*").unwrap());
-        let research = user("alice", json!({ "namespace": { "name": "research-a" } }));
+        let research =
+            User::test("alice").with_spec(json!({ "namespace": { "name": "research-a" } }));
         assert_eq!(validate(&research, "research-a", &config), Ok(()));
         let message = Refusal::NamespaceNotAllowed("lab".into()).message(&config);
         assert!(message.contains("[user-*, research-*]"), "{message}");
         // A derived name is the platform's own choice: never refused by pattern.
         config.allowed_namespaces.clear();
         assert_eq!(
-            validate(&user("alice", json!({})), "user-alice", &config),
+            validate(&User::test("alice"), "user-alice", &config),
             Ok(())
         );
     }
@@ -338,7 +339,7 @@ mod tests {
             reserved_namespaces: ["payroll".to_owned()].into(),
             ..Config::default()
         };
-        let u = user("alice", json!({}));
+        let u = User::test("alice");
         for ns in [
             "default",
             "kube-system",
@@ -357,7 +358,7 @@ mod tests {
             Err(Refusal::InvalidNamespaceName(long.clone()))
         );
         assert_eq!(validate(&u, "user-alice", &config), Ok(()));
-        let u = user("alice", json!({ "role": "cluster-admin" }));
+        let u = User::test("alice").with_spec(json!({ "role": "cluster-admin" }));
         assert!(matches!(
             validate(&u, "user-alice", &config),
             Err(Refusal::RoleNotAllowed(_))
@@ -375,28 +376,22 @@ mod tests {
     #[test]
     fn validate_refuses_reserved_keys_the_schema_should_have_stopped() {
         let config = Config::default();
-        let u = user(
-            "alice",
-            json!({ "namespace": { "labels": { "pod-security.kubernetes.io/enforce": "privileged" } } }),
-        );
+        let u = User::test("alice").with_spec(json!({ "namespace": { "labels": { "pod-security.kubernetes.io/enforce": "privileged" } } }));
         assert_eq!(
             validate(&u, "user-alice", &config),
             Err(Refusal::ReservedKey(
                 "pod-security.kubernetes.io/enforce".into()
             ))
         );
-        let u = user(
-            "alice",
+        let u = User::test("alice").with_spec(
             json!({ "namespace": { "annotations": { "homestead.dev/user-uid": "x" } } }),
         );
         assert!(matches!(
             validate(&u, "user-alice", &config),
             Err(Refusal::ReservedKey(_))
         ));
-        let mesh = user(
-            "alice",
-            json!({ "namespace": { "labels": { "istio-injection": "enabled" } } }),
-        );
+        let mesh = User::test("alice")
+            .with_spec(json!({ "namespace": { "labels": { "istio-injection": "enabled" } } }));
         let unreserved = Config {
             reserved_keys: Vec::new(),
             ..Config::default()
@@ -438,15 +433,12 @@ mod tests {
                 Reason::Refused(RefusalKind::InvalidMetadata),
             ),
         ] {
-            let u = user("alice", spec.clone());
+            let u = User::test("alice").with_spec(spec.clone());
             let refusal = validate(&u, "user-alice", &config).expect_err(&spec.to_string());
             assert_eq!(refusal.reason(), want, "{spec}");
         }
-        let fine = user(
-            "alice",
-            json!({ "quota": { "hard": { "requests.cpu": "0.1m", "count/deployments.apps": "3" } },
-                    "namespace": { "labels": { "team": "a_b" }, "annotations": { "note": "x".repeat(4096) } } }),
-        );
+        let fine = User::test("alice").with_spec(json!({ "quota": { "hard": { "requests.cpu": "0.1m", "count/deployments.apps": "3" } },
+                    "namespace": { "labels": { "team": "a_b" }, "annotations": { "note": "x".repeat(4096) } } }));
         assert_eq!(validate(&fine, "user-alice", &config), Ok(()));
     }
 

@@ -718,12 +718,7 @@ mod tests {
     async fn a_resync_queues_every_user_a_batch_at_a_time_spread_over_its_period() {
         let (users, mut writer) = reflector::store::<User>();
         for i in 0..130 {
-            let user: User = serde_json::from_value(serde_json::json!({
-                "apiVersion": "homestead.dev/v1alpha1", "kind": "User",
-                "metadata": { "name": format!("u{i:03}") },
-                "spec": { "identity": { "username": format!("u{i:03}@example.com") } },
-            }))
-            .unwrap();
+            let user = User::test(&format!("u{i:03}"));
             writer.apply_watcher_event(&watcher::Event::Apply(user));
         }
         let period = Duration::from_secs(100);
@@ -748,12 +743,7 @@ mod tests {
     }
 
     fn group(display_name: &str, members: &[&str]) -> DirectoryGroup {
-        serde_json::from_value(serde_json::json!({
-            "apiVersion": "homestead.dev/v1alpha1", "kind": "DirectoryGroup",
-            "metadata": { "name": "eng" },
-            "spec": { "displayName": display_name, "members": members },
-        }))
-        .unwrap()
+        DirectoryGroup::test("eng", display_name).with_members(members)
     }
 
     fn affected(memberships: &GroupMemberships, group: &DirectoryGroup) -> Vec<String> {

@@ -272,16 +272,14 @@ resource_as!(
 mod tests {
     use super::*;
     use crate::plan::desired::{desired_namespace, desired_role_binding};
-    use crate::test_fixtures::user;
+    use homestead_api::User;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use serde_json::json;
 
     #[test]
     fn drift_is_seen_and_others_keys_are_left_alone() {
-        let u = user(
-            "alice",
-            json!({ "namespace": { "labels": { "team": "a" } } }),
-        );
+        let u =
+            User::test("alice").with_spec(json!({ "namespace": { "labels": { "team": "a" } } }));
         let desired = desired_namespace(&u, "user-alice", Default::default(), false);
         let facts = |edit: &dyn Fn(&mut ObjectMeta)| {
             let mut meta = desired.metadata.clone();
@@ -301,7 +299,7 @@ mod tests {
         }));
         assert!(!include(&|m| m.owner_references = None), "orphaned");
         let other_user = OwnerReference {
-            api_version: "homestead.dev/v1alpha1".into(),
+            api_version: homestead_api::API_VERSION.into(),
             kind: "User".into(),
             name: "mallory".into(),
             uid: "uid-mallory".into(),
@@ -332,7 +330,7 @@ mod tests {
             });
         }));
         // A label and an annotation with the same key and value are different facts.
-        let u = user("alice", json!({}));
+        let u = User::test("alice");
         let ns = desired_namespace(&u, "user-alice", Default::default(), false);
         let mut swapped = ns.metadata.clone();
         swapped.labels = ns.metadata.annotations.clone();
@@ -342,7 +340,7 @@ mod tests {
 
     #[test]
     fn a_binding_matches_on_role_subjects_and_metadata() {
-        let u = user("alice", json!({ "role": "edit" }));
+        let u = User::test("alice").with_spec(json!({ "role": "edit" }));
         let desired = desired_role_binding(&u, "user-alice");
         let cached = CachedRoleBinding::from(desired.clone());
         assert_eq!(cached.role, "edit");
@@ -351,7 +349,10 @@ mod tests {
         other_subject.subjects.as_mut().unwrap()[0].name = "mallory@example.com".into();
         assert!(!CachedRoleBinding::from(other_subject.clone()).matches(&desired));
         assert!(CachedRoleBinding::from(other_subject).binds_role_of(&desired));
-        let admin = desired_role_binding(&user("alice", json!({ "role": "admin" })), "user-alice");
+        let admin = desired_role_binding(
+            &User::test("alice").with_spec(json!({ "role": "admin" })),
+            "user-alice",
+        );
         assert!(!cached.binds_role_of(&admin));
     }
 

@@ -149,19 +149,9 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use k8s_openapi::jiff::Timestamp;
-    use serde_json::json;
 
     fn user(name: &str, username: &str, created: i64) -> User {
-        let mut user: User = serde_json::from_value(json!({
-            "apiVersion": "homestead.dev/v1alpha1", "kind": "User",
-            "metadata": { "name": name },
-            "spec": { "identity": { "username": username } },
-        }))
-        .unwrap();
-        user.metadata.creation_timestamp = Some(Time(Timestamp::from_second(created).unwrap()));
-        user
+        User::test(name).with_username(username).created_at(created)
     }
 
     fn holder(ids: &Identities, user: &User) -> Option<String> {

@@ -100,7 +100,7 @@ impl ProfileIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_fixtures::user;
+    use homestead_api::User;
     use serde_json::json;
 
     #[test]
@@ -109,14 +109,15 @@ mod tests {
         let names = |refs: Vec<ObjectRef<Profile>>| -> Vec<String> {
             refs.into_iter().map(|r| r.name).collect()
         };
-        let ann = user("ann", json!({ "profile": "engineer" }));
+        let ann = User::test("ann").with_spec(json!({ "profile": "engineer" }));
         let applied = watcher::Event::Apply(ann.clone());
         assert_eq!(names(index.observe(None, &applied)), ["engineer"]);
         assert_eq!(index.users_of("engineer"), ["ann"]);
-        let moved = watcher::Event::Apply(user("ann", json!({ "profile": "intern" })));
+        let moved =
+            watcher::Event::Apply(User::test("ann").with_spec(json!({ "profile": "intern" })));
         assert_eq!(names(index.observe(None, &moved)), ["engineer", "intern"]);
         assert!(index.users_of("engineer").is_empty());
-        let plain = watcher::Event::Apply(user("ann", json!({})));
+        let plain = watcher::Event::Apply(User::test("ann"));
         assert_eq!(
             names(index.observe(Some("default"), &plain)),
             ["intern", "default"],

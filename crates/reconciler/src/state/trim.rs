@@ -49,7 +49,7 @@ mod tests {
     #[test]
     fn managed_fields_and_last_applied_go_the_rest_stays() {
         let mut user: User = serde_json::from_value(json!({
-            "apiVersion": "homestead.dev/v1alpha1", "kind": "User",
+            "apiVersion": homestead_api::API_VERSION, "kind": "User",
             "metadata": {
                 "name": "ada",
                 "labels": { "team": "x", LABEL_WRITER: "scim" },
