@@ -25,7 +25,9 @@ use k8s_openapi::api::core::v1::Node as NodeObject;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, Patch, PatchParams};
 
-use crate::{Error, Identity, Result, io};
+use crate::credentials::Identity;
+use crate::error::{Error, Result, io};
+pub use crate::network::{BRIDGE, CLUSTER_CIDR, NODE_IP, POD_CIDR, SERVICE_CIDR};
 
 /// The node's name, as kubelet registers it.
 pub const NODE_NAME: &str = "homestead-node";
@@ -42,21 +44,6 @@ pub const KUBE_PROXY: &str = "system:kube-proxy";
 /// The identity kube-router authenticates as; the testenv grants it read access to what
 /// NetworkPolicy enforcement needs.
 pub const KUBE_ROUTER: &str = "system:homestead-testenv:kube-router";
-
-/// The Linux bridge pods attach to.
-pub const BRIDGE: &str = "homestead0";
-
-/// The node's address on [`BRIDGE`]: the pods' gateway and the API server's advertised address.
-pub const NODE_IP: &str = "10.244.0.1";
-
-/// Pod addresses (the node's `spec.podCIDR`).
-pub const POD_CIDR: &str = "10.244.0.0/24";
-
-/// The cluster's pod range, of which the node gets [`POD_CIDR`].
-pub const CLUSTER_CIDR: &str = "10.244.0.0/16";
-
-/// Service ClusterIPs; the `kubernetes` Service gets `10.0.0.1`.
-pub const SERVICE_CIDR: &str = "10.0.0.0/24";
 
 /// How long the node may take to report `Ready=True` once its processes run.
 const NODE_READY_TIMEOUT: Duration = Duration::from_secs(120);
@@ -98,7 +85,7 @@ impl NodeTools {
 /// [`Error::Node`] when the script fails (it prints why, e.g. packages missing and not root).
 pub fn node_tools() -> Result<NodeTools> {
     static DIR: OnceLock<std::result::Result<PathBuf, String>> = OnceLock::new();
-    DIR.get_or_init(|| crate::run_build_script("tools/node/build.sh"))
+    DIR.get_or_init(|| crate::binaries::run_build_script("tools/node/build.sh"))
         .clone()
         .map(|dir| NodeTools { dir })
         .map_err(Error::Node)
@@ -449,7 +436,7 @@ pub fn kube_router_args(node: &NodeDir) -> Vec<String> {
 /// NetworkPolicy enforcement depends on, and the API server's kubelet client certificate may use
 /// kubelet's API (logs, exec) through `system:kubelet-api-admin`.
 pub(crate) async fn apply_rbac(client: kube::Client) -> Result<()> {
-    let params = PatchParams::apply(crate::FIELD_MANAGER).force();
+    let params = PatchParams::apply(crate::credentials::FIELD_MANAGER).force();
     let role: ClusterRole = serde_json::from_value(serde_json::json!({
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
@@ -473,7 +460,7 @@ pub(crate) async fn apply_rbac(client: kube::Client) -> Result<()> {
         (
             "homestead-testenv:apiserver-kubelet-client",
             "system:kubelet-api-admin",
-            crate::APISERVER_KUBELET_CLIENT,
+            crate::certificates::APISERVER_KUBELET_CLIENT,
         ),
     ];
     Api::<ClusterRole>::all(client.clone())
