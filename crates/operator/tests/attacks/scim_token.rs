@@ -1,0 +1,464 @@
+//! Whoever holds the SCIM bearer token (docs/security.md): they see and change only the SCIM
+//! service's own Users and groups, never lift a suspension HR set, and stay within what the API
+//! server's admission policies allow (docs/design.md rules 15 and 21).
+
+use super::*;
+
+/// Finding 1: a SCIM token took over a person HR made (PATCH of `userName`), and could list and
+/// change every User. Now the service sees only its own Users, the API server refuses the SCIM
+/// identity anything else, and a rename of its own User revokes every binding first.
+#[tokio::test]
+async fn scim_sees_and_changes_only_its_own_users_and_a_rename_revokes_first() {
+    let s = Scenario::new();
+    let hr = hr().await;
+    let victim = "atk-victim@example.com";
+    s.create(
+        &hr,
+        &User::test("atk-victim").with_spec(json!({ "identity": { "username": victim } })),
+    )
+    .await;
+    let made_by_hr = wait_reason(&hr, "atk-victim", "Provisioned").await;
+    let victim_id = made_by_hr.uid().unwrap();
+
+    // Through the service: HR's User is not there to find, read or change.
+    assert!(scim_lookup(victim).is_empty());
+    let (status, _) = scim("GET", &format!("/Users/{victim_id}"), None);
+    assert_eq!(status, 404);
+    let rename = patch_op(json!([{ "op": "replace", "path": "userName",
+                                   "value": "attacker@example.com" }]));
+    let (status, _) = scim("PATCH", &format!("/Users/{victim_id}"), Some(rename));
+    assert_eq!(status, 404);
+    let (status, _) = scim("DELETE", &format!("/Users/{victim_id}"), None);
+    assert_eq!(status, 404);
+
+    // With the SCIM identity's own credentials, at the API server: refused.
+    let as_scim = env().plane.client(SCIM).await.unwrap();
+    let takeover = json!({ "spec": { "identity": { "username": "attacker@example.com" } } });
+    assert!(forbidden(
+        merge(&as_scim, "atk-victim", takeover).await,
+        "homestead.dev/writer=scim"
+    ));
+    let deleted = Api::<User>::all(as_scim.clone())
+        .delete("atk-victim", &DeleteParams::default())
+        .await;
+    assert!(forbidden(deleted, "homestead.dev/writer=scim"));
+    assert_eq!(can_get_pods(victim, "user-atk-victim"), "yes");
+    assert_eq!(
+        can_get_pods("attacker@example.com", "user-atk-victim"),
+        "no"
+    );
+
+    // A rename of the service's own User: the old identity, and every binding it made for
+    // itself, lose access before the new identity gets it; an Event says so.
+    let (old, new) = ("atk-ren@example.com", "atk-ren-2@example.com");
+    s.track("atk-ren");
+    let id = scim_create(old, json!({}));
+    wait_reason(&hr, "atk-ren", "Provisioned").await;
+    // The directory floor is `view`; HR gives this person `admin` (a Profile of the platform's)
+    // so they can bind themselves as any admin can.
+    profile(&admin().await, "atk-scim-admin", json!({ "role": "admin" })).await;
+    merge(
+        &hr,
+        "atk-ren",
+        json!({ "spec": { "profile": "atk-scim-admin" } }),
+    )
+    .await
+    .unwrap();
+    wait_reason(&hr, "atk-ren", "Provisioned").await;
+    eventually("the SCIM person to have admin", 30, || async {
+        (can(old, "create", "rolebindings", "user-atk-ren") == "yes").then_some(())
+    })
+    .await;
+    bind_myself(old, "user-atk-ren", "mine");
+    let rename = patch_op(json!([{ "op": "replace", "path": "userName", "value": new }]));
+    let (status, body) = scim("PATCH", &format!("/Users/{id}"), Some(rename));
+    assert_eq!(status, 200, "{body}");
+    let renamed = wait_reason(&hr, "atk-ren", "Provisioned").await;
+    assert_eq!(renamed.spec.identity.username, new);
+    assert_eq!(
+        bindings(&admin().await, "user-atk-ren").await,
+        ["homestead-user"]
+    );
+    assert_eq!(can_get_pods(old, "user-atk-ren"), "no");
+    assert_eq!(can_get_pods(new, "user-atk-ren"), "yes");
+    let notes = event_notes("atk-ren", "IdentityChanged");
+    assert!(
+        notes.iter().any(|n| n.contains("mine")),
+        "no IdentityChanged Event naming the removed binding: {notes:?}"
+    );
+}
+
+/// Finding 2: a SCIM PUT without `active` lifted a suspension HR had set. Now SCIM's switch is
+/// `spec.directory.active`, HR's is `spec.suspended`, and neither lifts the other.
+#[tokio::test]
+async fn scim_never_lifts_a_suspension_hr_set() {
+    let s = Scenario::new();
+    let hr = hr().await;
+    let person = "atk-handed@example.com";
+    let mut handed = User::test("atk-handed")
+        .with_spec(json!({ "identity": { "username": person }, "suspended": true }));
+    handed.metadata.labels = Some([("homestead.dev/writer".into(), "scim".into())].into());
+    s.create(&hr, &handed).await;
+    wait_reason(&hr, "atk-handed", "Suspended").await;
+    let ids = scim_lookup(person);
+    assert_eq!(ids.len(), 1, "a User handed to SCIM is the service's");
+    let id = &ids[0];
+
+    // A PUT without `active` (as several providers send) and a PATCH active=true: HR's
+    // suspension stands.
+    let put = json!({ "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"],
+                      "userName": person, "displayName": "Handed Over" });
+    let (status, body) = scim("PUT", &format!("/Users/{id}"), Some(put.clone()));
+    assert_eq!(status, 200, "{body}");
+    let activate = patch_op(json!([{ "op": "Replace", "path": "active", "value": "True" }]));
+    let (status, body) = scim("PATCH", &format!("/Users/{id}"), Some(activate.clone()));
+    assert_eq!(status, 200, "{body}");
+    let still = wait_reason(&hr, "atk-handed", "Suspended").await;
+    assert!(still.spec.suspended);
+    assert_eq!(can_get_pods(person, "user-atk-handed"), "no");
+    let as_scim = env().plane.client(SCIM).await.unwrap();
+    assert!(forbidden(
+        merge(
+            &as_scim,
+            "atk-handed",
+            json!({ "spec": { "suspended": false } })
+        )
+        .await,
+        "spec.suspended"
+    ));
+
+    // The provider deactivates; HR lifts its own suspension; a PUT without `active` keeps the
+    // provider's deactivation; only the provider's active=true restores access.
+    let deactivate = patch_op(json!([{ "op": "Replace", "path": "active", "value": "False" }]));
+    assert_eq!(
+        scim("PATCH", &format!("/Users/{id}"), Some(deactivate)).0,
+        200
+    );
+    merge(&hr, "atk-handed", json!({ "spec": { "suspended": false } }))
+        .await
+        .unwrap();
+    let deactivated = wait_reason(&hr, "atk-handed", "Suspended").await;
+    assert!(
+        deactivated
+            .ready_condition()
+            .unwrap()
+            .message
+            .contains("identity provider"),
+        "{:?}",
+        deactivated.ready_condition()
+    );
+    assert_eq!(scim("PUT", &format!("/Users/{id}"), Some(put)).0, 200);
+    wait_reason(&hr, "atk-handed", "Suspended").await;
+    assert_eq!(can_get_pods(person, "user-atk-handed"), "no");
+    // Issue 45, finding 7: a PATCH `remove` of `active` (unassigned is not active) keeps the
+    // provider's deactivation too.
+    let remove = patch_op(json!([{ "op": "remove", "path": "active" }]));
+    assert_eq!(scim("PATCH", &format!("/Users/{id}"), Some(remove)).0, 200);
+    let kept = Api::<User>::all(hr.clone())
+        .get("atk-handed")
+        .await
+        .unwrap();
+    assert_eq!(
+        kept.spec.directory.map(|d| d.active),
+        Some(false),
+        "remove active lifted the deactivation"
+    );
+    wait_reason(&hr, "atk-handed", "Suspended").await;
+    assert_eq!(can_get_pods(person, "user-atk-handed"), "no");
+    assert_eq!(
+        scim("PATCH", &format!("/Users/{id}"), Some(activate)).0,
+        200
+    );
+    wait_reason(&hr, "atk-handed", "Provisioned").await;
+    assert_eq!(can_get_pods(person, "user-atk-handed"), "yes");
+}
+
+/// Finding 9: the smaller holes. The SCIM identity set `homestead.dev/roster-source` (which a
+/// later `homestead import --prune delete` acts on) and stored a 134 KB annotation from a
+/// 5,000-operation PATCH; the operator identity could create a namespace outside
+/// `--allowed-namespace`, bind `system:authenticated` or make a namespace Pod Security
+/// `privileged`.
+#[tokio::test]
+async fn scim_and_operator_bounds_hold_at_the_api_server() {
+    let s = Scenario::new();
+    let c = admin().await;
+    s.track("atk-bounds");
+    let id = scim_create("atk-bounds@example.com", json!({}));
+    wait_reason(&c, "atk-bounds", "Provisioned").await;
+    let as_scim = env().plane.client(SCIM).await.unwrap();
+    let roster = json!({ "metadata": { "labels": { "homestead.dev/roster-source": "hr" } } });
+    assert!(forbidden(
+        merge(&as_scim, "atk-bounds", roster).await,
+        "never labels"
+    ));
+    let huge = "x".repeat(9000);
+    let annotation = json!({ "metadata": { "annotations": {
+        "scim.homestead.dev/attributes": huge } } });
+    assert!(forbidden(
+        merge(&as_scim, "atk-bounds", annotation).await,
+        "8192 bytes"
+    ));
+    let other = json!({ "metadata": { "annotations": { "example.com/note": "x" } } });
+    assert!(forbidden(
+        merge(&as_scim, "atk-bounds", other).await,
+        "only its annotation"
+    ));
+
+    // Through the service: too many operations, or too much to keep, is a 400 and writes nothing.
+    let many: Vec<Value> = (0..101)
+        .map(|i| json!({ "op": "replace", "path": "displayName", "value": format!("n{i}") }))
+        .collect();
+    let (status, body) = scim(
+        "PATCH",
+        &format!("/Users/{id}"),
+        Some(patch_op(json!(many))),
+    );
+    assert_eq!(status, 400, "{body}");
+    let big = patch_op(json!([{ "op": "replace", "path": "externalId", "value": huge }]));
+    let (status, body) = scim("PATCH", &format!("/Users/{id}"), Some(big));
+    assert_eq!(status, 400, "{body}");
+    let kept = Api::<User>::all(c.clone()).get("atk-bounds").await.unwrap();
+    assert_eq!(
+        kept.spec.display_name, None,
+        "a refused PATCH wrote nothing"
+    );
+
+    // The operator's identity, whatever its RBAC allows (dry runs: nothing is kept).
+    let operator = env().plane.client(OPERATOR).await.unwrap();
+    let ns = "user-atk-bounds";
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    for (kind, name) in [
+        ("Group", "system:authenticated"),
+        ("Group", "system:unauthenticated"),
+        ("Group", "system:serviceaccounts"),
+        ("User", "system:anonymous"),
+    ] {
+        let binding: RoleBinding = serde_json::from_value(json!({
+            "metadata": { "name": "everyone" },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                         "name": "view" },
+            "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name }],
+        }))
+        .unwrap();
+        let created = Api::<RoleBinding>::namespaced(operator.clone(), ns)
+            .create(&dry, &binding)
+            .await;
+        assert!(forbidden(created, "system:*"), "{kind} {name}");
+    }
+    let outside: Namespace = serde_json::from_value(json!({ "metadata": {
+        "name": "payments",
+        "labels": { "app.kubernetes.io/managed-by": "homestead", "homestead.dev/user": "x",
+                    "pod-security.kubernetes.io/enforce": "baseline" } } }))
+    .unwrap();
+    let created = Api::<Namespace>::all(operator.clone())
+        .create(&dry, &outside)
+        .await;
+    assert!(
+        forbidden(created, "names match"),
+        "a namespace outside --allowed-namespace"
+    );
+    let privileged = json!({ "metadata": { "labels": {
+        "pod-security.kubernetes.io/enforce": "privileged" } } });
+    let patched = Api::<Namespace>::all(operator)
+        .patch(
+            ns,
+            &PatchParams {
+                dry_run: true,
+                ..PatchParams::default()
+            },
+            &Patch::Merge(&privileged),
+        )
+        .await;
+    assert!(forbidden(patched, "privileged"));
+}
+
+/// Issue 45, finding 3: directory groups reached people by name. (a) With the SCIM token alone:
+/// a SCIM User in a group a Profile selects, deleted; the group kept the name, and a User HR
+/// later made under that name got the group's Profile. (b) As the SCIM ServiceAccount, a
+/// SCIM group's `spec.members` naming HR's people moved them to the group's Profile. Now the
+/// service drops a deleted User from its groups, and the operator counts a membership only
+/// where the group's writer is the User's.
+#[tokio::test]
+async fn directory_groups_reach_only_the_people_their_writer_owns() {
+    let s = Scenario::new();
+    let c = admin().await;
+    let hr = hr().await;
+    profile(
+        &c,
+        "atk-vendor",
+        json!({ "role": "view", "directory": { "groups": ["Atk Vendors"] } }),
+    )
+    .await;
+    s.track("atk-newhire");
+    let id = scim_create("atk-newhire@example.com", json!({}));
+    let (status, created) = scim(
+        "POST",
+        "/Groups",
+        Some(json!({
+            "schemas": ["urn:ietf:params:scim:schemas:core:2.0:Group"],
+            "displayName": "Atk Vendors",
+            "members": [{ "value": id }],
+        })),
+    );
+    assert_eq!(status, 201, "{created}");
+    let groups: Api<homestead_api::DirectoryGroup> = Api::all(c.clone());
+    let group = groups
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|g| g.spec.display_name == "Atk Vendors")
+        .unwrap()
+        .name_any();
+    eventually("the SCIM User to get the group's Profile", 30, || async {
+        (applied_profile(&c, "atk-newhire").await.as_deref() == Some("atk-vendor")).then_some(())
+    })
+    .await;
+
+    // (a) The identity provider deletes the person: the group no longer names them.
+    let (status, body) = scim("DELETE", &format!("/Users/{id}"), None);
+    assert_eq!(status, 204, "{body}");
+    let users: Api<User> = Api::all(c.clone());
+    wait_gone(&users, "atk-newhire", 60).await;
+    let members = groups.get(&group).await.unwrap().spec.members;
+    assert!(
+        !members.contains(&"atk-newhire".to_owned()),
+        "the deleted User is still a member: {members:?}"
+    );
+    // HR's unrelated person of the same name gets no Profile from the group.
+    s.create(
+        &hr,
+        &User::test("atk-newhire")
+            .with_spec(json!({ "identity": { "username": "newhire-hr@example.com" } })),
+    )
+    .await;
+    s.create(&hr, &User::test("atk-walter")).await;
+    wait_reason(&c, "atk-newhire", "Provisioned").await;
+    wait_reason(&c, "atk-walter", "Provisioned").await;
+
+    // (b) The SCIM ServiceAccount names HR's people in its own group: admitted, and it reaches
+    // nobody.
+    let as_scim = env().plane.client(SCIM).await.unwrap();
+    let patched = Api::<homestead_api::DirectoryGroup>::all(as_scim)
+        .patch(
+            &group,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "members": ["atk-walter", "atk-newhire"] } })),
+        )
+        .await
+        .unwrap();
+    let generation = patched.metadata.generation;
+    eventually("the operator to see the group's change", 30, || async {
+        let seen = groups
+            .get(&group)
+            .await
+            .unwrap()
+            .status?
+            .observed_generation;
+        (seen == generation).then_some(())
+    })
+    .await;
+    // A change of each person afterwards: their reconciles read the group as it is now.
+    for name in ["atk-walter", "atk-newhire"] {
+        merge(&hr, name, json!({ "spec": { "displayName": "touched" } }))
+            .await
+            .unwrap();
+        let reconciled = wait_reason(&c, name, "Provisioned").await;
+        assert_eq!(
+            reconciled.status.unwrap().profile,
+            None,
+            "{name}, whom HR made, moved to the SCIM group's Profile"
+        );
+    }
+    groups
+        .delete(&group, &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+/// Issue 45, finding 5: before any token check, 50 silent TLS connections and 50 with partial
+/// headers stayed open past 75 s, and 100 connections with 300 KB of unfinished headers each
+/// grew the SCIM service by 31 MB. Now connections are capped, the handshake, each request's
+/// headers and an idle connection are timed, and headers are bounded, all before
+/// authentication. (The figures under 1,000 slow clients are in docs/security.md.)
+#[tokio::test]
+async fn the_scim_service_bounds_what_unauthenticated_clients_hold() {
+    use std::io::Write as _;
+    let service = spawn_scim(
+        "scim-limits",
+        &["--max-connections=6", "--header-read-timeout=2s"],
+    );
+    let address = service.address.as_str();
+    let healthz = || https_request(address, &service.ca, "GET", "/healthz", "", None);
+    assert_eq!(healthz().map(|r| r.0), Ok(200));
+
+    // Six silent TCP connections fill the service; the seventh is closed at once.
+    let silent: Vec<std::net::TcpStream> = (0..6)
+        .map(|_| std::net::TcpStream::connect(address).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(healthz().is_err(), "a seventh connection was served");
+    // The TLS handshake times out: each silent one is closed, and the service serves again.
+    for mut stream in silent {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(1)))
+            .unwrap();
+        assert!(
+            closed_within(&mut stream, 10),
+            "a silent connection stayed open"
+        );
+    }
+    assert_eq!(healthz().map(|r| r.0), Ok(200));
+
+    // Headers that never end: closed at the header read timeout.
+    let mut partial = tls_connect(address, &service.ca).unwrap();
+    write!(partial, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: a").unwrap();
+    partial
+        .sock
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    assert!(
+        closed_within(&mut partial, 10),
+        "partial headers kept the connection"
+    );
+    // A kept-alive connection left idle after a request: closed too.
+    let mut idle = tls_connect(address, &service.ca).unwrap();
+    write!(idle, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    idle.sock
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    assert!(
+        closed_within(&mut idle, 10),
+        "an idle connection stayed open"
+    );
+
+    // Headers over 16 KiB: refused before the handler (and the token check) sees them.
+    let mut big = tls_connect(address, &service.ca).unwrap();
+    let filler = "a".repeat(20 * 1024);
+    let _ = write!(
+        big,
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {filler}\r\n\r\n"
+    );
+    let mut answer = String::new();
+    let _ = std::io::Read::read_to_string(&mut big, &mut answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 431"),
+        "oversized headers: {answer:?}"
+    );
+
+    let (code, metrics) = https_request(address, &service.ca, "GET", "/metrics", "", None).unwrap();
+    assert_eq!(code, 200);
+    let refused = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("homestead_scim_connections_refused_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    assert!(refused.is_some_and(|n| n >= 1.0), "{metrics}");
+    assert!(
+        metrics.contains("homestead_scim_connections_open "),
+        "{metrics}"
+    );
+}
