@@ -46,24 +46,7 @@ pub async fn run(args: ScimArgs) -> anyhow::Result<()> {
             )
         })?;
 
-    let client = kube::Client::try_default()
-        .await
-        .context("connecting to the Kubernetes API server")?;
-    let (store, keep_cache) = scim::watch_users(client.clone());
-    let (groups, keep_groups) = scim::groups::watch_groups(client.clone());
-    let service = Scim::new(
-        client,
-        store,
-        groups,
-        tokens.clone(),
-        Settings {
-            profile: args.profile.clone(),
-            max_body_bytes: args.max_body_bytes,
-            base_url: args.base_url.clone(),
-        },
-    );
-    tokio::spawn(keep_cache);
-    tokio::spawn(keep_groups);
+    let service = service(&args, tokens.clone()).await?;
     let files = Files {
         tokens: args.token_file.clone(),
         cert: args.tls_cert.clone(),
@@ -115,6 +98,28 @@ pub async fn run(args: ScimArgs) -> anyhow::Result<()> {
         .serve(scim::router(service).into_make_service())
         .await
         .with_context(|| format!("serving on {}", args.address))
+}
+
+/// The SCIM service for `args`, accepting `tokens`, with its caches of Users and DirectoryGroups
+/// kept by tasks of their own.
+///
+/// # Errors
+/// When no Kubernetes client configuration is found.
+async fn service(args: &ScimArgs, tokens: Arc<Tokens>) -> anyhow::Result<Scim> {
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to the Kubernetes API server")?;
+    let (store, keep_cache) = scim::watch_users(client.clone());
+    let (groups, keep_groups) = scim::groups::watch_groups(client.clone());
+    let settings = Settings {
+        profile: args.profile.clone(),
+        max_body_bytes: args.max_body_bytes,
+        base_url: args.base_url.clone(),
+    };
+    let service = Scim::new(client, store, groups, tokens, settings);
+    tokio::spawn(keep_cache);
+    tokio::spawn(keep_groups);
+    Ok(service)
 }
 
 fn read(path: &Path) -> anyhow::Result<String> {

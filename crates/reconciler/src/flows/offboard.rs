@@ -52,31 +52,15 @@ pub async fn offboard(user: &User, ctx: &Context) -> Result<Action> {
         tracing::info!(user = %user.name_any(), namespace = %name, "offboarding complete: no namespace of this User remains");
         return Ok(Action::await_change());
     };
-    if cluster.deleted_moments_ago(&namespace) {
-        // This replica revoked access and deleted it moments ago; the watches have not caught
-        // up with the deletion (their echoes triggered this pass). A RoleBinding made between
-        // the revocation and the delete is in the cache if its watch triggered this pass:
-        // remove what the cache shows (one already gone counts as deleted; found by the soak).
-        let revoked = revoke(
-            cluster,
-            &name,
-            caches.role_bindings_in(&name),
-            "offboarding",
-        )
-        .await?;
-        return wait_for_deletion(user, ctx, &namespace, revoked.into_iter().collect()).await;
-    }
-    if namespace.metadata.deletion_timestamp.is_some() {
-        // Already on its way out (deleted by an earlier pass, or by someone else): nothing can
-        // be created in it any more, so only bindings still cached are left to remove, and the
+    if cluster.deleted_moments_ago(&namespace) || namespace.metadata.deletion_timestamp.is_some() {
+        // Deleted moments ago by this replica (the watches have not caught up; their echoes
+        // triggered this pass), or already on its way out (by an earlier pass or someone else):
+        // nothing can be created in it any more, so only bindings still cached are left to
+        // remove (one made between the revocation and the delete is cached if its watch
+        // triggered this pass; one already gone counts as deleted; found by the soak), and the
         // Namespace watch says when it is gone.
-        let revoked = revoke(
-            cluster,
-            &name,
-            caches.role_bindings_in(&name),
-            "offboarding",
-        )
-        .await?;
+        let bindings = caches.role_bindings_in(&name);
+        let revoked = revoke(cluster, &name, bindings, "offboarding").await?;
         return wait_for_deletion(user, ctx, &namespace, revoked.into_iter().collect()).await;
     }
     let uninstalling = cluster.crd_is_deleting(began).await?;

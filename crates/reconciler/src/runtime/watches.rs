@@ -117,28 +117,13 @@ pub fn controllers(
     recent: &Recent,
 ) -> Controllers {
     let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
-    let (namespaces, namespace_events) = compact_watch::<CachedNamespace>(client, managed.clone());
-    let (role_bindings, role_binding_events) =
-        compact_watch::<CachedRoleBinding>(client, watcher::Config::default());
+    let (namespaces, namespace_events) = namespace_watch(client, managed.clone(), recent);
+    let (role_bindings, role_binding_events) = role_binding_watch(client, recent);
     let (quotas, quota_events) = quota_watch(client, managed.clone());
     let (limit_ranges, limit_range_events) =
         cached_watch(client, managed.clone(), trim_object::<LimitRange>);
     let (network_policies, network_policy_events) =
         cached_watch(client, managed, trim_object::<NetworkPolicy>);
-    let gone = recent.namespaces_gone.clone();
-    let namespace_events =
-        recent
-            .namespaces
-            .clone()
-            .touched_except_echoes(namespace_events.inspect_ok(move |event| {
-                if let watcher::Event::Delete(ns) = event {
-                    gone.remember(ns.name_any());
-                }
-            }));
-    let role_binding_events = recent
-        .role_bindings
-        .clone()
-        .touched_except_echoes(role_binding_events);
     let limit_range_events = limit_range_events.touched_objects();
     let network_policy_events = network_policy_events.touched_objects();
     let (wake_groups, group_triggers) = futures::channel::mpsc::unbounded();
@@ -268,6 +253,45 @@ fn user_watch(
             }))
         });
     (users, user_events)
+}
+
+/// The watch of Homestead's Namespaces (`managed`) into its compact cache, with the deletions
+/// it reports remembered in `recent` (an offboarding then trusts the cache's word that a
+/// Namespace is gone) and the echoes of this replica's own creates left out.
+fn namespace_watch(
+    client: &Client,
+    managed: watcher::Config,
+    recent: &Recent,
+) -> (
+    CompactStore<CachedNamespace>,
+    impl futures::Stream<Item = Result<CachedNamespace, watcher::Error>> + Send + 'static,
+) {
+    let (namespaces, events) = compact_watch::<CachedNamespace>(client, managed);
+    let gone = recent.namespaces_gone.clone();
+    let events = events.inspect_ok(move |event| {
+        if let watcher::Event::Delete(ns) = event {
+            gone.remember(ns.name_any());
+        }
+    });
+    (
+        namespaces,
+        recent.namespaces.clone().touched_except_echoes(events),
+    )
+}
+
+/// The watch of every RoleBinding into its compact cache, the echoes of this replica's own
+/// creates left out.
+fn role_binding_watch(
+    client: &Client,
+    recent: &Recent,
+) -> (
+    CompactStore<CachedRoleBinding>,
+    impl futures::Stream<Item = Result<CachedRoleBinding, watcher::Error>> + Send + 'static,
+) {
+    let (role_bindings, events) =
+        compact_watch::<CachedRoleBinding>(client, watcher::Config::default());
+    let events = recent.role_bindings.clone().touched_except_echoes(events);
+    (role_bindings, events)
 }
 
 /// The cache of Homestead's ResourceQuotas (selected by `managed`), and the quotas whose
