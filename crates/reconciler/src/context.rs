@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use homestead_api::{DIRECTORY_FLOOR_PROFILE, User};
+use homestead_api::{DIRECTORY_FLOOR_PROFILE, DirectoryGroup, Profile, User};
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use tracing::warn;
@@ -34,6 +34,10 @@ pub struct Context {
     metrics: Metrics,
     /// Retry delays of Users whose reconcile failed.
     backoffs: Backoffs,
+    /// Retry delays of Profiles whose status write failed.
+    profile_backoffs: Backoffs<Profile>,
+    /// Retry delays of DirectoryGroups whose status write failed.
+    group_backoffs: Backoffs<DirectoryGroup>,
     /// Whether every cache has seen its first list; reconciles wait for it, so nothing is
     /// written from a half-filled cache after a restart.
     synced: tokio::sync::watch::Sender<bool>,
@@ -49,6 +53,8 @@ impl Context {
             caches,
             metrics,
             backoffs: Backoffs::default(),
+            profile_backoffs: Backoffs::default(),
+            group_backoffs: Backoffs::default(),
             synced: tokio::sync::watch::Sender::new(false),
         }
     }
@@ -127,6 +133,16 @@ impl Context {
     /// Forgets `user`'s failures after a successful reconcile.
     pub fn succeeded(&self, user: &ObjectRef<User>) {
         self.backoffs.reset(user);
+    }
+
+    /// Retry delays of Profiles whose status write failed.
+    pub fn profile_backoffs(&self) -> &Backoffs<Profile> {
+        &self.profile_backoffs
+    }
+
+    /// Retry delays of DirectoryGroups whose status write failed.
+    pub fn group_backoffs(&self) -> &Backoffs<DirectoryGroup> {
+        &self.group_backoffs
     }
 }
 
@@ -227,6 +243,8 @@ pub(crate) mod test {
                     profiles,
                     groups,
                     identities: crate::state::identity::Identities::default(),
+                    users: reflector::store().0,
+                    index: crate::state::index::ProfileIndex::default(),
                 },
                 metrics,
             );

@@ -9,33 +9,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use homestead_api::{DirectoryGroup, Profile, User};
+use homestead_api::{DirectoryGroup, Profile};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use tracing::warn;
 
 use crate::context::Context;
-use crate::error::{Backoffs, Error, Result};
+use crate::error::{Error, Result};
 use crate::metrics::StatusKind;
 use crate::plan::profile::{group_status, profile_status, profile_status_matches};
-use crate::state::index::ProfileIndex;
-
-/// What the status controllers read and write through.
-pub struct StatusContext {
-    /// The reconcile context: the fenced client, the caches (Profiles, DirectoryGroups), the
-    /// metrics.
-    pub ctx: Arc<Context>,
-    /// The User cache (the Controller over Users' store).
-    pub users: Store<User>,
-    /// Which Users use which Profile.
-    pub index: ProfileIndex,
-    /// Retry delays of Profiles whose status write failed.
-    pub profile_backoffs: Backoffs<Profile>,
-    /// Retry delays of DirectoryGroups whose status write failed.
-    pub group_backoffs: Backoffs<DirectoryGroup>,
-}
 
 /// While this replica may not write, statuses are looked at again after this long.
 const NOT_LEADER_RECHECK: Duration = Duration::from_secs(5);
@@ -52,21 +36,12 @@ async fn not_yet(ctx: &Context) -> Option<Action> {
 ///
 /// # Errors
 /// [`Error::Kube`] with the status write's verb when the API server refuses it.
-pub async fn reconcile_profile_status(
-    profile: Arc<Profile>,
-    status: Arc<StatusContext>,
-) -> Result<Action> {
-    let ctx = &status.ctx;
-    if let Some(later) = not_yet(ctx).await {
+pub async fn reconcile_profile_status(profile: Arc<Profile>, ctx: Arc<Context>) -> Result<Action> {
+    if let Some(later) = not_yet(&ctx).await {
         return Ok(later);
     }
     let name = profile.name_any();
-    let members: Vec<Arc<User>> = status
-        .index
-        .users_of(&name)
-        .iter()
-        .filter_map(|user| status.users.get(&ObjectRef::new(user)))
-        .collect();
+    let members = ctx.caches().users_of(&name);
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let desired = profile_status(&profile, members.iter().map(AsRef::as_ref), now);
     if !profile_status_matches(profile.status.as_ref(), &desired) {
@@ -74,8 +49,7 @@ pub async fn reconcile_profile_status(
             .apply_status::<Profile>(&name, &desired)
             .await?;
     }
-    status
-        .profile_backoffs
+    ctx.profile_backoffs()
         .reset(&ObjectRef::from_obj(profile.as_ref()));
     Ok(Action::await_change())
 }
@@ -87,10 +61,9 @@ pub async fn reconcile_profile_status(
 /// [`Error::Kube`] with the status write's verb when the API server refuses it.
 pub async fn reconcile_group_status(
     group: Arc<DirectoryGroup>,
-    status: Arc<StatusContext>,
+    ctx: Arc<Context>,
 ) -> Result<Action> {
-    let ctx = &status.ctx;
-    if let Some(later) = not_yet(ctx).await {
+    if let Some(later) = not_yet(&ctx).await {
         return Ok(later);
     }
     let desired = group_status(&group, &ctx.caches().profiles());
@@ -99,43 +72,28 @@ pub async fn reconcile_group_status(
             .apply_status::<DirectoryGroup>(&group.name_any(), &desired)
             .await?;
     }
-    status
-        .group_backoffs
+    ctx.group_backoffs()
         .reset(&ObjectRef::from_obj(group.as_ref()));
     Ok(Action::await_change())
 }
 
 /// After a failed Profile status write: counts it in `homestead_status_errors_total{kind="Profile"}`,
 /// logs it, and retries with the Profile's backoff (1 s doubling to 5 min, with jitter).
-pub fn profile_status_error(
-    profile: Arc<Profile>,
-    error: &Error,
-    status: Arc<StatusContext>,
-) -> Action {
-    let delay = status
-        .profile_backoffs
+pub fn profile_status_error(profile: Arc<Profile>, error: &Error, ctx: Arc<Context>) -> Action {
+    let delay = ctx
+        .profile_backoffs()
         .next_delay(ObjectRef::from_obj(profile.as_ref()));
-    retry(
-        &status.ctx,
-        StatusKind::Profile,
-        &profile.name_any(),
-        error,
-        delay,
-    )
+    retry(&ctx, StatusKind::Profile, &profile.name_any(), error, delay)
 }
 
 /// After a failed DirectoryGroup status write: as [`profile_status_error`], with
 /// `kind="DirectoryGroup"`.
-pub fn group_status_error(
-    group: Arc<DirectoryGroup>,
-    error: &Error,
-    status: Arc<StatusContext>,
-) -> Action {
-    let delay = status
-        .group_backoffs
+pub fn group_status_error(group: Arc<DirectoryGroup>, error: &Error, ctx: Arc<Context>) -> Action {
+    let delay = ctx
+        .group_backoffs()
         .next_delay(ObjectRef::from_obj(group.as_ref()));
     retry(
-        &status.ctx,
+        &ctx,
         StatusKind::DirectoryGroup,
         &group.name_any(),
         error,

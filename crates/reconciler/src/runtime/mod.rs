@@ -31,12 +31,10 @@ use crate::act::Cluster;
 use crate::act::fence::Fence;
 use crate::act::recent::Recent;
 use crate::context::Context;
-use crate::error::Backoffs;
 use crate::flows::offboard::keep_retained_revoked;
 use crate::flows::reconcile::{error_policy, reconcile};
 use crate::flows::statuses::{
-    StatusContext, group_status_error, profile_status_error, reconcile_group_status,
-    reconcile_profile_status,
+    group_status_error, profile_status_error, reconcile_group_status, reconcile_profile_status,
 };
 use crate::metrics::Metrics;
 use crate::plan::config::Config;
@@ -66,7 +64,6 @@ pub struct Runtime {
     ctx: Arc<Context>,
     users: Controller<User>,
     retained: Controller<Namespace>,
-    statuses: Arc<StatusContext>,
     profile_statuses: Controller<homestead_api::Profile>,
     group_statuses: Controller<homestead_api::DirectoryGroup>,
     retained_count_interval: Duration,
@@ -112,18 +109,10 @@ impl Runtime {
             caches,
             settings.metrics,
         ));
-        let statuses = Arc::new(StatusContext {
-            ctx: ctx.clone(),
-            users: users.store(),
-            index,
-            profile_backoffs: Backoffs::default(),
-            group_backoffs: Backoffs::default(),
-        });
         Self {
             ctx,
             users,
             retained,
-            statuses,
             profile_statuses,
             group_statuses,
             retained_count_interval: settings.retained_count_interval,
@@ -155,16 +144,12 @@ impl Runtime {
         let profile_statuses = self
             .profile_statuses
             .graceful_shutdown_on(shutdown())
-            .run(
-                reconcile_profile_status,
-                profile_status_error,
-                self.statuses.clone(),
-            )
+            .run(reconcile_profile_status, profile_status_error, ctx.clone())
             .for_each(|result| async move { log_controller_error(result) });
         let group_statuses = self
             .group_statuses
             .graceful_shutdown_on(shutdown())
-            .run(reconcile_group_status, group_status_error, self.statuses)
+            .run(reconcile_group_status, group_status_error, ctx.clone())
             .for_each(|result| async move { log_controller_error(result) });
         let retained = self
             .retained

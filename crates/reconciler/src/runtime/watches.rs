@@ -145,6 +145,7 @@ pub fn controllers(
     let in_groups = groups.clone();
     let memberships = GroupMemberships::default();
     let resync = paced_resync(users.clone(), RESYNC);
+    let users_cache = users.clone();
     let controller = Controller::for_stream(user_events, users)
         .with_config(controller::Config::default().concurrency(concurrency))
         .trigger_backoff(EachWatchOnItsOwn)
@@ -178,6 +179,8 @@ pub fn controllers(
         profiles,
         groups,
         identities,
+        users: users_cache,
+        index: index.clone(),
     };
     Controllers {
         users: controller,

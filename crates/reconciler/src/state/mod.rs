@@ -12,7 +12,7 @@ pub mod trim;
 
 use std::sync::Arc;
 
-use homestead_api::{DirectoryGroup, Profile};
+use homestead_api::{DirectoryGroup, Profile, User};
 use k8s_openapi::api::core::v1::{LimitRange, ResourceQuota};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Resource;
@@ -20,6 +20,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 
 use cache::{CachedNamespace, CachedRoleBinding};
 use identity::Identities;
+use index::ProfileIndex;
 use store::{CompactStore, compact_store};
 
 /// The reflector caches reconciles read instead of the API server wherever possible, in the
@@ -42,6 +43,10 @@ pub struct Caches {
     pub groups: Store<DirectoryGroup>,
     /// Which User holds each identity, from the User watch.
     pub identities: Identities,
+    /// Every User (the Controller over Users' own cache).
+    pub users: Store<User>,
+    /// Which Users use which Profile, from the User watch.
+    pub index: ProfileIndex,
 }
 
 impl Caches {
@@ -57,6 +62,8 @@ impl Caches {
             profiles: reflector::store().0,
             groups: reflector::store().0,
             identities: Identities::default(),
+            users: reflector::store().0,
+            index: ProfileIndex::default(),
         }
     }
 
@@ -83,6 +90,15 @@ impl Caches {
     /// The Profile `name`, if cached.
     pub fn profile(&self, name: &str) -> Option<Arc<Profile>> {
         self.profiles.get(&ObjectRef::new(name))
+    }
+
+    /// The Users of the Profile `profile` (by name), as cached.
+    pub fn users_of(&self, profile: &str) -> Vec<Arc<User>> {
+        let names = self.index.users_of(profile);
+        names
+            .iter()
+            .filter_map(|user| self.users.get(&ObjectRef::new(user)))
+            .collect()
     }
 
     /// Every cached DirectoryGroup.
