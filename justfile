@@ -45,6 +45,10 @@ generate:
     tools/helm/docs.sh
     tools/helm/plain.sh
 
+# Print every crate's module graph (a module is a file) and its import cycles, and check the reconciler's layers (crates/reconciler/tests/layers.rs; docs/development.md, "Layers").
+modules:
+    cargo test -q -p homestead-reconciler --test layers -- --nocapture --test-threads 1
+
 # Format the code.
 fmt:
     cargo fmt --all
