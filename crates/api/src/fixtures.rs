@@ -12,7 +12,7 @@
 //! `with_spec` takes JSON for what has no method of its own: its top-level fields replace the
 //! object's (so `{"identity": {...}}` replaces the whole identity).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -34,6 +34,13 @@ fn merged<S: Serialize + DeserializeOwned>(spec: &S, overrides: Value) -> S {
     };
     into.extend(from);
     serde_json::from_value(value).unwrap_or_else(|e| panic!("not a valid spec: {e}"))
+}
+
+/// Sets the label `key=value` in `meta`.
+fn label(meta: &mut ObjectMeta, key: &str, value: &str) {
+    meta.labels
+        .get_or_insert_default()
+        .insert(key.to_owned(), value.to_owned());
 }
 
 impl User {
@@ -125,10 +132,7 @@ impl User {
     /// This User with the label `key=value`.
     #[must_use]
     pub fn with_label(mut self, key: &str, value: &str) -> Self {
-        self.metadata
-            .labels
-            .get_or_insert_default()
-            .insert(key.to_owned(), value.to_owned());
+        label(&mut self.metadata, key, value);
         self
     }
 
@@ -221,10 +225,7 @@ impl DirectoryGroup {
     /// This group labelled as written by the SCIM service (`homestead.dev/writer=scim`).
     #[must_use]
     pub fn written_by_scim(mut self) -> Self {
-        self.metadata
-            .labels
-            .get_or_insert_default()
-            .insert(LABEL_WRITER.to_owned(), WRITER_SCIM.to_owned());
+        label(&mut self.metadata, LABEL_WRITER, WRITER_SCIM);
         self
     }
 }

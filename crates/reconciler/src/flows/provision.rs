@@ -31,7 +31,6 @@ use crate::plan::profile::Resolved;
 use crate::plan::revocation::revocation;
 use crate::plan::status::{Outcome, terminating_message};
 use crate::plan::validate::{Refusal, namespace_name, validate};
-use crate::state::cached;
 use crate::state::identity::IdentityHolder;
 
 /// How often every User is reconciled again, changed or not (the operator triggers all of them
@@ -77,13 +76,14 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
             return refuse(user, ctx, name, &refusal, expiry).await;
         }
     };
-    let user = &resolved.user;
-    let name = namespace_name(user, ctx.config(), owned);
-    if let Err(refusal) = validate(user, &name, ctx.config()) {
-        return refuse(user, ctx, name, &refusal, expiry).await;
+    // The User with its Profile applied (its metadata and status are the User's own).
+    let completed = &resolved.user;
+    let name = namespace_name(completed, ctx.config(), owned);
+    if let Err(refusal) = validate(completed, &name, ctx.config()) {
+        return refuse(completed, ctx, name, &refusal, expiry).await;
     }
     let mut changes = Vec::new();
-    if let Some(note) = profile_move(user, resolved.applied.as_ref(), ctx) {
+    if let Some(note) = profile_move(completed, resolved.applied.as_ref(), ctx) {
         changes.push((Change::ProfileChanged, note));
     }
     match converge(&resolved, ctx, &name, &mut changes, expired).await {
@@ -91,8 +91,8 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
             let outcome = outcome
                 .with_changes(changes)
                 .with_profile(resolved.applied.clone())
-                .with_expiring(expiry.condition(user));
-            let unconfirmed = ctx.cluster().write_status(user, outcome).await?;
+                .with_expiring(expiry.condition(completed));
+            let unconfirmed = ctx.cluster().write_status(completed, outcome).await?;
             // Look again at the earliest of: a write the cache does not show yet, the
             // expiry warning, `validUntil` itself.
             let next = [recheck, unconfirmed, expiry.recheck()]
@@ -104,13 +104,15 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
         Ok(Step::Wait(outcome)) => {
             let unconfirmed = ctx
                 .cluster()
-                .write_status(user, outcome.with_changes(changes))
+                .write_status(completed, outcome.with_changes(changes))
                 .await?;
             Ok(Action::requeue(
                 unconfirmed.map_or(TERMINATING_RECHECK, |left| left.min(TERMINATING_RECHECK)),
             ))
         }
-        Ok(Step::Refuse(refusal)) => refuse_after(user, ctx, name, &refusal, expiry, changes).await,
+        Ok(Step::Refuse(refusal)) => {
+            refuse_after(completed, ctx, name, &refusal, expiry, changes).await
+        }
         Err(error) => {
             let outcome = Outcome::new(
                 name,
@@ -118,8 +120,8 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
                 failure_message(&error),
             )
             .with_changes(changes);
-            if let Err(status_error) = ctx.cluster().write_status(user, outcome).await {
-                warn!(user = %user.name_any(), "reporting the failure failed: {status_error}");
+            if let Err(status_error) = ctx.cluster().write_status(completed, outcome).await {
+                warn!(completed = %user.name_any(), "reporting the failure failed: {status_error}");
             }
             Err(error)
         }
@@ -301,7 +303,9 @@ async fn ensure_limit_range(
 ) -> Result<Option<(Change, String)>> {
     let user = &resolved.user;
     let managed = Managed {
-        cached: cached(&ctx.caches().limit_ranges, namespace, LIMIT_RANGE_NAME)
+        cached: ctx
+            .caches()
+            .limit_range(namespace, LIMIT_RANGE_NAME)
             .filter(|l| labelled_for(&l.metadata, user)),
         desired: resolved
             .limit_range
@@ -323,12 +327,10 @@ async fn ensure_isolation(
 ) -> Result<Option<(Change, String)>> {
     let user = &resolved.user;
     let managed = Managed {
-        cached: cached(
-            &ctx.caches().network_policies,
-            namespace,
-            NETWORK_POLICY_NAME,
-        )
-        .filter(|p| labelled_for(&p.metadata, user)),
+        cached: ctx
+            .caches()
+            .network_policy(namespace, NETWORK_POLICY_NAME)
+            .filter(|p| labelled_for(&p.metadata, user)),
         desired: resolved
             .isolation
             .as_deref()
@@ -451,7 +453,9 @@ async fn ensure_quota(
     namespace: &str,
 ) -> Result<Option<(Change, String)>> {
     let managed = Managed {
-        cached: cached(&ctx.caches().quotas, namespace, QUOTA_NAME)
+        cached: ctx
+            .caches()
+            .quota(namespace, QUOTA_NAME)
             .filter(|q| labelled_for(&q.metadata, user)),
         desired: desired_quota(user, namespace),
         matches: quota_matches,

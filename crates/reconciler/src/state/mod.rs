@@ -28,25 +28,25 @@ use store::{CompactStore, compact_store};
 #[derive(Clone)]
 pub struct Caches {
     /// Namespaces labelled as Homestead's (`app.kubernetes.io/managed-by=homestead`).
-    pub namespaces: CompactStore<CachedNamespace>,
+    pub(crate) namespaces: CompactStore<CachedNamespace>,
     /// Every RoleBinding in the cluster: revoking access removes the ones a person made too.
-    pub role_bindings: CompactStore<CachedRoleBinding>,
+    pub(crate) role_bindings: CompactStore<CachedRoleBinding>,
     /// ResourceQuotas labelled as Homestead's.
-    pub quotas: Store<ResourceQuota>,
+    pub(crate) quotas: Store<ResourceQuota>,
     /// LimitRanges labelled as Homestead's.
-    pub limit_ranges: Store<LimitRange>,
+    pub(crate) limit_ranges: Store<LimitRange>,
     /// NetworkPolicies labelled as Homestead's.
-    pub network_policies: Store<NetworkPolicy>,
+    pub(crate) network_policies: Store<NetworkPolicy>,
     /// Every Profile.
-    pub profiles: Store<Profile>,
+    pub(crate) profiles: Store<Profile>,
     /// Every DirectoryGroup.
-    pub groups: Store<DirectoryGroup>,
+    pub(crate) groups: Store<DirectoryGroup>,
     /// Which User holds each identity, from the User watch.
-    pub identities: Identities,
+    pub(crate) identities: Identities,
     /// Every User (the Controller over Users' own cache).
-    pub users: Store<User>,
+    pub(crate) users: Store<User>,
     /// Which Users use which Profile, from the User watch.
-    pub index: ProfileIndex,
+    pub(crate) index: ProfileIndex,
 }
 
 impl Caches {
@@ -82,6 +82,21 @@ impl Caches {
         self.role_bindings.names_in(namespace)
     }
 
+    /// The ResourceQuota `namespace/name`, if cached.
+    pub fn quota(&self, namespace: &str, name: &str) -> Option<Arc<ResourceQuota>> {
+        cached(&self.quotas, namespace, name)
+    }
+
+    /// The LimitRange `namespace/name`, if cached.
+    pub fn limit_range(&self, namespace: &str, name: &str) -> Option<Arc<LimitRange>> {
+        cached(&self.limit_ranges, namespace, name)
+    }
+
+    /// The NetworkPolicy `namespace/name`, if cached.
+    pub fn network_policy(&self, namespace: &str, name: &str) -> Option<Arc<NetworkPolicy>> {
+        cached(&self.network_policies, namespace, name)
+    }
+
     /// Every cached Profile.
     pub fn profiles(&self) -> Vec<Arc<Profile>> {
         self.profiles.state()
@@ -108,7 +123,7 @@ impl Caches {
 }
 
 /// The object `namespace/name` from a reflector cache.
-pub fn cached<K>(store: &Store<K>, namespace: &str, name: &str) -> Option<Arc<K>>
+fn cached<K>(store: &Store<K>, namespace: &str, name: &str) -> Option<Arc<K>>
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
