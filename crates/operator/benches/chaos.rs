@@ -68,7 +68,10 @@ where
 }
 
 /// (Users, Ready Users, managed Namespaces, Homestead RoleBindings, quotas) with prefix `chaos-`.
-async fn census(c: &Client) -> (usize, usize, usize, usize, usize) {
+type Census = (usize, usize, usize, usize, usize);
+
+/// The [`Census`] now.
+async fn census(c: &Client) -> Census {
     let users: Vec<User> = Api::<User>::all(c.clone())
         .list(&ListParams::default())
         .await
@@ -107,11 +110,7 @@ async fn census(c: &Client) -> (usize, usize, usize, usize, usize) {
     (ours.len(), ready, live, bindings, quotas)
 }
 
-async fn wait_for(
-    c: &Client,
-    what: &str,
-    done: impl Fn((usize, usize, usize, usize, usize)) -> bool,
-) -> Duration {
+async fn wait_for(c: &Client, what: &str, done: impl Fn(Census) -> bool) -> Duration {
     let started = Instant::now();
     loop {
         let now = census(c).await;
@@ -138,10 +137,29 @@ async fn main() {
         number("HOMESTEAD_CHAOS_USERS", 1000),
         number("HOMESTEAD_CHAOS_OFFBOARD", 300),
     );
-    let mut address = env().metrics_address.clone();
+    let address = env().metrics_address.clone();
     let c = admin().await;
-    let users: Api<User> = Api::all(c.clone());
+    let (before, address) = import(&c, total, address).await;
+    let (after, _) = offboarding(&c, (total, offboard), address).await;
+    let left = total - offboard;
+    let writes = restart(left).await;
+    let ok = before == (total, total, total, total, total) && after.4 == left && writes == 0;
+    println!(
+        "{}",
+        if ok {
+            "chaos: nothing lost, nothing leaked"
+        } else {
+            "chaos: CHECK FAILED"
+        }
+    );
+    std::process::exit(i32::from(!ok));
+}
 
+/// Creates `total` Users (16 at a time) while the operator at `address` is killed and started
+/// again three times; waits until every one converged. Returns the census then and the
+/// operator's address.
+async fn import(c: &Client, total: usize, mut address: String) -> (Census, String) {
+    let users: Api<User> = Api::all(c.clone());
     println!("import of {total} Users, operator killed 3 times:");
     let started = Instant::now();
     let create = futures::stream::iter(0..total)
@@ -163,17 +181,28 @@ async fn main() {
     };
     let (created, ()) = tokio::join!(create, kills);
     created.unwrap();
-    let took = wait_for(&c, "import", |(u, r, n, b, q)| {
+    let took = wait_for(c, "import", |(u, r, n, b, q)| {
         u == total && r == total && n == total && b == total && q == total
     })
     .await;
-    let before = census(&c).await;
+    let census = census(c).await;
     println!(
-        "  converged {:.1} s after the import began ({:.1} s after the last restart); census {before:?}",
+        "  converged {:.1} s after the import began ({:.1} s after the last restart); census {census:?}",
         started.elapsed().as_secs_f64(),
         took.as_secs_f64()
     );
+    (census, address)
+}
 
+/// Deletes the first `offboard` of the `total` Users while the operator at `address` is killed
+/// and started again twice; waits until the rest are all that is left. Returns the census then
+/// and the operator's address.
+async fn offboarding(
+    c: &Client,
+    (total, offboard): (usize, usize),
+    mut address: String,
+) -> (Census, String) {
+    let users: Api<User> = Api::all(c.clone());
     println!("offboarding {offboard} Users, operator killed 2 times:");
     let started = Instant::now();
     for i in 0..offboard {
@@ -186,18 +215,22 @@ async fn main() {
         address = kill_and_restart(&address, round).await;
     }
     let left = total - offboard;
-    let took = wait_for(&c, "offboarding", |(u, r, n, b, _)| {
+    let took = wait_for(c, "offboarding", |(u, r, n, b, _)| {
         u == left && r == left && n == left && b == left
     })
     .await;
-    let after = census(&c).await;
-    let quotas_left = after.4;
+    let census = census(c).await;
     println!(
-        "  converged {:.1} s after offboarding began ({:.1} s after the last restart); census {after:?}",
+        "  converged {:.1} s after offboarding began ({:.1} s after the last restart); census {census:?}",
         started.elapsed().as_secs_f64(),
         took.as_secs_f64()
     );
+    (census, address)
+}
 
+/// Restarts the operator over the `left` converged Users; returns how many writes it made in the
+/// 10 s after it was ready (Leases excluded).
+async fn restart(left: usize) -> usize {
     println!("restart over {left} converged Users:");
     tokio::time::sleep(Duration::from_secs(3)).await;
     let mark = audit().len();
@@ -222,15 +255,5 @@ async fn main() {
         "  ready {:.1} s after start; operator writes in the 10 s after (Leases excluded): {writes}",
         ready.elapsed().as_secs_f64()
     );
-
-    let ok = before == (total, total, total, total, total) && quotas_left == left && writes == 0;
-    println!(
-        "{}",
-        if ok {
-            "chaos: nothing lost, nothing leaked"
-        } else {
-            "chaos: CHECK FAILED"
-        }
-    );
-    std::process::exit(i32::from(!ok));
+    writes
 }

@@ -446,88 +446,8 @@ async fn floor_provision(
     let ready = watch_users(admin, run, count, is_ready).await;
     let started = Instant::now();
     each(count, |i| {
-        let (hr, users, client) = (hr.clone(), users.clone(), operator.clone());
-        let recorder = recorder.clone();
-        async move {
-            let user = hr
-                .create(&PostParams::default(), &bench_user(run, i))
-                .await?;
-            let name = user.name_any();
-            // As the operator's own field manager, never HR's: the User then keeps the three
-            // managedFields entries it has under Homestead (HR's, the finalizer's, the
-            // status's), not two.
-            let finalizer = json!({ "metadata": { "finalizers": [FINALIZER] } });
-            let operator_patch = PatchParams {
-                field_manager: Some(FIELD_MANAGER.to_owned()),
-                ..PatchParams::default()
-            };
-            users
-                .patch(&name, &operator_patch, &Patch::Merge(&finalizer))
-                .await?;
-            let ns = format!("user-{name}");
-            let post = PostParams {
-                field_manager: Some(FIELD_MANAGER.to_owned()),
-                ..PostParams::default()
-            };
-            let (namespace, binding) = if floor.objects {
-                (
-                    desired_namespace(&user, &ns, PodSecurity::default(), false),
-                    desired_role_binding(&user, &ns),
-                )
-            } else {
-                bare_objects(&user, &ns)
-            };
-            Api::<Namespace>::all(client.clone())
-                .create(&post, &namespace)
-                .await?;
-            Api::<RoleBinding>::namespaced(client, &ns)
-                .create(&post, &binding)
-                .await?;
-            // The bounded floor's Ready condition says what Homestead's says; the bare floor's
-            // the least.
-            let who = &user.spec.identity.username;
-            let message = if floor.objects {
-                format!(
-                    "namespace {ns:?} provisioned (Profile {PROFILE:?}); {who:?} has ClusterRole \"edit\" there"
-                )
-            } else {
-                "provisioned".to_owned()
-            };
-            let outcome = Outcome::new(&ns, Reason::Provisioned, message.clone())
-                .with_profile(bench_profile(1));
-            let status = json!({
-                "apiVersion": homestead_api::API_VERSION, "kind": "User",
-                "status": desired_status(&user, &outcome, Time(Timestamp::now())),
-            });
-            users
-                .patch_status(
-                    &name,
-                    &PatchParams::apply(FIELD_MANAGER).force(),
-                    &Patch::Apply(&status),
-                )
-                .await?;
-            if let Some(recorder) = recorder {
-                // The Event Homestead's provisioning publishes: its message, and the changes
-                // summed up by the same `events_for`.
-                let granted = format!("bound ClusterRole \"edit\" to {who:?} in namespace {ns:?}");
-                let outcome = Outcome::new(&ns, Reason::Provisioned, message).with_changes(vec![
-                    (Change::NamespaceCreated, format!("created namespace {ns:?}")),
-                    (Change::AccessGranted, granted),
-                ]);
-                for (type_, reason, note) in events_for(true, &outcome) {
-                    let event = Event {
-                        type_,
-                        reason: reason.into(),
-                        note: Some(note),
-                        action: "Reconcile".into(),
-                        secondary: None,
-                    };
-                    recorder.publish(&event, &user.object_ref(&()))
-                        .await?;
-                }
-            }
-            Ok(())
-        }
+        let clients = (hr.clone(), users.clone(), operator.clone());
+        floor_user(clients, (run, i), floor, recorder.clone())
     })
     .await;
     ready.await.unwrap();
@@ -536,6 +456,111 @@ async fn floor_provision(
         watch.abort();
     }
     elapsed
+}
+
+/// One User of a floor run: created by HR (`clients.0`), then as the floor's identity
+/// (`clients.1` for Users, `clients.2` for the rest) the finalizer, the Namespace and the
+/// RoleBinding (Homestead's objects, or the bare ones) and the `Ready` status; and, with
+/// `recorder`, the Event Homestead would publish.
+async fn floor_user(
+    (hr, users, client): (Api<User>, Api<User>, Client),
+    (run, i): (&str, usize),
+    floor: Floor,
+    recorder: Option<Recorder>,
+) -> kube::Result<()> {
+    let user = hr
+        .create(&PostParams::default(), &bench_user(run, i))
+        .await?;
+    let name = user.name_any();
+    // As the operator's own field manager, never HR's: the User then keeps the three
+    // managedFields entries it has under Homestead (HR's, the finalizer's, the
+    // status's), not two.
+    let finalizer = json!({ "metadata": { "finalizers": [FINALIZER] } });
+    let operator_patch = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    users
+        .patch(&name, &operator_patch, &Patch::Merge(&finalizer))
+        .await?;
+    let ns = format!("user-{name}");
+    let post = PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PostParams::default()
+    };
+    let (namespace, binding) = if floor.objects {
+        (
+            desired_namespace(&user, &ns, PodSecurity::default(), false),
+            desired_role_binding(&user, &ns),
+        )
+    } else {
+        bare_objects(&user, &ns)
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&post, &namespace)
+        .await?;
+    Api::<RoleBinding>::namespaced(client, &ns)
+        .create(&post, &binding)
+        .await?;
+    // The bounded floor's Ready condition says what Homestead's says; the bare floor's
+    // the least.
+    let who = &user.spec.identity.username;
+    let message = if floor.objects {
+        format!(
+            "namespace {ns:?} provisioned (Profile {PROFILE:?}); {who:?} has ClusterRole \"edit\" there"
+        )
+    } else {
+        "provisioned".to_owned()
+    };
+    let outcome =
+        Outcome::new(&ns, Reason::Provisioned, message.clone()).with_profile(bench_profile(1));
+    let status = json!({
+        "apiVersion": homestead_api::API_VERSION, "kind": "User",
+        "status": desired_status(&user, &outcome, Time(Timestamp::now())),
+    });
+    users
+        .patch_status(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&status),
+        )
+        .await?;
+    if let Some(recorder) = recorder {
+        floor_event(&recorder, &user, &ns, message).await?;
+    }
+    Ok(())
+}
+
+/// The Event Homestead's provisioning of `user` in `ns` publishes: `message`, and the changes
+/// summed up by the same `events_for`, published by `recorder`.
+async fn floor_event(
+    recorder: &Recorder,
+    user: &User,
+    ns: &str,
+    message: String,
+) -> kube::Result<()> {
+    // The Event Homestead's provisioning publishes: its message, and the changes
+    // summed up by the same `events_for`.
+    let who = &user.spec.identity.username;
+    let granted = format!("bound ClusterRole \"edit\" to {who:?} in namespace {ns:?}");
+    let outcome = Outcome::new(ns, Reason::Provisioned, message).with_changes(vec![
+        (
+            Change::NamespaceCreated,
+            format!("created namespace {ns:?}"),
+        ),
+        (Change::AccessGranted, granted),
+    ]);
+    for (type_, reason, note) in events_for(true, &outcome) {
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        recorder.publish(&event, &user.object_ref(&())).await?;
+    }
+    Ok(())
 }
 
 /// Watches, as `client`, what Homestead's operator watches of a provisioning (every User,
@@ -1136,96 +1161,141 @@ async fn bare_only(count: usize) {
 // One thread, as the operator runs: the floors' client is then as cheap as a client can be made,
 // and Homestead is measured against that, not against a client that spends CPU on tokio's
 // worker threads (docs/performance.md).
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
-    let count: usize = std::env::var("HOMESTEAD_BENCH_USERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
-    // `HOMESTEAD_BENCH_QUICK=1`: Homestead's provisioning, restart, steady state and re-list
-    // only (no floor, no offboarding), to look at memory at scale in minutes.
-    // `HOMESTEAD_BENCH_QUICK=floor` or `homestead`: that side's provisioning only, on a fresh
-    // control plane, with its CPU per User (to compare the two in minutes); `used`: the floor's
-    // provisioning and offboarding, then Homestead's provisioning (the full run's first half).
-    let quick_mode = std::env::var("HOMESTEAD_BENCH_QUICK").unwrap_or_default();
-    if quick_mode == "bare" {
-        return bare_only(count).await;
-    }
-    let floor_only = quick_mode == "floor";
-    let homestead_only = quick_mode == "homestead";
-    let first_half = quick_mode == "used";
-    let quick = quick_mode == "1" || homestead_only;
-    // `HOMESTEAD_BENCH_QUICK=offboard`: `1`, then Homestead's offboarding too.
-    let offboard = !quick || quick_mode == "offboard";
-    let quick = quick || quick_mode == "offboard";
-    let plane = install();
-    let admin = plane.client(ADMIN).await.unwrap();
-    let operator_identity = plane.client(OPERATOR).await.unwrap();
-    println!("{count} Users, {IN_FLIGHT} in flight, one local control plane\n");
+/// CPU seconds per process, as [`cpu_seconds`] reads them.
+type Cpu = BTreeMap<&'static str, f64>;
 
-    create_profile(&admin).await;
-    wait_until_the_garbage_collector_knows_users(&admin).await;
-    let background_fresh = background_cpu(plane, None).await;
-    let t0 = Timestamp::now();
-    let (mut floor_up, mut floor_down) = (Duration::ZERO, Duration::ZERO);
-    let cpu_floor_start = cpu_seconds(plane, None);
-    let floor_sent_before = watch_counters(&admin).await;
-    let mut profile = None;
-    // `HOMESTEAD_BENCH_FLOOR_WITHOUT` (with `HOMESTEAD_BENCH_QUICK=floor` only): the
-    // bounded floor less some of its safety layers.
-    let floor = Floor::from_env();
-    assert!(
-        floor == Floor::BOUNDED || floor_only,
-        "HOMESTEAD_BENCH_FLOOR_WITHOUT needs HOMESTEAD_BENCH_QUICK=floor"
-    );
-    if !floor.policies {
-        unbind_operator_policies(&admin, &operator_identity).await;
-    }
-    if !quick {
-        profile = profile_apiserver(&admin, "floor");
-        floor_up = floor_provision(&admin, &operator_identity, count, floor).await;
-        if floor == Floor::BOUNDED {
-            println!("floor: provisioned in {}", secs(floor_up));
-        } else {
-            println!("floor ({floor:?}): provisioned in {}", secs(floor_up));
+/// What `HOMESTEAD_BENCH_QUICK` asks for (see [`main`]).
+struct Mode {
+    /// `bare`: the bare floor alone, on a fresh control plane.
+    bare: bool,
+    /// `floor`: the floor's provisioning alone.
+    floor_only: bool,
+    /// `homestead`: Homestead's provisioning alone.
+    homestead_only: bool,
+    /// `used`: the floor's provisioning and offboarding, then Homestead's provisioning.
+    first_half: bool,
+    /// No floor (and, but for `offboard`, no offboarding).
+    quick: bool,
+    /// Whether Homestead offboards its Users.
+    offboard: bool,
+}
+
+impl Mode {
+    /// `HOMESTEAD_BENCH_QUICK=1`: Homestead's provisioning, restart, steady state and re-list
+    /// only (no floor, no offboarding), to look at memory at scale in minutes.
+    /// `HOMESTEAD_BENCH_QUICK=floor` or `homestead`: that side's provisioning only, on a fresh
+    /// control plane, with its CPU per User (to compare the two in minutes); `used`: the floor's
+    /// provisioning and offboarding, then Homestead's provisioning (the full run's first half);
+    /// `offboard`: `1`, then Homestead's offboarding too; `bare`: the bare floor alone.
+    fn from_env() -> Self {
+        let mode = std::env::var("HOMESTEAD_BENCH_QUICK").unwrap_or_default();
+        let homestead_only = mode == "homestead";
+        Self {
+            bare: mode == "bare",
+            floor_only: mode == "floor",
+            homestead_only,
+            first_half: mode == "used",
+            quick: mode == "1" || homestead_only || mode == "offboard",
+            offboard: !(mode == "1" || homestead_only) || mode == "offboard",
         }
     }
-    let cpu_floor_end = cpu_seconds(plane, None);
-    let floor_sent_after = watch_counters(&admin).await;
-    profiled(profile).await;
-    if !quick {
-        print_watch_counters("floor", &floor_sent_before, &floor_sent_after, count);
+}
+
+/// The floor's first provisioning and offboarding, before Homestead runs.
+#[derive(Default)]
+struct FirstFloor {
+    /// Create to all Ready.
+    up: Duration,
+    /// Delete to all gone.
+    down: Duration,
+    /// CPU before and after its provisioning.
+    cpu: (Cpu, Cpu),
+    /// From its first create to its last Ready, and from then to its offboarding's end.
+    provisioning: (Timestamp, Timestamp),
+    offboarding: (Timestamp, Timestamp),
+}
+
+/// The floor's provisioning, then (unless `mode.quick`) its offboarding, as `operator` with
+/// `floor`'s safety layers.
+async fn first_floor(
+    plane: &ControlPlane,
+    clients: (&Client, &Client),
+    count: usize,
+    floor: Floor,
+    mode: &Mode,
+) -> FirstFloor {
+    let (admin, operator) = clients;
+    let mut run = FirstFloor::default();
+    let t0 = Timestamp::now();
+    let cpu_start = cpu_seconds(plane, None);
+    let sent_before = watch_counters(admin).await;
+    let mut profile = None;
+    if !mode.quick {
+        profile = profile_apiserver(admin, "floor");
+        run.up = floor_provision(admin, operator, count, floor).await;
+        if floor == Floor::BOUNDED {
+            println!("floor: provisioned in {}", secs(run.up));
+        } else {
+            println!("floor ({floor:?}): provisioned in {}", secs(run.up));
+        }
     }
-    if floor_only {
-        let title = "floor: CPU while provisioning";
-        print_cpu(title, &cpu_floor_start, &cpu_floor_end, count, floor_up);
-        return;
+    run.cpu = (cpu_start, cpu_seconds(plane, None));
+    let sent_after = watch_counters(admin).await;
+    profiled(profile).await;
+    if !mode.quick {
+        print_watch_counters("floor", &sent_before, &sent_after, count);
     }
     let t1 = Timestamp::now();
-    if !quick {
-        floor_down = floor_offboard(&admin, &operator_identity, count).await;
-        println!("floor: offboarded in {}", secs(floor_down));
+    if !mode.quick && !mode.floor_only {
+        run.down = floor_offboard(admin, operator, count).await;
+        println!("floor: offboarded in {}", secs(run.down));
     }
-    let t2 = Timestamp::now();
+    run.provisioning = (t0, t1);
+    run.offboarding = (t1, Timestamp::now());
+    run
+}
 
+/// Homestead's provisioning of every User from a freshly started operator.
+struct Provisioning {
+    /// Start to all caches synced, with no User.
+    first_sync: Duration,
+    /// RSS with no User, MiB.
+    idle_rss: f64,
+    /// Cores busy with nothing to do before it.
+    background: f64,
+    /// Create to all Ready.
+    up: Duration,
+    /// CPU before and after it.
+    cpu: (Cpu, Cpu),
+    /// From the first create to the last Event published.
+    window: (Timestamp, Timestamp),
+}
+
+/// Starts the operator and has it provision `count` Users; prints what it took. Returns the
+/// operator, still running, and the figures.
+async fn homestead_provisioning(
+    plane: &ControlPlane,
+    admin: &Client,
+    count: usize,
+) -> (Operator, Provisioning) {
     let (operator, first_sync) = Operator::start("homestead-bench").await;
     let idle_rss = memory_mib(operator.pid(), "VmRSS");
-    let background_used = background_cpu(plane, Some(operator.pid())).await;
-    let cpu_ours_start = cpu_seconds(plane, Some(operator.pid()));
+    let background = background_cpu(plane, Some(operator.pid())).await;
+    let cpu_start = cpu_seconds(plane, Some(operator.pid()));
     let t3 = Timestamp::now();
     let reconciles_before = reconciles(&operator.address);
-    let sent_before = watch_counters(&admin).await;
-    let profile = profile_apiserver(&admin, "homestead");
-    let ours_up = homestead_provision(&admin, count).await;
-    let cpu_ours_end = cpu_seconds(plane, Some(operator.pid()));
-    let sent_after = watch_counters(&admin).await;
-    println!("homestead: all Ready in {}", secs(ours_up));
+    let sent_before = watch_counters(admin).await;
+    let profile = profile_apiserver(admin, "homestead");
+    let up = homestead_provision(admin, count).await;
+    let cpu_end = cpu_seconds(plane, Some(operator.pid()));
+    let sent_after = watch_counters(admin).await;
+    println!("homestead: all Ready in {}", secs(up));
     print_watch_counters("homestead", &sent_before, &sent_after, count);
     // Events are published off the reconcile path, with a small share of the API server while
     // provisioning; the requests counted and the CPU printed below include them.
     let lag = events_published(&operator.address).await;
     let t4 = Timestamp::now();
-    let cpu_ours_events = cpu_seconds(plane, Some(operator.pid()));
+    let cpu_events = cpu_seconds(plane, Some(operator.pid()));
     println!(
         "homestead: every Event published {} after the last User was Ready",
         secs(lag)
@@ -1238,8 +1308,22 @@ async fn main() {
         reconciled as f64 / count as f64
     );
     profiled(profile).await;
-    // Memory once the import is through, without a restart: what the queues, the Recorders'
-    // caches and the allocator still hold then.
+    after_provisioning(&operator, (&cpu_start, &cpu_events), count, up + lag).await;
+    let figures = Provisioning {
+        first_sync,
+        idle_rss,
+        background,
+        up,
+        cpu: (cpu_start, cpu_end),
+        window: (t3, t4),
+    };
+    (operator, figures)
+}
+
+/// What the operator holds once the import is through, without a restart (what the queues, the
+/// Recorders' caches and the allocator still hold then), and its CPU until every Event was
+/// published (`until` after the first create).
+async fn after_provisioning(operator: &Operator, cpu: (&Cpu, &Cpu), count: usize, until: Duration) {
     tokio::time::sleep(Duration::from_secs(10)).await;
     println!(
         "homestead: RSS 10 s after the last Event, no restart: {:.1} MiB (peak so far {:.1} MiB)",
@@ -1247,156 +1331,219 @@ async fn main() {
         memory_mib(operator.pid(), "VmHWM")
     );
     let title = "homestead: CPU until every Event was published";
-    let until_events = ours_up + lag;
-    print_cpu(
-        title,
-        &cpu_ours_start,
-        &cpu_ours_events,
-        count,
-        until_events,
-    );
+    print_cpu(title, cpu.0, cpu.1, count, until);
     settled_memory(operator.pid()).await;
-    if homestead_only || first_half {
-        if first_half {
-            let title = "floor: CPU while provisioning";
-            print_cpu(title, &cpu_floor_start, &cpu_floor_end, count, floor_up);
-            let ratio = ours_up.as_secs_f64() / floor_up.as_secs_f64();
-            println!("provisioning {ratio:.2}x the floor before");
-        }
-        let title = "homestead: CPU while provisioning";
-        print_cpu(title, &cpu_ours_start, &cpu_ours_end, count, ours_up);
-        return;
-    }
-    let peak_provisioning = memory_mib(operator.pid(), "VmHWM");
+}
 
+/// Homestead after its provisioning: a restart over converged Users, steady state, a forced
+/// re-list, a Profile change and its revert, and (per the mode) offboarding.
+struct Later {
+    /// Peak RSS while provisioning, MiB.
+    peak_provisioning: f64,
+    /// Restart to all caches synced, with every User.
+    restart_sync: Duration,
+    /// The steady state after the restart.
+    steady: (Timestamp, Timestamp),
+    /// RSS and peak RSS in steady state, MiB.
+    steady_rss: (f64, f64),
+    /// Peak RSS during a re-list and RSS 10 s after it, MiB.
+    relist_rss: (f64, f64),
+    /// A Profile change: its time to reach every User, and its window.
+    rollout: Duration,
+    change: (Timestamp, Timestamp),
+    /// Delete to all gone, and its window.
+    down: Duration,
+    offboarding: (Timestamp, Timestamp),
+}
+
+/// Runs [`Later`]'s phases with `operator` (stopped at the end).
+async fn homestead_later(
+    plane: &ControlPlane,
+    admin: &Client,
+    count: usize,
+    operator: Operator,
+    offboard: bool,
+) -> Later {
+    let peak_provisioning = memory_mib(operator.pid(), "VmHWM");
     // A restart over converged Users (the Profile's status counting them all too), then
     // steady state.
-    profile_counts(&admin, count).await;
+    profile_counts(admin, count).await;
     drop(operator);
     let (operator, restart_sync) = Operator::start("homestead-bench-2").await;
     let t5 = Timestamp::now();
     tokio::time::sleep(Duration::from_secs(STEADY_SECONDS)).await;
-    let t6 = Timestamp::now();
-    let steady_rss = memory_mib(operator.pid(), "VmRSS");
-    let steady_peak = memory_mib(operator.pid(), "VmHWM");
+    let steady = (t5, Timestamp::now());
+    let steady_rss = (
+        memory_mib(operator.pid(), "VmRSS"),
+        memory_mib(operator.pid(), "VmHWM"),
+    );
+    let relist_rss = relist(plane, &operator).await;
+    let (rollout, change) = profile_rollouts(admin, count, &operator).await;
+    let t7 = Timestamp::now();
+    let mut down = Duration::ZERO;
+    if offboard {
+        down = homestead_offboard(admin, count).await;
+        let lag = events_published(&operator.address).await;
+        println!(
+            "homestead: offboarded in {} (every Event {} later)",
+            secs(down),
+            secs(lag)
+        );
+    }
+    Later {
+        peak_provisioning,
+        restart_sync,
+        steady,
+        steady_rss,
+        relist_rss,
+        rollout,
+        change,
+        down,
+        offboarding: (t7, Timestamp::now()),
+    }
+}
 
-    // A forced re-list: the API server restarts, its watch cache starts over, and every watch
-    // of the operator lists again.
+/// A forced re-list: the API server restarts, its watch cache starts over, and every watch of
+/// `operator` lists again. Returns its peak RSS during it and its RSS 10 s after, MiB.
+async fn relist(plane: &ControlPlane, operator: &Operator) -> (f64, f64) {
     reset_peak(operator.pid());
-    let before_relist = Timestamp::now();
+    let before = Timestamp::now();
     plane.restart_apiserver().await.unwrap();
-    wait_relisted(plane, before_relist).await;
+    wait_relisted(plane, before).await;
     tokio::time::sleep(Duration::from_secs(10)).await;
-    let relist_peak = memory_mib(operator.pid(), "VmHWM");
-    let relist_rss = memory_mib(operator.pid(), "VmRSS");
+    (
+        memory_mib(operator.pid(), "VmHWM"),
+        memory_mib(operator.pid(), "VmRSS"),
+    )
+}
 
-    let t_change = Timestamp::now();
-    let rollout = profile_change(&admin, count).await;
-    // Its Events too, so that the requests counted for it include them.
+/// A Profile change (a quota added) and its revert; returns the change's time to reach every
+/// User and its window (Events included, so the requests counted for it include them).
+async fn profile_rollouts(
+    admin: &Client,
+    count: usize,
+    operator: &Operator,
+) -> (Duration, (Timestamp, Timestamp)) {
+    let from = Timestamp::now();
+    let rollout = profile_change(admin, count).await;
     let lag = events_published(&operator.address).await;
-    let t_changed = Timestamp::now();
+    let to = Timestamp::now();
     println!(
         "homestead: a Profile change reached all {count} Users in {} (every Event {} later)",
         secs(rollout),
         secs(lag)
     );
-
-    let reverted = profile_revert(&admin, count).await;
+    let reverted = profile_revert(admin, count).await;
     let lag = events_published(&operator.address).await;
     println!(
         "homestead: taking the quota away again reached all {count} Users in {} (every Event {} later)",
         secs(reverted),
         secs(lag)
     );
+    (rollout, (from, to))
+}
 
-    let t7 = Timestamp::now();
-    let mut ours_down = Duration::ZERO;
-    if offboard {
-        ours_down = homestead_offboard(&admin, count).await;
-        let lag = events_published(&operator.address).await;
-        println!(
-            "homestead: offboarded in {} (every Event {} later)",
-            secs(ours_down),
-            secs(lag)
-        );
-    }
-    let t8 = Timestamp::now();
-    drop(operator);
+/// The floors after Homestead: the bounded floor again and the bare floor.
+#[derive(Default)]
+struct Floors {
+    /// Cores busy with nothing to do before the floor again.
+    background: f64,
+    /// The bounded floor again: create to all Ready, and its CPU.
+    again: Duration,
+    cpu_again: (Cpu, Cpu),
+    /// The bare floor: create to all Ready, and its CPU.
+    bare: Duration,
+    cpu_bare: (Cpu, Cpu),
+}
 
-    let mut floor_up_after = Duration::ZERO;
-    let mut background_after = 0.0;
-    let mut cpu_floor_after = (BTreeMap::new(), BTreeMap::new());
-    if !quick {
-        background_after = background_cpu(plane, None).await;
-        let start = cpu_seconds(plane, None);
-        let profile = profile_apiserver(&admin, "floor-again");
-        floor_up_after = floor_provision(&admin, &operator_identity, count, Floor::BOUNDED).await;
-        cpu_floor_after = (start, cpu_seconds(plane, None));
-        println!("floor again: provisioned in {}", secs(floor_up_after));
-        profiled(profile).await;
+/// The bounded floor again, then the bare floor last, on the control plane as every run left
+/// it: its Users would be reconciled by Homestead earlier, and cleaning them up takes the
+/// namespace controller as long as an offboarding. So it may be slower than on a fresh control
+/// plane, which flatters Homestead's ratio to it; `HOMESTEAD_BENCH_QUICK=bare` measures it on a
+/// fresh one.
+async fn floors_again(plane: &ControlPlane, clients: (&Client, &Client), count: usize) -> Floors {
+    let (admin, operator) = clients;
+    let background = background_cpu(plane, None).await;
+    let start = cpu_seconds(plane, None);
+    let profile = profile_apiserver(admin, "floor-again");
+    let again = floor_provision(admin, operator, count, Floor::BOUNDED).await;
+    let cpu_again = (start, cpu_seconds(plane, None));
+    println!("floor again: provisioned in {}", secs(again));
+    profiled(profile).await;
+    let start = cpu_seconds(plane, None);
+    let bare = floor_provision(admin, operator, count, Floor::BARE).await;
+    let cpu_bare = (start, cpu_seconds(plane, None));
+    println!("bare floor: provisioned in {}\n", secs(bare));
+    Floors {
+        background,
+        again,
+        cpu_again,
+        bare,
+        cpu_bare,
     }
-    // The bare floor last, on the control plane as every run left it: its Users would be
-    // reconciled by Homestead earlier, and cleaning them up takes the namespace controller as
-    // long as an offboarding. So it may be slower than on a fresh control plane, which flatters
-    // Homestead's ratio to it; `HOMESTEAD_BENCH_QUICK=bare` measures it on a fresh one.
-    let mut bare_up = Duration::ZERO;
-    let mut cpu_bare = (BTreeMap::new(), BTreeMap::new());
-    if !quick {
-        let start = cpu_seconds(plane, None);
-        bare_up = floor_provision(&admin, &operator_identity, count, Floor::BARE).await;
-        cpu_bare = (start, cpu_seconds(plane, None));
-        println!("bare floor: provisioned in {}\n", secs(bare_up));
-    }
+}
 
-    let events = audit_log(plane);
+/// The table of times: create to all Ready and offboarding, against the floors.
+fn print_times(floor: &FirstFloor, ours: &Provisioning, later: &Later, floors: &Floors) {
     let ratio = |ours: Duration, floor: Duration| ours.as_secs_f64() / floor.as_secs_f64();
-    let mean = |a: Duration, b: Duration| (a + b) / 2;
+    let mean = (floor.up + floors.again) / 2;
     println!("| | floor client before | after | mean | Homestead | ratio to the mean |");
     println!("|---|---|---|---|---|---|");
     println!(
         "| create to all Ready | {} | {} | {} | {} | {:.2}x |",
-        secs(floor_up),
-        secs(floor_up_after),
-        secs(mean(floor_up, floor_up_after)),
-        secs(ours_up),
-        ratio(ours_up, mean(floor_up, floor_up_after))
+        secs(floor.up),
+        secs(floors.again),
+        secs(mean),
+        secs(ours.up),
+        ratio(ours.up, mean)
     );
     println!(
         "| create to all Ready, bare floor (admin, least objects; run last) | {} | not run | {} | {} | {:.2}x |",
-        secs(bare_up),
-        secs(bare_up),
-        secs(ours_up),
-        ratio(ours_up, bare_up)
+        secs(floors.bare),
+        secs(floors.bare),
+        secs(ours.up),
+        ratio(ours.up, floors.bare)
     );
     println!(
         "| bounded floor (mean) against the bare floor | | | | | {:.2}x |",
-        ratio(mean(floor_up, floor_up_after), bare_up)
+        ratio(mean, floors.bare)
     );
     println!(
         "| offboarding (Delete) | {} | not run | {} | {} | {:.2}x |",
-        secs(floor_down),
-        secs(floor_down),
-        secs(ours_down),
-        ratio(ours_down, floor_down)
+        secs(floor.down),
+        secs(floor.down),
+        secs(later.down),
+        ratio(later.down, floor.down)
     );
     println!();
+}
+
+/// Requests per User from the audit log `events`: provisioning and offboarding against the
+/// floor's, and a Profile change.
+fn print_all_requests(
+    events: &[Request],
+    floor: &FirstFloor,
+    ours: &Provisioning,
+    later: &Later,
+    count: usize,
+) {
     println!("requests per User while provisioning (audit log):");
     print_requests(
-        &requests(&events, "floor", (t0, t1)),
-        &requests(&events, "homestead", (t3, t4)),
+        &requests(events, "floor", floor.provisioning),
+        &requests(events, "homestead", ours.window),
         count,
     );
     println!("requests per User while offboarding (audit log):");
     print_requests(
-        &requests(&events, "floor", (t1, t2)),
-        &requests(&events, "homestead", (t7, t8)),
+        &requests(events, "floor", floor.offboarding),
+        &requests(events, "homestead", later.offboarding),
         count,
     );
     println!(
         "requests per User for a Profile change (a quota added), {} in all:",
-        secs(rollout)
+        secs(later.rollout)
     );
-    let change = requests(&events, "homestead", (t_change, t_changed));
+    let change = requests(events, "homestead", later.change);
     for (k, n) in &change {
         println!("  {k:<36} {:>8.2}", *n as f64 / count as f64);
     }
@@ -1405,54 +1552,54 @@ async fn main() {
         "total per User",
         change.values().sum::<usize>() as f64 / count as f64
     );
+}
+
+/// CPU per User of each side's provisioning (the floors' unless `quick`, when they did not
+/// run), and the cores busy with nothing to do before each.
+fn print_all_cpu(
+    (floor, floors): (&FirstFloor, &Floors),
+    ours: &Provisioning,
+    (background, quick): (f64, bool),
+    count: usize,
+) {
     if !quick {
-        print_cpu(
-            "floor: CPU while provisioning",
-            &cpu_floor_start,
-            &cpu_floor_end,
-            count,
-            floor_up,
-        );
+        let (start, end) = &floor.cpu;
+        print_cpu("floor: CPU while provisioning", start, end, count, floor.up);
+        let (start, end) = &floors.cpu_again;
+        let title = "floor again: CPU while provisioning";
+        print_cpu(title, start, end, count, floors.again);
+        let (start, end) = &floors.cpu_bare;
+        let title = "bare floor: CPU while provisioning";
+        print_cpu(title, start, end, count, floors.bare);
     }
-    if !quick {
-        print_cpu(
-            "floor again: CPU while provisioning",
-            &cpu_floor_after.0,
-            &cpu_floor_after.1,
-            count,
-            floor_up_after,
-        );
-    }
-    if !quick {
-        print_cpu(
-            "bare floor: CPU while provisioning",
-            &cpu_bare.0,
-            &cpu_bare.1,
-            count,
-            bare_up,
-        );
-    }
+    let (start, end) = &ours.cpu;
     print_cpu(
         "homestead: CPU while provisioning",
-        &cpu_ours_start,
-        &cpu_ours_end,
+        start,
+        end,
         count,
-        ours_up,
+        ours.up,
     );
     println!(
-        "cores busy with nothing to do, before the floor: {background_fresh:.2}; before Homestead: {background_used:.2}; before the floor again: {background_after:.2}"
+        "cores busy with nothing to do, before the floor: {background:.2}; before Homestead: {:.2}; before the floor again: {:.2}",
+        ours.background, floors.background
     );
+}
+
+/// The operator's own figures: requests about no one User, time to sync, writes in steady
+/// state, memory.
+fn print_operator(events: &[Request], ours: &Provisioning, later: &Later, count: usize) {
     println!("operator requests about no one User while provisioning (watches, lists, Leases):");
-    for (k, n) in operator_overhead(&events, (t3, t4)) {
+    for (k, n) in operator_overhead(events, ours.window) {
         println!("  {k:<36} {n:>8}");
     }
     println!();
     println!(
         "operator start to all caches synced: {} (no Users), {} ({count} Users, after a restart)",
-        secs(first_sync),
-        secs(restart_sync)
+        secs(ours.first_sync),
+        secs(later.restart_sync)
     );
-    let steady_writes = operator_writes(&events, (t5, t6));
+    let steady_writes = operator_writes(events, later.steady);
     println!(
         "operator writes in {STEADY_SECONDS} s of steady state after that restart: {} (Lease renewals excluded){}",
         steady_writes.len(),
@@ -1462,13 +1609,89 @@ async fn main() {
             format!(": {}", steady_writes.join(", "))
         }
     );
-    println!("operator RSS with no User:              {idle_rss:.1} MiB");
-    println!("operator peak RSS while provisioning:   {peak_provisioning:.1} MiB");
+    let ((steady, steady_peak), (relist_peak, relist_after)) = (later.steady_rss, later.relist_rss);
     println!(
-        "operator RSS in steady state:           {steady_rss:.1} MiB (peak since restart {steady_peak:.1} MiB)"
+        "operator RSS with no User:              {:.1} MiB",
+        ours.idle_rss
     );
     println!(
-        "operator peak RSS during a re-list:     {relist_peak:.1} MiB ({:.2}x steady; {relist_rss:.1} MiB 10 s after)",
-        relist_peak / steady_rss
+        "operator peak RSS while provisioning:   {:.1} MiB",
+        later.peak_provisioning
     );
+    println!(
+        "operator RSS in steady state:           {steady:.1} MiB (peak since restart {steady_peak:.1} MiB)"
+    );
+    println!(
+        "operator peak RSS during a re-list:     {relist_peak:.1} MiB ({:.2}x steady; {relist_after:.1} MiB 10 s after)",
+        relist_peak / steady
+    );
+}
+
+/// The full run, or the part `HOMESTEAD_BENCH_QUICK` asks for ([`Mode`]), of
+/// `HOMESTEAD_BENCH_USERS` (default 1000) Users.
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let count: usize = std::env::var("HOMESTEAD_BENCH_USERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let mode = Mode::from_env();
+    if mode.bare {
+        return bare_only(count).await;
+    }
+    let plane = install();
+    let admin = plane.client(ADMIN).await.unwrap();
+    let operator_identity = plane.client(OPERATOR).await.unwrap();
+    println!("{count} Users, {IN_FLIGHT} in flight, one local control plane\n");
+    create_profile(&admin).await;
+    wait_until_the_garbage_collector_knows_users(&admin).await;
+    let background_fresh = background_cpu(plane, None).await;
+    // `HOMESTEAD_BENCH_FLOOR_WITHOUT` (with `HOMESTEAD_BENCH_QUICK=floor` only): the
+    // bounded floor less some of its safety layers.
+    let floor = Floor::from_env();
+    assert!(
+        floor == Floor::BOUNDED || mode.floor_only,
+        "HOMESTEAD_BENCH_FLOOR_WITHOUT needs HOMESTEAD_BENCH_QUICK=floor"
+    );
+    if !floor.policies {
+        unbind_operator_policies(&admin, &operator_identity).await;
+    }
+    let clients = (&admin, &operator_identity);
+    let first = first_floor(plane, clients, count, floor, &mode).await;
+    let (floor_start, floor_end) = &first.cpu;
+    if mode.floor_only {
+        let title = "floor: CPU while provisioning";
+        print_cpu(title, floor_start, floor_end, count, first.up);
+        return;
+    }
+    let (operator, ours) = homestead_provisioning(plane, &admin, count).await;
+    if mode.homestead_only || mode.first_half {
+        if mode.first_half {
+            let title = "floor: CPU while provisioning";
+            print_cpu(title, floor_start, floor_end, count, first.up);
+            let ratio = ours.up.as_secs_f64() / first.up.as_secs_f64();
+            println!("provisioning {ratio:.2}x the floor before");
+        }
+        let (start, end) = &ours.cpu;
+        print_cpu(
+            "homestead: CPU while provisioning",
+            start,
+            end,
+            count,
+            ours.up,
+        );
+        return;
+    }
+    let later = homestead_later(plane, &admin, count, operator, mode.offboard).await;
+    let floors = if mode.quick {
+        Floors::default()
+    } else {
+        floors_again(plane, clients, count).await
+    };
+    let events = audit_log(plane);
+    print_times(&first, &ours, &later, &floors);
+    print_all_requests(&events, &first, &ours, &later, count);
+    let quick = (background_fresh, mode.quick);
+    print_all_cpu((&first, &floors), &ours, quick, count);
+    print_operator(&events, &ours, &later, count);
 }

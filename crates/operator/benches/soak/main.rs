@@ -129,49 +129,9 @@ async fn setup(seed: u64) -> Soak {
     }
     let scim: &'static common::ScimService =
         Box::leak(Box::new(common::spawn_scim("scim-soak", &[])));
-    let standby_address = format!("127.0.0.1:{}", homestead_testenv::free_port().unwrap());
-    let standby: &'static Mutex<_> = Box::leak(Box::new(Mutex::new(
-        common::spawn_standby(&standby_address).await,
-    )));
-    let replicas = vec![
-        Replica {
-            name: "homestead",
-            pod: Mutex::new("homestead-test".into()),
-            address: env.metrics_address.clone(),
-            process: &env.operator,
-            restarts: Mutex::new(0),
-            in_fault: false.into(),
-        },
-        Replica {
-            name: "homestead-standby",
-            pod: Mutex::new("homestead-standby".into()),
-            address: standby_address,
-            process: standby,
-            restarts: Mutex::new(0),
-            in_fault: false.into(),
-        },
-    ];
+    let replicas = replicas(env).await;
     let clock = Clock::new();
-    let mut model = Model::default();
-    for (name, spec) in [
-        (
-            HR_PROFILES[0],
-            json!({ "role": "admin", "networkIsolation": "None", "userOverrides": ["role"] }),
-        ),
-        (
-            HR_PROFILES[1],
-            json!({ "role": "edit", "networkIsolation": "Isolated", "userOverrides": ["role"] }),
-        ),
-        (
-            DIRECTORY_PROFILE,
-            json!({ "role": "edit", "directory": { "groups": [GROUP_NAME] } }),
-        ),
-    ] {
-        common::profile(&admin, name, spec.clone()).await;
-        model
-            .profiles
-            .insert(name.to_owned(), spec["role"].as_str().unwrap().to_owned());
-    }
+    let model = profiles(&admin).await;
     let model = Arc::new(Mutex::new(model));
     let faults = Arc::new(Faults {
         plane,
@@ -201,6 +161,59 @@ async fn setup(seed: u64) -> Soak {
         peak_rss: Mutex::default(),
         checkpoints: Mutex::new(0),
     }
+}
+
+/// The two operator replicas: the tests' operator and a standby (leader election on both).
+async fn replicas(env: &'static common::Env) -> Vec<Replica> {
+    let standby_address = format!("127.0.0.1:{}", homestead_testenv::free_port().unwrap());
+    let standby: &'static Mutex<_> = Box::leak(Box::new(Mutex::new(
+        common::spawn_standby(&standby_address).await,
+    )));
+    let replicas = vec![
+        Replica {
+            name: "homestead",
+            pod: Mutex::new("homestead-test".into()),
+            address: env.metrics_address.clone(),
+            process: &env.operator,
+            restarts: Mutex::new(0),
+            in_fault: false.into(),
+        },
+        Replica {
+            name: "homestead-standby",
+            pod: Mutex::new("homestead-standby".into()),
+            address: standby_address,
+            process: standby,
+            restarts: Mutex::new(0),
+            in_fault: false.into(),
+        },
+    ];
+    replicas
+}
+
+/// Creates the soak's Profiles (two HR may name, one directory groups choose) and the model
+/// that knows their roles.
+async fn profiles(admin: &kube::Client) -> Model {
+    let mut model = Model::default();
+    for (name, spec) in [
+        (
+            HR_PROFILES[0],
+            json!({ "role": "admin", "networkIsolation": "None", "userOverrides": ["role"] }),
+        ),
+        (
+            HR_PROFILES[1],
+            json!({ "role": "edit", "networkIsolation": "Isolated", "userOverrides": ["role"] }),
+        ),
+        (
+            DIRECTORY_PROFILE,
+            json!({ "role": "edit", "directory": { "groups": [GROUP_NAME] } }),
+        ),
+    ] {
+        common::profile(admin, name, spec.clone()).await;
+        model
+            .profiles
+            .insert(name.to_owned(), spec["role"].as_str().unwrap().to_owned());
+    }
+    model
 }
 
 /// The oracle, every second until aborted.
@@ -416,6 +429,23 @@ async fn replay_ops(soak: &Soak, r: Reproduction) {
 async fn quiesce(soak: &Soak) {
     let started = soak.clock.now();
     let oracle = Oracle::new(soak.actors.admin.clone(), soak.clock, PathBuf::new());
+    wait_until_quiet(soak, &oracle, started).await;
+    let writes = idle_writes(soak, &oracle, started).await;
+    *soak.quiescent_at.lock().unwrap() = soak.log.lock().unwrap().len();
+    *soak.checkpoints.lock().unwrap() += 1;
+    println!(
+        "quiescent point {} at {:.0} s (waited {:.0} s): converged, {} operator writes in {IDLE_WINDOW} s",
+        soak.checkpoints.lock().unwrap(),
+        soak.clock.now(),
+        soak.clock.now() - started,
+        writes
+    );
+}
+
+/// Waits until the cluster equals the model and the operator made no write (its Lease aside)
+/// for [`QUIET`] seconds; records a `converges-after-quiescence` violation and gives up after
+/// 150 s (`started`: when the quiescent point began).
+async fn wait_until_quiet(soak: &Soak, oracle: &Oracle, started: f64) {
     let mut last = Vec::new();
     let mut settled_since: Option<f64> = None;
     // Quiet means converged and no operator write (its Lease aside) for [`QUIET`] seconds: a
@@ -441,20 +471,7 @@ async fn quiesce(soak: &Soak) {
         let snap = oracle.snapshot().await;
         let quiet = match (&snap, faulty || expiring) {
             (Ok(snap), false) => {
-                let model = soak.model.lock().unwrap().clone();
-                last = Oracle::converged(snap, &model);
-                for o in &model.offboarded {
-                    let there = snap
-                        .namespaces
-                        .get(&o.namespace)
-                        .is_some_and(|n| o.uid.is_some() && n.uid() == o.uid);
-                    if there && !o.retain {
-                        last.push(format!(
-                            "{} is still there after its User's Delete offboarding",
-                            o.namespace
-                        ));
-                    }
-                }
+                last = differences(snap, &soak.model.lock().unwrap().clone());
                 last.is_empty()
             }
             _ => false,
@@ -485,6 +502,30 @@ async fn quiesce(soak: &Soak) {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// How the cluster (`snap`) differs from `model`: [`Oracle::converged`]'s differences, and every
+/// namespace still there after its User's Delete offboarding.
+fn differences(snap: &Snapshot, model: &Model) -> Vec<String> {
+    let mut last = Oracle::converged(snap, model);
+    for o in &model.offboarded {
+        let there = snap
+            .namespaces
+            .get(&o.namespace)
+            .is_some_and(|n| o.uid.is_some() && n.uid() == o.uid);
+        if there && !o.retain {
+            last.push(format!(
+                "{} is still there after its User's Delete offboarding",
+                o.namespace
+            ));
+        }
+    }
+    last
+}
+
+/// Once quiet, watches the audit log for [`IDLE_WINDOW`] seconds: an operator write then (its
+/// Lease aside) is a `steady-state-costs-nothing` violation. Returns how many there were.
+async fn idle_writes(soak: &Soak, oracle: &Oracle, started: f64) -> usize {
     // No write once quiet: Events queued before are published first (a second).
     tokio::time::sleep(Duration::from_secs(2)).await;
     let path = plane().dir().join("audit.log");
@@ -516,15 +557,7 @@ async fn quiesce(soak: &Soak) {
             &snap,
         );
     }
-    *soak.quiescent_at.lock().unwrap() = soak.log.lock().unwrap().len();
-    *soak.checkpoints.lock().unwrap() += 1;
-    println!(
-        "quiescent point {} at {:.0} s (waited {:.0} s): converged, {} operator writes in {IDLE_WINDOW} s",
-        soak.checkpoints.lock().unwrap(),
-        soak.clock.now(),
-        soak.clock.now() - started,
-        writes.len()
-    );
+    writes.len()
 }
 
 /// Prints the figures, then the one-line summary.
@@ -541,44 +574,7 @@ fn report(soak: &Soak) {
         println!("  {actor}: {n} ({ok})");
     }
     let model = soak.model.lock().unwrap();
-    println!("faults:");
-    for f in &model.faults {
-        println!(
-            "  at {:.0} s: {} (healed after {:.1} s)",
-            f.start,
-            f.what,
-            f.healed.map_or(f64::NAN, |h| h - f.start)
-        );
-    }
-    let mut delays = soak_delays().lock().unwrap().clone();
-    delays.sort_by(f64::total_cmp);
-    let at = |q: f64| {
-        delays
-            .get(((delays.len() as f64 - 1.0) * q).round() as usize)
-            .copied()
-            .unwrap_or(f64::NAN)
-    };
-    println!(
-        "revocations observed complete: {} (seconds from the accepted change: median {:.1}, p99 {:.1}, max {:.1}; the oracle looks every second)",
-        delays.len(),
-        at(0.5),
-        at(0.99),
-        at(1.0)
-    );
-    for r in &soak.actors.faults.replicas {
-        println!(
-            "operator replica {}: peak RSS {:.1} MiB, restarted {} times",
-            r.name,
-            soak.peak_rss
-                .lock()
-                .unwrap()
-                .get(r.name)
-                .copied()
-                .unwrap_or(0) as f64
-                / 1048576.0,
-            r.restarts.lock().unwrap()
-        );
-    }
+    print_figures(soak, &model);
     println!("quiescent points: {}", soak.checkpoints.lock().unwrap());
     let violations = soak.violations.lock().unwrap();
     let paths: Vec<String> = violations
@@ -617,4 +613,46 @@ fn report(soak: &Soak) {
     drop(log);
     drop(model);
     std::process::exit(i32::from(failed));
+}
+
+/// The run's figures: the faults, how long revocations took, the replicas' memory and restarts.
+fn print_figures(soak: &Soak, model: &Model) {
+    println!("faults:");
+    for f in &model.faults {
+        println!(
+            "  at {:.0} s: {} (healed after {:.1} s)",
+            f.start,
+            f.what,
+            f.healed.map_or(f64::NAN, |h| h - f.start)
+        );
+    }
+    let mut delays = soak_delays().lock().unwrap().clone();
+    delays.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        delays
+            .get(((delays.len() as f64 - 1.0) * q).round() as usize)
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    println!(
+        "revocations observed complete: {} (seconds from the accepted change: median {:.1}, p99 {:.1}, max {:.1}; the oracle looks every second)",
+        delays.len(),
+        at(0.5),
+        at(0.99),
+        at(1.0)
+    );
+    for r in &soak.actors.faults.replicas {
+        println!(
+            "operator replica {}: peak RSS {:.1} MiB, restarted {} times",
+            r.name,
+            soak.peak_rss
+                .lock()
+                .unwrap()
+                .get(r.name)
+                .copied()
+                .unwrap_or(0) as f64
+                / 1048576.0,
+            r.restarts.lock().unwrap()
+        );
+    }
 }

@@ -353,25 +353,7 @@ impl Oracle {
                 .iter()
                 .filter(|b| b.namespace().as_deref() == Some(r.namespace.as_str()))
                 .collect();
-            let mut who: BTreeSet<(String, Vec<String>)> = BTreeSet::new();
-            who.insert(identity(&r.owner));
-            who.insert(service_account(&r.namespace));
-            for b in &bindings {
-                for s in b.subjects.iter().flatten() {
-                    match s.kind.as_str() {
-                        "User" => {
-                            who.insert(identity(&s.name));
-                        }
-                        "Group" => {
-                            who.insert(("soak-group-member".into(), vec![s.name.clone()]));
-                        }
-                        _ => {
-                            let ns = s.namespace.clone().unwrap_or(r.namespace.clone());
-                            who.insert(service_account_named(&ns, &s.name));
-                        }
-                    }
-                }
-            }
+            let who = subjects_of(r, &bindings);
             let allowed = self.who_may_get_pods(&r.namespace, who).await;
             let key = (r.namespace.clone(), format!("{:.3}", r.since));
             if bindings.is_empty() && allowed.is_empty() {
@@ -383,17 +365,7 @@ impl Oracle {
             }
             // A binding that appears in a namespace revoked long ago (rule 17: "any RoleBinding
             // that appears in it is removed") is due 2 s after it appeared, not after `since`.
-            let overdue: Vec<&RoleBinding> = bindings
-                .iter()
-                .copied()
-                .filter(|b| {
-                    let key = format!("rb {}/{} {:?}", r.namespace, b.name_any(), b.uid());
-                    let appeared = *self.first_seen.entry(key).or_insert(snap.at);
-                    model
-                        .deadline(r.since.max(appeared), REVOCATION_ALLOWED)
-                        .is_some_and(|d| snap.at > d)
-                })
-                .collect();
+            let overdue = self.overdue(r, &bindings, snap.at, model);
             let Some(deadline) = model.deadline(r.since, REVOCATION_ALLOWED) else {
                 continue;
             };
@@ -436,6 +408,29 @@ impl Oracle {
                 });
             }
         }
+    }
+
+    /// The RoleBindings among `bindings` (in the revoked namespace `r`) past their deadline: 2 s
+    /// after the revocation, or after the binding appeared if it appeared later (rule 17: "any
+    /// RoleBinding that appears in it is removed").
+    fn overdue<'a>(
+        &mut self,
+        r: &Revoked,
+        bindings: &[&'a RoleBinding],
+        at: f64,
+        model: &Model,
+    ) -> Vec<&'a RoleBinding> {
+        bindings
+            .iter()
+            .copied()
+            .filter(|b| {
+                let key = format!("rb {}/{} {:?}", r.namespace, b.name_any(), b.uid());
+                let appeared = *self.first_seen.entry(key).or_insert(at);
+                model
+                    .deadline(r.since.max(appeared), REVOCATION_ALLOWED)
+                    .is_some_and(|d| at > d)
+            })
+            .collect()
     }
 
     /// The identities among `who` that a SubjectAccessReview allows to get pods in `namespace`.
@@ -515,39 +510,9 @@ impl Oracle {
                 .map(String::as_str)
                 == Some("homestead");
             let problem = if homestead {
-                let subjects_ok = b.subjects.iter().flatten().all(|s| {
-                    s.kind == "User" && s.name == owner.0
-                        || s.kind == "Group" && !s.name.starts_with("system:")
-                });
-                let role_ok = ALLOWED_ROLES.contains(&b.role_ref.name.as_str());
-                (!subjects_ok || !role_ok).then(|| {
-                    format!(
-                        "Homestead's {ns}/{name} grants {} to {:?}, not to {}",
-                        b.role_ref.name,
-                        b.subjects
-                            .iter()
-                            .flatten()
-                            .map(|s| s.name.clone())
-                            .collect::<Vec<_>>(),
-                        owner.0
-                    )
-                })
+                homestead_binding_problem(b, &ns, &owner.0)
             } else {
-                match self.audit.creators.get(&(ns.clone(), name.clone())) {
-                    None => None,
-                    Some(creator) => {
-                        let own_sa = creator.starts_with(&format!("system:serviceaccount:{ns}:"));
-                        // The platform's administrators may grant access anywhere.
-                        let platform = creator == homestead_testenv::ADMIN;
-                        (!lower(creator).eq(&lower(&owner.0))
-                            && !own_sa
-                            && !platform
-                            && creator != OPERATOR)
-                            .then(|| {
-                                format!("{ns}/{name} was made by {creator}, not by {}", owner.0)
-                            })
-                    }
-                }
+                self.creator_problem(&ns, &name, &owner.0)
             };
             let Some(detail) = problem else { continue };
             let key = format!(
@@ -571,6 +536,22 @@ impl Oracle {
         }
         self.first_seen
             .retain(|k, _| !k.starts_with("source ") || seen.contains(k));
+    }
+
+    /// Why the RoleBinding `ns/name`, not Homestead's, has no source: its creator (from the
+    /// audit log) is not the namespace's owner `owner`, their own ServiceAccount, the platform's
+    /// administrator or the operator; `None` when it has one, or when its creator is unknown.
+    fn creator_problem(&self, ns: &str, name: &str, owner: &str) -> Option<String> {
+        match self.audit.creators.get(&(ns.to_owned(), name.to_owned())) {
+            None => None,
+            Some(creator) => {
+                let own_sa = creator.starts_with(&format!("system:serviceaccount:{ns}:"));
+                // The platform's administrators may grant access anywhere.
+                let platform = creator == homestead_testenv::ADMIN;
+                (!lower(creator).eq(&lower(owner)) && !own_sa && !platform && creator != OPERATOR)
+                    .then(|| format!("{ns}/{name} was made by {creator}, not by {}", owner))
+            }
+        }
     }
 
     /// `every-user-has-ready`: a Ready condition for the User's current generation within
@@ -655,17 +636,7 @@ impl Oracle {
                 n.labels().get("homestead.dev/user") == Some(name)
                     && n.annotations().get("homestead.dev/user-uid") == u.uid().as_ref()
             });
-            let homestead: Vec<&RoleBinding> = snap
-                .bindings
-                .iter()
-                .filter(|b| {
-                    b.namespace().as_deref() == Some(m.namespace.as_str())
-                        && b.labels()
-                            .get("app.kubernetes.io/managed-by")
-                            .map(String::as_str)
-                            == Some("homestead")
-                })
-                .collect();
+            let homestead = homestead_bindings(snap, &m.namespace);
             let reason = u
                 .ready_condition()
                 .map(|c| c.reason.clone())
@@ -703,17 +674,7 @@ impl Oracle {
                 ));
             }
         }
-        for u in &snap.users {
-            let soak = ["hr-", "idp-", "roster-"]
-                .iter()
-                .any(|p| u.name_any().starts_with(p));
-            if soak && !model.users.contains_key(&u.name_any()) {
-                wrong.push(format!(
-                    "User {} exists but the workload never made it",
-                    u.name_any()
-                ));
-            }
-        }
+        wrong.extend(unknown_users(snap, model));
         wrong
     }
 }
@@ -763,4 +724,82 @@ fn service_account_named(namespace: &str, name: &str) -> (String, Vec<String>) {
             "system:authenticated".to_owned(),
         ],
     )
+}
+
+/// Why Homestead's RoleBinding `b` in `ns` is not the source it should be: it must bind an
+/// allow-listed role to the namespace's owner `owner` (and groups that are not `system:`).
+fn homestead_binding_problem(b: &RoleBinding, ns: &str, owner: &str) -> Option<String> {
+    let name = b.name_any();
+    let subjects_ok = b.subjects.iter().flatten().all(|s| {
+        s.kind == "User" && s.name == owner || s.kind == "Group" && !s.name.starts_with("system:")
+    });
+    let role_ok = ALLOWED_ROLES.contains(&b.role_ref.name.as_str());
+    (!subjects_ok || !role_ok).then(|| {
+        format!(
+            "Homestead's {ns}/{name} grants {} to {:?}, not to {}",
+            b.role_ref.name,
+            b.subjects
+                .iter()
+                .flatten()
+                .map(|s| s.name.clone())
+                .collect::<Vec<_>>(),
+            owner
+        )
+    })
+}
+
+/// Who might get Pods in the revoked namespace `r`: its owner, its default ServiceAccount, and
+/// every subject of `bindings` (a Group as a member of it).
+fn subjects_of(r: &Revoked, bindings: &[&RoleBinding]) -> BTreeSet<(String, Vec<String>)> {
+    let mut who: BTreeSet<(String, Vec<String>)> = BTreeSet::new();
+    who.insert(identity(&r.owner));
+    who.insert(service_account(&r.namespace));
+    for b in bindings {
+        for s in b.subjects.iter().flatten() {
+            match s.kind.as_str() {
+                "User" => {
+                    who.insert(identity(&s.name));
+                }
+                "Group" => {
+                    who.insert(("soak-group-member".into(), vec![s.name.clone()]));
+                }
+                _ => {
+                    let ns = s.namespace.clone().unwrap_or(r.namespace.clone());
+                    who.insert(service_account_named(&ns, &s.name));
+                }
+            }
+        }
+    }
+    who
+}
+
+/// Homestead's RoleBindings (labelled as Homestead's) in `namespace`.
+fn homestead_bindings<'a>(snap: &'a Snapshot, namespace: &str) -> Vec<&'a RoleBinding> {
+    snap.bindings
+        .iter()
+        .filter(|b| {
+            b.namespace().as_deref() == Some(namespace)
+                && b.labels()
+                    .get("app.kubernetes.io/managed-by")
+                    .map(String::as_str)
+                    == Some("homestead")
+        })
+        .collect()
+}
+
+/// The Users of the soak's prefixes that the workload never made.
+fn unknown_users(snap: &Snapshot, model: &Model) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for u in &snap.users {
+        let soak = ["hr-", "idp-", "roster-"]
+            .iter()
+            .any(|p| u.name_any().starts_with(p));
+        if soak && !model.users.contains_key(&u.name_any()) {
+            wrong.push(format!(
+                "User {} exists but the workload never made it",
+                u.name_any()
+            ));
+        }
+    }
+    wrong
 }

@@ -638,51 +638,7 @@ impl Actors {
 
     async fn hr(&self, op: &Op) -> Outcome {
         match op {
-            Op::HrCreate {
-                name,
-                username,
-                role,
-                profile,
-                retain,
-                namespace,
-            } => {
-                let mut spec = json!({
-                    "identity": { "username": username },
-                    "deletionPolicy": if *retain { "Retain" } else { "Delete" },
-                });
-                if let Some(role) = role {
-                    spec["role"] = json!(role);
-                }
-                if let Some(profile) = profile {
-                    spec["profile"] = json!(profile);
-                }
-                if let Some(namespace) = namespace {
-                    spec["namespace"] = json!({ "name": namespace });
-                }
-                let user = User::test(name).with_spec(spec);
-                let result = Api::<User>::all(self.hr.clone())
-                    .create(&PostParams::default(), &user)
-                    .await;
-                if let Ok(created) = &result {
-                    let now = self.clock.now();
-                    let mut model = self.model.lock().unwrap();
-                    model.usernames.insert(username.clone());
-                    model.users.insert(
-                        name.clone(),
-                        ModelUser::new(
-                            username.clone(),
-                            created.uid(),
-                            Writer::Hr,
-                            role.clone(),
-                            profile.clone(),
-                            *retain,
-                            namespace.clone().unwrap_or_else(|| format!("user-{name}")),
-                            now,
-                        ),
-                    );
-                }
-                Outcome::from(result)
-            }
+            Op::HrCreate { .. } => self.hr_create(op).await,
             Op::HrSuspend { name, suspended } => {
                 let result = self.merge(name, json!({ "suspended": suspended })).await;
                 if result.is_ok() {
@@ -696,28 +652,7 @@ impl Actors {
                 }
                 Outcome::from(result)
             }
-            Op::HrExpire { name, seconds } => {
-                // Whole seconds: the API server keeps validUntil to the second.
-                let now = self.clock.now();
-                let whole = self
-                    .clock
-                    .wall(now + *seconds as f64)
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .expect("a time after 1970")
-                    .as_secs();
-                let stamp = k8s_openapi::jiff::Timestamp::from_second(whole as i64)
-                    .expect("a time jiff represents")
-                    .strftime("%Y-%m-%dT%H:%M:%SZ")
-                    .to_string();
-                let at = self
-                    .clock
-                    .at(std::time::UNIX_EPOCH + Duration::from_secs(whole));
-                let result = self.merge(name, json!({ "validUntil": stamp })).await;
-                if result.is_ok() {
-                    self.changed(name, |u, _| u.valid_until = Some(at));
-                }
-                Outcome::from(result)
-            }
+            Op::HrExpire { name, seconds } => self.hr_expire(name, *seconds).await,
             Op::HrRenew { name } => {
                 let result = self.merge(name, json!({ "validUntil": null })).await;
                 if result.is_ok() {
@@ -752,47 +687,89 @@ impl Actors {
         }
     }
 
+    /// `HrCreate`: creates the User as HR; the model learns it (with its uid) when the API
+    /// server accepts it.
+    async fn hr_create(&self, op: &Op) -> Outcome {
+        let Op::HrCreate {
+            name,
+            username,
+            role,
+            profile,
+            retain,
+            namespace,
+        } = op
+        else {
+            unreachable!("an HrCreate");
+        };
+        let mut spec = json!({
+            "identity": { "username": username },
+            "deletionPolicy": if *retain { "Retain" } else { "Delete" },
+        });
+        if let Some(role) = role {
+            spec["role"] = json!(role);
+        }
+        if let Some(profile) = profile {
+            spec["profile"] = json!(profile);
+        }
+        if let Some(namespace) = namespace {
+            spec["namespace"] = json!({ "name": namespace });
+        }
+        let user = User::test(name).with_spec(spec);
+        let result = Api::<User>::all(self.hr.clone())
+            .create(&PostParams::default(), &user)
+            .await;
+        if let Ok(created) = &result {
+            let now = self.clock.now();
+            let mut model = self.model.lock().unwrap();
+            model.usernames.insert(username.clone());
+            model.users.insert(
+                name.clone(),
+                ModelUser::new(
+                    username.clone(),
+                    created.uid(),
+                    Writer::Hr,
+                    role.clone(),
+                    profile.clone(),
+                    *retain,
+                    namespace.clone().unwrap_or_else(|| format!("user-{name}")),
+                    now,
+                ),
+            );
+        }
+        Outcome::from(result)
+    }
+
+    /// `HrExpire`: sets `validUntil` `seconds` ahead (whole seconds, as the API server keeps it).
+    async fn hr_expire(&self, name: &str, seconds: u64) -> Outcome {
+        // Whole seconds: the API server keeps validUntil to the second.
+        let now = self.clock.now();
+        let whole = self
+            .clock
+            .wall(now + seconds as f64)
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("a time after 1970")
+            .as_secs();
+        let stamp = k8s_openapi::jiff::Timestamp::from_second(whole as i64)
+            .expect("a time jiff represents")
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string();
+        let at = self
+            .clock
+            .at(std::time::UNIX_EPOCH + Duration::from_secs(whole));
+        let result = self.merge(name, json!({ "validUntil": stamp })).await;
+        if result.is_ok() {
+            self.changed(name, |u, _| u.valid_until = Some(at));
+        }
+        Outcome::from(result)
+    }
+
     /// Runs `homestead import` as HR with `rows` and `--prune delete`; records the rows and the
     /// pruned Users in the model when it succeeds (it writes nothing when it fails on a bound).
     async fn import(&self, rows: &[RosterRow], allow_mass_prune: usize) -> Outcome {
-        let dir = self.faults.plane.dir();
-        let path = dir.join("soak-roster.csv");
-        let mut csv = String::from("name,username,role\n");
-        for row in rows {
-            csv += &format!(
-                "{},{},{}\n",
-                row.name,
-                row.username,
-                row.role.as_deref().unwrap_or("")
-            );
-        }
-        std::fs::write(&path, csv).expect("writing the roster");
-        let kubeconfig = self
-            .faults
-            .plane
-            .write_kubeconfig(crate::common::HR, &dir.join("soak-hr.kubeconfig"))
-            .expect("HR's kubeconfig");
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_homestead"));
-        command
-            .arg("import")
-            .arg(&path)
-            .args(["--source", ROSTER_SOURCE, "--prune", "delete"])
-            .env("KUBECONFIG", kubeconfig);
-        if allow_mass_prune > 0 {
-            command.arg(format!("--allow-mass-prune={allow_mass_prune}"));
-        }
-        let out = match command.output().await {
-            Ok(out) => out,
-            Err(e) => return Outcome::refused(e),
+        let report = match self.run_import(rows, allow_mass_prune).await {
+            Ok(report) => report,
+            Err(refused) => return refused,
         };
-        let report = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .last()
-            .unwrap_or_default()
-            .to_owned();
-        if !out.status.success() {
-            return Outcome::refused(format!("{report} {}", String::from_utf8_lossy(&out.stderr)));
-        }
         let now = self.clock.now();
         let pruned: Vec<String> = {
             let model = self.model.lock().unwrap();
@@ -844,6 +821,56 @@ impl Actors {
             );
         }
         Outcome::ok(format!("{report}; created {created:?}, pruned {pruned:?}"))
+    }
+
+    /// Writes `rows` as a roster and runs `homestead import --prune delete` on it as HR
+    /// (`--allow-mass-prune` when `allow_mass_prune` is not 0). Returns its last line, or the
+    /// refusal when it fails.
+    async fn run_import(
+        &self,
+        rows: &[RosterRow],
+        allow_mass_prune: usize,
+    ) -> Result<String, Outcome> {
+        let dir = self.faults.plane.dir();
+        let path = dir.join("soak-roster.csv");
+        let mut csv = String::from("name,username,role\n");
+        for row in rows {
+            csv += &format!(
+                "{},{},{}\n",
+                row.name,
+                row.username,
+                row.role.as_deref().unwrap_or("")
+            );
+        }
+        std::fs::write(&path, csv).expect("writing the roster");
+        let kubeconfig = self
+            .faults
+            .plane
+            .write_kubeconfig(crate::common::HR, &dir.join("soak-hr.kubeconfig"))
+            .expect("HR's kubeconfig");
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_homestead"));
+        command
+            .arg("import")
+            .arg(&path)
+            .args(["--source", ROSTER_SOURCE, "--prune", "delete"])
+            .env("KUBECONFIG", kubeconfig);
+        if allow_mass_prune > 0 {
+            command.arg(format!("--allow-mass-prune={allow_mass_prune}"));
+        }
+        let out = match command.output().await {
+            Ok(out) => out,
+            Err(e) => return Err(Outcome::refused(e)),
+        };
+        let report = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_owned();
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            return Err(Outcome::refused(format!("{report} {stderr}")));
+        }
+        Ok(report)
     }
 
     /// Records that User `name`'s deletion was accepted now: its namespace, if it has one (the
@@ -907,84 +934,15 @@ impl Actors {
     }
 
     async fn scim(&self, op: &Op) -> Outcome {
-        let outcome = |code: u16, body: &Value| Outcome {
-            ok: (200..300).contains(&code),
-            detail: if (200..300).contains(&code) {
-                format!("{code}")
-            } else {
-                format!("{code} {body}")
-            },
-        };
+        let outcome = http_outcome;
         let user_path = |name: &str| self.scim_id(name).map(|id| format!("/Users/{id}"));
         match op {
-            Op::ScimCreate { name, user_name } => {
-                let body = json!({
-                    "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"],
-                    "userName": user_name, "active": true,
-                });
-                let (code, created) = self.call("POST", "/Users".into(), Some(body)).await;
-                if code == 201 {
-                    // The SCIM id is the User's uid; its name is the userName's local part, or
-                    // that with a suffix while a User of that name is still being offboarded.
-                    let id = created["id"].as_str().unwrap_or_default().to_owned();
-                    let made = Api::<User>::all(self.admin.clone())
-                        .list(&Default::default())
-                        .await
-                        .ok()
-                        .and_then(|l| {
-                            l.items
-                                .into_iter()
-                                .find(|u| u.uid().as_deref() == Some(&id))
-                        });
-                    let name = &made.as_ref().map_or(name.clone(), ResourceExt::name_any);
-                    let uid = made.and_then(|u| u.uid());
-                    self.scim_ids.lock().unwrap().insert(name.clone(), id);
-                    let now = self.clock.now();
-                    let mut model = self.model.lock().unwrap();
-                    model.usernames.insert(user_name.clone());
-                    model.users.insert(
-                        name.clone(),
-                        ModelUser::new(
-                            user_name.clone(),
-                            uid,
-                            Writer::Scim,
-                            None,
-                            None,
-                            false,
-                            format!("user-{name}"),
-                            now,
-                        ),
-                    );
-                }
-                outcome(code, &created)
-            }
+            Op::ScimCreate { name, user_name } => self.scim_create(name, user_name).await,
             Op::ScimActive {
                 name,
                 active,
                 times,
-            } => {
-                let Some(path) = user_path(name) else {
-                    return Outcome::refused("no SCIM id");
-                };
-                let body = json!({
-                    "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
-                    "Operations": [{ "op": "replace", "path": "active", "value": active }],
-                });
-                let mut last = (0, Value::Null);
-                for _ in 0..*times {
-                    last = self.call("PATCH", path.clone(), Some(body.clone())).await;
-                    if (200..300).contains(&last.0) {
-                        self.changed(name, |u, now| {
-                            u.deactivated_at = match (active, u.deactivated_at) {
-                                (false, Some(at)) => Some(at),
-                                (false, None) => Some(now),
-                                (true, _) => None,
-                            };
-                        });
-                    }
-                }
-                outcome(last.0, &last.1)
-            }
+            } => self.scim_active(name, *active, *times).await,
             Op::ScimPutWithoutActive { name } => {
                 let Some(path) = user_path(name) else {
                     return Outcome::refused("no SCIM id");
@@ -1036,39 +994,114 @@ impl Actors {
                 }
                 outcome(code, &body)
             }
-            Op::ScimGroup { members } => {
-                let ids: Vec<Value> = members
-                    .iter()
-                    .filter_map(|m| self.scim_id(m))
-                    .map(|id| json!({ "value": id }))
-                    .collect();
-                let body = json!({
-                    "schemas": ["urn:ietf:params:scim:schemas:core:2.0:Group"],
-                    "displayName": GROUP_NAME, "members": ids,
-                });
-                let id = self.group_id.lock().unwrap().clone();
-                let (code, answer) = match id {
-                    Some(id) => self.call("PUT", format!("/Groups/{id}"), Some(body)).await,
-                    None => self.call("POST", "/Groups".into(), Some(body)).await,
-                };
-                if (200..300).contains(&code) {
-                    if let Some(id) = answer["id"].as_str() {
-                        *self.group_id.lock().unwrap() = Some(id.to_owned());
-                    }
-                    let now = self.clock.now();
-                    let mut model = self.model.lock().unwrap();
-                    let old =
-                        std::mem::replace(&mut model.group, members.iter().cloned().collect());
-                    for name in old.symmetric_difference(&model.group.clone()) {
-                        if let Some(u) = model.user(name) {
-                            u.changed_at = now;
-                        }
-                    }
-                }
-                outcome(code, &answer)
-            }
+            Op::ScimGroup { members } => self.scim_group(members).await,
             _ => unreachable!("not SCIM's"),
         }
+    }
+
+    /// `ScimCreate`: POSTs a SCIM User for `user_name`; the model learns the User the service
+    /// made (its name and uid) when it answers 201.
+    async fn scim_create(&self, name: &str, user_name: &str) -> Outcome {
+        let body = json!({
+            "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"],
+            "userName": user_name, "active": true,
+        });
+        let (code, created) = self.call("POST", "/Users".into(), Some(body)).await;
+        if code == 201 {
+            // The SCIM id is the User's uid; its name is the userName's local part, or
+            // that with a suffix while a User of that name is still being offboarded.
+            let id = created["id"].as_str().unwrap_or_default().to_owned();
+            let made = Api::<User>::all(self.admin.clone())
+                .list(&Default::default())
+                .await
+                .ok()
+                .and_then(|l| {
+                    l.items
+                        .into_iter()
+                        .find(|u| u.uid().as_deref() == Some(&id))
+                });
+            let name = made
+                .as_ref()
+                .map_or_else(|| name.to_owned(), ResourceExt::name_any);
+            let uid = made.and_then(|u| u.uid());
+            self.scim_ids.lock().unwrap().insert(name.clone(), id);
+            let now = self.clock.now();
+            let mut model = self.model.lock().unwrap();
+            model.usernames.insert(user_name.to_owned());
+            model.users.insert(
+                name.clone(),
+                ModelUser::new(
+                    user_name.to_owned(),
+                    uid,
+                    Writer::Scim,
+                    None,
+                    None,
+                    false,
+                    format!("user-{name}"),
+                    now,
+                ),
+            );
+        }
+        http_outcome(code, &created)
+    }
+
+    /// `ScimActive`: PATCHes `active` of the User `name` `times` times (an identity provider's
+    /// retries); the model records when it was deactivated.
+    async fn scim_active(&self, name: &str, active: bool, times: u32) -> Outcome {
+        let Some(path) = self.scim_id(name).map(|id| format!("/Users/{id}")) else {
+            return Outcome::refused("no SCIM id");
+        };
+        let body = json!({
+            "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+            "Operations": [{ "op": "replace", "path": "active", "value": active }],
+        });
+        let mut last = (0, Value::Null);
+        for _ in 0..times {
+            last = self.call("PATCH", path.clone(), Some(body.clone())).await;
+            if (200..300).contains(&last.0) {
+                self.changed(name, |u, now| {
+                    u.deactivated_at = match (active, u.deactivated_at) {
+                        (false, Some(at)) => Some(at),
+                        (false, None) => Some(now),
+                        (true, _) => None,
+                    };
+                });
+            }
+        }
+        http_outcome(last.0, &last.1)
+    }
+
+    /// `ScimGroup`: creates the directory group, or replaces its members with `members`; the
+    /// model marks every User who joined or left it as changed.
+    async fn scim_group(&self, members: &[String]) -> Outcome {
+        let ids: Vec<Value> = members
+            .iter()
+            .filter_map(|m| self.scim_id(m))
+            .map(|id| json!({ "value": id }))
+            .collect();
+        let body = json!({
+            "schemas": ["urn:ietf:params:scim:schemas:core:2.0:Group"],
+            "displayName": GROUP_NAME, "members": ids,
+        });
+        let id = self.group_id.lock().unwrap().clone();
+        let (code, answer) = match id {
+            Some(id) => self.call("PUT", format!("/Groups/{id}"), Some(body)).await,
+            None => self.call("POST", "/Groups".into(), Some(body)).await,
+        };
+        if (200..300).contains(&code) {
+            if let Some(id) = answer["id"].as_str() {
+                *self.group_id.lock().unwrap() = Some(id.to_owned());
+            }
+            let now = self.clock.now();
+            let mut model = self.model.lock().unwrap();
+            let old = std::mem::replace(&mut model.group, members.iter().cloned().collect());
+            for name in old.symmetric_difference(&model.group.clone()) {
+                if let Some(u) = model.user(name) {
+                    u.changed_at = now;
+                }
+            }
+        }
+        http_outcome(code, &answer)
     }
 
     /// The namespace of tenant `i`'s oldest live User (the one that holds their identity).
@@ -1101,37 +1134,8 @@ impl Actors {
                 count,
                 ..
             } => {
-                let subject = match subject.as_str() {
-                    "self" => {
-                        json!({ "kind": "User", "name": TENANTS[tenant], "apiGroup": "rbac.authorization.k8s.io" })
-                    }
-                    "group" => {
-                        json!({ "kind": "Group", "name": TENANT_GROUP, "apiGroup": "rbac.authorization.k8s.io" })
-                    }
-                    "serviceaccount" => {
-                        json!({ "kind": "ServiceAccount", "name": "default", "namespace": ns })
-                    }
-                    person => {
-                        json!({ "kind": "User", "name": person, "apiGroup": "rbac.authorization.k8s.io" })
-                    }
-                };
-                let api: Api<RoleBinding> = Api::namespaced(client, &ns);
-                let mut made = 0;
-                for _ in 0..*count {
-                    let binding: RoleBinding = serde_json::from_value(json!({
-                        "metadata": { "generateName": "tenant-" },
-                        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role },
-                        "subjects": [subject],
-                    }))
-                    .expect("a valid RoleBinding");
-                    if api.create(&PostParams::default(), &binding).await.is_ok() {
-                        made += 1;
-                    }
-                }
-                Outcome {
-                    ok: made > 0,
-                    detail: format!("{made} of {count} created in {ns}"),
-                }
+                let to = (subject.as_str(), role.as_str(), *count);
+                self.tenant_bindings(tenant, client, &ns, to).await
             }
             Op::TenantRewriteHomestead { subject, .. } => {
                 let api: Api<RoleBinding> = Api::namespaced(client, &ns);
@@ -1148,34 +1152,7 @@ impl Actors {
                     .await,
                 )
             }
-            Op::TenantOpenIsolation { .. } => {
-                let isolated = Api::<Namespace>::all(self.admin.clone())
-                    .get_opt(&ns)
-                    .await
-                    .ok()
-                    .flatten()
-                    .is_some_and(|n| {
-                        n.labels()
-                            .get("homestead.dev/isolation")
-                            .map(String::as_str)
-                            == Some("Isolated")
-                    });
-                let policy: NetworkPolicy = serde_json::from_value(json!({
-                    "metadata": { "generateName": "open-" },
-                    "spec": { "podSelector": {}, "ingress": [{}], "egress": [{}] },
-                }))
-                .expect("a valid NetworkPolicy");
-                let result = Api::<NetworkPolicy>::namespaced(client, &ns)
-                    .create(&PostParams::default(), &policy)
-                    .await;
-                if isolated && result.is_ok() {
-                    self.broken.lock().unwrap().push(format!(
-                        "isolation-holds: {} opened the isolated namespace {ns} with an allow-all NetworkPolicy",
-                        TENANTS[tenant]
-                    ));
-                }
-                Outcome::from(result)
-            }
+            Op::TenantOpenIsolation { .. } => self.tenant_open_isolation(tenant, client, &ns).await,
             Op::TenantExternalIp { .. } => {
                 let service: Service = serde_json::from_value(json!({
                     "metadata": { "generateName": "steal-" },
@@ -1195,6 +1172,79 @@ impl Actors {
             }
             _ => unreachable!("not a tenant's"),
         }
+    }
+
+    /// `TenantBindings`: the tenant makes `count` RoleBindings of `role` in its namespace `ns`
+    /// to `subject` (`self`, `group`, `serviceaccount` or a person).
+    async fn tenant_bindings(
+        &self,
+        tenant: usize,
+        client: Client,
+        ns: &str,
+        (subject, role, count): (&str, &str, u32),
+    ) -> Outcome {
+        let subject = match subject {
+            "self" => {
+                json!({ "kind": "User", "name": TENANTS[tenant], "apiGroup": "rbac.authorization.k8s.io" })
+            }
+            "group" => {
+                json!({ "kind": "Group", "name": TENANT_GROUP, "apiGroup": "rbac.authorization.k8s.io" })
+            }
+            "serviceaccount" => {
+                json!({ "kind": "ServiceAccount", "name": "default", "namespace": ns })
+            }
+            person => {
+                json!({ "kind": "User", "name": person, "apiGroup": "rbac.authorization.k8s.io" })
+            }
+        };
+        let api: Api<RoleBinding> = Api::namespaced(client, ns);
+        let mut made = 0;
+        for _ in 0..count {
+            let binding: RoleBinding = serde_json::from_value(json!({
+                "metadata": { "generateName": "tenant-" },
+                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role },
+                "subjects": [subject],
+            }))
+            .expect("a valid RoleBinding");
+            if api.create(&PostParams::default(), &binding).await.is_ok() {
+                made += 1;
+            }
+        }
+        Outcome {
+            ok: made > 0,
+            detail: format!("{made} of {count} created in {ns}"),
+        }
+    }
+
+    /// `TenantOpenIsolation`: the tenant adds an allow-all NetworkPolicy to its namespace `ns`;
+    /// one the API server accepts in an isolated namespace breaks a promise.
+    async fn tenant_open_isolation(&self, tenant: usize, client: Client, ns: &str) -> Outcome {
+        let isolated = Api::<Namespace>::all(self.admin.clone())
+            .get_opt(ns)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|n| {
+                n.labels()
+                    .get("homestead.dev/isolation")
+                    .map(String::as_str)
+                    == Some("Isolated")
+            });
+        let policy: NetworkPolicy = serde_json::from_value(json!({
+            "metadata": { "generateName": "open-" },
+            "spec": { "podSelector": {}, "ingress": [{}], "egress": [{}] },
+        }))
+        .expect("a valid NetworkPolicy");
+        let result = Api::<NetworkPolicy>::namespaced(client, ns)
+            .create(&PostParams::default(), &policy)
+            .await;
+        if isolated && result.is_ok() {
+            self.broken.lock().unwrap().push(format!(
+                "isolation-holds: {} opened the isolated namespace {ns} with an allow-all NetworkPolicy",
+                TENANTS[tenant]
+            ));
+        }
+        Outcome::from(result)
     }
 
     async fn platform(&self, op: &Op) -> Outcome {
@@ -1260,5 +1310,18 @@ impl Actors {
     /// Waits `ms` milliseconds (the pace between operations).
     pub async fn pause(ms: u64) {
         tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+}
+
+/// The outcome of an HTTP answer `code` with `body`: success for a 2xx status.
+fn http_outcome(code: u16, body: &Value) -> Outcome {
+    let ok = (200..300).contains(&code);
+    Outcome {
+        ok,
+        detail: if ok {
+            format!("{code}")
+        } else {
+            format!("{code} {body}")
+        },
     }
 }

@@ -145,7 +145,6 @@ pub fn controllers(
     let in_groups = groups.clone();
     let memberships = GroupMemberships::default();
     let resync = paced_resync(users.clone(), RESYNC);
-    let users_cache = users.clone();
     let controller = Controller::for_stream(user_events, users)
         .with_config(controller::Config::default().concurrency(concurrency))
         .trigger_backoff(EachWatchOnItsOwn)
@@ -170,24 +169,23 @@ pub fn controllers(
         })
         .reconcile_on(resync)
         .reconcile_on(identity_triggers);
-    let caches = Caches {
-        namespaces,
-        role_bindings,
-        quotas,
-        limit_ranges,
-        network_policies,
-        profiles,
-        groups,
-        identities,
-        users: users_cache,
-        index: index.clone(),
-    };
     Controllers {
+        caches: Caches {
+            namespaces,
+            role_bindings,
+            quotas,
+            limit_ranges,
+            network_policies,
+            profiles,
+            groups,
+            identities,
+            users: controller.store(),
+            index: index.clone(),
+        },
         users: controller,
         retained,
         profile_statuses: status_controller(client).reconcile_on(profile_triggers),
         group_statuses: status_controller(client).reconcile_all_on(group_triggers),
-        caches,
     }
 }
 
