@@ -5,18 +5,19 @@
 
 use std::sync::Arc;
 
-use homestead_api::Change;
+use homestead_api::{Change, User};
 use kube::api::DeleteParams;
 use kube::runtime::reflector::ObjectRef;
 
 use super::Cluster;
 use super::client::Object;
 use crate::error::Result;
+use crate::plan::ownership::labelled_for;
 
 /// One object Homestead keeps in a person's Namespace, as the cache and the desired state
 /// have it.
 pub struct Managed<K> {
-    /// The cached object, if it is labelled as this User's.
+    /// The cached object, if any (only one labelled as the User's counts).
     pub cached: Option<Arc<K>>,
     /// The object Homestead wants, or `None` for none.
     pub desired: Option<K>,
@@ -29,17 +30,20 @@ pub struct Managed<K> {
 }
 
 /// Applies `managed.desired` (server-side apply) when the cache shows something else, or
-/// deletes the object `name` when nothing is desired and the cache has it. Returns the change
-/// made, if any.
+/// deletes the object `name` when nothing is desired and the cache has it labelled as `user`'s.
+/// Returns the change made, if any.
 pub async fn ensure<K: Object>(
     cluster: &Cluster,
+    user: &User,
     namespace: &str,
     name: &str,
     managed: Managed<K>,
 ) -> Result<Option<(Change, String)>> {
     let kind = K::kind(&());
     let (applied, removed) = managed.changes;
-    match (managed.desired, managed.cached) {
+    // Only an object labelled as this User's is Homestead's to repair or remove.
+    let cached = managed.cached.filter(|o| labelled_for(o.meta(), user));
+    match (managed.desired, cached) {
         (Some(desired), Some(cached)) if (managed.matches)(&desired, &cached) => Ok(None),
         (Some(desired), _) => {
             cluster.apply(&desired).await?;

@@ -26,7 +26,7 @@ use crate::plan::desired::{
 };
 use crate::plan::drift::{limit_range_matches, network_policy_matches, quota_matches};
 use crate::plan::expiry::Expiry;
-use crate::plan::ownership::{is_owned_by, labelled_for};
+use crate::plan::ownership::is_owned_by;
 use crate::plan::profile::Resolved;
 use crate::plan::revocation::revocation;
 use crate::plan::status::{Outcome, terminating_message};
@@ -199,9 +199,7 @@ async fn converge(
     }
     // Guards before access (docs: "Guards before access"): Pod Security came with the
     // Namespace; quota, LimitRange and isolation exist before any RoleBinding is written.
-    changes.extend(ensure_quota(user, ctx, name).await?);
-    changes.extend(ensure_limit_range(resolved, ctx, name).await?);
-    changes.extend(ensure_isolation(resolved, ctx, name).await?);
+    changes.extend(ensure_guards(resolved, ctx, name).await?);
     let mut recheck = None;
     let (reason, message) = if let Some(revocation) = revocation(user, expired) {
         changes.extend(revoke_access(ctx, name, revocation.why()).await?);
@@ -292,54 +290,6 @@ async fn ensure_namespace(
         changes.push((Change::NamespaceUpdated, note));
     }
     Ok(None)
-}
-
-/// Applies, or removes, Homestead's LimitRange in `namespace` per the Profile. Returns the
-/// change made, if any.
-async fn ensure_limit_range(
-    resolved: &Resolved,
-    ctx: &Context,
-    namespace: &str,
-) -> Result<Option<(Change, String)>> {
-    let user = &resolved.user;
-    let managed = Managed {
-        cached: ctx
-            .caches()
-            .limit_range(namespace, LIMIT_RANGE_NAME)
-            .filter(|l| labelled_for(&l.metadata, user)),
-        desired: resolved
-            .limit_range
-            .as_ref()
-            .map(|spec| desired_limit_range(user, namespace, spec)),
-        matches: limit_range_matches,
-        changes: (Change::LimitRangeApplied, Change::LimitRangeRemoved),
-        why_removed: "the Profile has none",
-    };
-    ensure(ctx.cluster(), namespace, LIMIT_RANGE_NAME, managed).await
-}
-
-/// Applies, or removes, Homestead's NetworkPolicy in `namespace` per the Profile's
-/// `networkIsolation`. Returns the change made, if any.
-async fn ensure_isolation(
-    resolved: &Resolved,
-    ctx: &Context,
-    namespace: &str,
-) -> Result<Option<(Change, String)>> {
-    let user = &resolved.user;
-    let managed = Managed {
-        cached: ctx
-            .caches()
-            .network_policy(namespace, NETWORK_POLICY_NAME)
-            .filter(|p| labelled_for(&p.metadata, user)),
-        desired: resolved
-            .isolation
-            .as_deref()
-            .map(|allowed| desired_network_policy(user, namespace, allowed)),
-        matches: network_policy_matches,
-        changes: (Change::IsolationApplied, Change::IsolationRemoved),
-        why_removed: "the Profile's networkIsolation is None",
-    };
-    ensure(ctx.cluster(), namespace, NETWORK_POLICY_NAME, managed).await
 }
 
 /// `validUntil` passed with `onExpiry: Delete`: deletes the User, whose finalizer then
@@ -445,26 +395,6 @@ async fn refuse_after(
     Ok(next.map_or_else(Action::await_change, Action::requeue))
 }
 
-/// Applies, or removes, Homestead's ResourceQuota in `namespace` per `spec.quota`. Returns the
-/// change made, if any.
-async fn ensure_quota(
-    user: &User,
-    ctx: &Context,
-    namespace: &str,
-) -> Result<Option<(Change, String)>> {
-    let managed = Managed {
-        cached: ctx
-            .caches()
-            .quota(namespace, QUOTA_NAME)
-            .filter(|q| labelled_for(&q.metadata, user)),
-        desired: desired_quota(user, namespace),
-        matches: quota_matches,
-        changes: (Change::QuotaApplied, Change::QuotaRemoved),
-        why_removed: "spec.quota is gone",
-    };
-    ensure(ctx.cluster(), namespace, QUOTA_NAME, managed).await
-}
-
 /// Suspension or expiry: removes every RoleBinding in the User's `namespace` that the cache
 /// knows of, Homestead's and any the person (or anyone) made, so the person, their groups and
 /// their ServiceAccounts lose all access there. The RoleBinding watch covers every namespace,
@@ -477,4 +407,39 @@ async fn revoke_access(
 ) -> Result<Option<(Change, String)>> {
     let names = ctx.caches().role_bindings_in(namespace);
     access::revoke(ctx.cluster(), namespace, names, why).await
+}
+
+/// Homestead's ResourceQuota (per `spec.quota`), LimitRange (per the Profile) and NetworkPolicy
+/// (per the Profile's `networkIsolation`) in `namespace`, each applied when the cache shows
+/// something else and removed when nothing is desired. Returns the changes made.
+async fn ensure_guards(resolved: &Resolved, ctx: &Context, namespace: &str) -> Result<Changes> {
+    let (user, caches, cluster) = (&resolved.user, ctx.caches(), ctx.cluster());
+    let quota = Managed {
+        cached: caches.quota(namespace, QUOTA_NAME),
+        desired: desired_quota(user, namespace),
+        matches: quota_matches,
+        changes: (Change::QuotaApplied, Change::QuotaRemoved),
+        why_removed: "spec.quota is gone",
+    };
+    let limits = Managed {
+        cached: caches.limit_range(namespace, LIMIT_RANGE_NAME),
+        desired: (resolved.limit_range.as_ref())
+            .map(|spec| desired_limit_range(user, namespace, spec)),
+        matches: limit_range_matches,
+        changes: (Change::LimitRangeApplied, Change::LimitRangeRemoved),
+        why_removed: "the Profile has none",
+    };
+    let isolation = Managed {
+        cached: caches.network_policy(namespace, NETWORK_POLICY_NAME),
+        desired: (resolved.isolation.as_deref())
+            .map(|allowed| desired_network_policy(user, namespace, allowed)),
+        matches: network_policy_matches,
+        changes: (Change::IsolationApplied, Change::IsolationRemoved),
+        why_removed: "the Profile's networkIsolation is None",
+    };
+    let mut changes = Vec::new();
+    changes.extend(ensure(cluster, user, namespace, QUOTA_NAME, quota).await?);
+    changes.extend(ensure(cluster, user, namespace, LIMIT_RANGE_NAME, limits).await?);
+    changes.extend(ensure(cluster, user, namespace, NETWORK_POLICY_NAME, isolation).await?);
+    Ok(changes)
 }
