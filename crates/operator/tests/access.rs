@@ -657,7 +657,8 @@ async fn unsafe_keys_are_refused_at_admission_with_the_rule() {
     env();
     let doc = |name: &str, namespace: &str| {
         format!(
-            "apiVersion: homestead.dev/v1alpha1\nkind: User\nmetadata:\n  name: {name}\nspec:\n  identity: {{username: a@example.com}}\n  namespace: {namespace}\n"
+            "apiVersion: {api}\nkind: User\nmetadata:\n  name: {name}\nspec:\n  identity: {{username: a@example.com}}\n  namespace: {namespace}\n",
+            api = homestead_api::API_VERSION
         )
     };
     for (key_kind, key) in [

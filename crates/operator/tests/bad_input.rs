@@ -20,7 +20,8 @@ use serde_json::json;
 /// A User document with `spec` (YAML flow mappings), for `kubectl apply`.
 fn doc(name: &str, spec: &str) -> String {
     format!(
-        "apiVersion: homestead.dev/v1alpha1\nkind: User\nmetadata:\n  name: {name}\nspec:\n{spec}\n"
+        "apiVersion: {api}\nkind: User\nmetadata:\n  name: {name}\nspec:\n{spec}\n",
+        api = homestead_api::API_VERSION
     )
 }
 

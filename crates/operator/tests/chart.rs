@@ -412,7 +412,10 @@ async fn helm_install_yields_a_working_crd_rbac_and_admission_policy() {
             );
         }
     }
-    let user = "apiVersion: homestead.dev/v1alpha1\nkind: User\nmetadata:\n  name: sneaky\nspec:\n  identity:\n    username: sneaky@example.com\n  role: edit\n";
+    let user = &format!(
+        "apiVersion: {}\nkind: User\nmetadata:\n  name: sneaky\nspec:\n  identity:\n    username: sneaky@example.com\n  role: edit\n",
+        homestead_api::API_VERSION
+    );
     let (ok, out) = kubectl(
         &plane,
         SCIM,
@@ -508,7 +511,10 @@ async fn helm_upgrade_brings_new_crd_fields_and_uninstall_keeps_crds_and_users()
         None,
     );
     assert!(!ok, "the earlier release has no DirectoryGroups");
-    let named = "apiVersion: homestead.dev/v1alpha1\nkind: User\nmetadata:\n  name: probe\nspec:\n  identity:\n    username: ada@example.com\n  givenName: Ada\n";
+    let named = &format!(
+        "apiVersion: {}\nkind: User\nmetadata:\n  name: probe\nspec:\n  identity:\n    username: ada@example.com\n  givenName: Ada\n",
+        homestead_api::API_VERSION
+    );
     let given_name = |plane: &ControlPlane| {
         let (ok, out) = kubectl(
             plane,

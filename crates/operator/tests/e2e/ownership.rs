@@ -186,7 +186,8 @@ async fn bad_users_are_refused_at_admission() {
     let s = Scenario::new();
     let doc = |name: &str, spec: &str| {
         format!(
-            "apiVersion: homestead.dev/v1alpha1\nkind: User\nmetadata:\n  name: {name}\nspec:\n{spec}"
+            "apiVersion: {api}\nkind: User\nmetadata:\n  name: {name}\nspec:\n{spec}",
+            api = homestead_api::API_VERSION
         )
     };
     let cases = [
