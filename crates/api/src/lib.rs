@@ -22,14 +22,19 @@ pub mod fixtures;
 mod group;
 mod profile;
 pub mod reasons;
+mod share;
 pub use group::{DirectoryGroup, DirectoryGroupSpec, DirectoryGroupStatus, MAX_GROUP_MEMBERS};
 pub use profile::{
     AppliedProfile, DirectorySelection, NamespaceMetadata, NetworkIsolation, PodSecurityLevel,
-    PodSecurityLevels, Profile, ProfileSpec, ProfileStatus, UserOverride,
+    PodSecurityLevels, Profile, ProfileSpec, ProfileStatus, SharingLimits, TenantRoleBindings,
+    UserOverride,
 };
 pub use reasons::{
     Change, ConditionType, ExpiringReason, Failure, MAX_EVENT_NOTE_BYTES, ProfileReason, Reason,
-    RefusalKind, Verb, VerbNames,
+    RefusalKind, ShareReason, Verb, VerbNames,
+};
+pub use share::{
+    Grantee, GranteeStatus, MAX_GRANTEES, MAX_REASON_LEN, Share, ShareSpec, ShareStatus,
 };
 
 /// The API group of [`User`].
@@ -557,6 +562,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         crd(),
         reflowed(Profile::crd()),
         reflowed(DirectoryGroup::crd()),
+        reflowed(Share::crd()),
     ]
 }
 

@@ -212,6 +212,76 @@ pub struct ProfileSpec {
     /// anyone this Profile: only HR (`spec.profile`) or the operator's `--default-profile` can.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub directory: Option<DirectorySelection>,
+
+    /// What this Profile's people may share of their homes (Shares), and who besides Homestead
+    /// may bind people there. Without it, the operator's flags decide (sharing enabled, at most
+    /// `edit`, at most 90 days, groups allowed, tenant RoleBindings allowed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sharing: Option<SharingLimits>,
+}
+
+/// The limits of sharing a home (Shares) for the people of one Profile. A Share above them is
+/// refused (`Ready=False`, reason `Refused`, with the rule); a limit lowered later revokes what
+/// now exceeds it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SharingLimits {
+    /// Whether these people may share their homes at all. Default `true`.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+
+    /// The highest ClusterRole a Share may grant (by name, among the operator's allow-list, in
+    /// its order `view` < `edit` < `admin`). Default: the operator's `--share-max-role`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub max_role: Option<String>,
+
+    /// The longest a Share may last from its creation or last renewal, as a whole number of
+    /// seconds, minutes, hours or days (`3600s`, `12h`, `90d`). Default: the operator's
+    /// `--share-max-duration` (90 days).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = "^[1-9][0-9]{0,5}(s|m|h|d)$"))]
+    pub max_duration: Option<String>,
+
+    /// Whether DirectoryGroups may be grantees (a share to a group trusts whoever writes that
+    /// group's members). Default `true`.
+    #[serde(default = "yes")]
+    pub groups: bool,
+
+    /// Who besides Homestead may bind people in these homes: `Allow` (anyone the namespace's
+    /// RBAC lets), `ServiceAccountsOnly` (only bindings whose subjects are all ServiceAccounts
+    /// of that namespace), `Forbid` (none). Default `Allow`.
+    #[serde(default)]
+    pub tenant_role_bindings: TenantRoleBindings,
+}
+
+impl Default for SharingLimits {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_role: None,
+            max_duration: None,
+            groups: true,
+            tenant_role_bindings: TenantRoleBindings::Allow,
+        }
+    }
+}
+
+/// The serde default `true`.
+fn yes() -> bool {
+    true
+}
+
+/// Who besides Homestead may bind people in a Profile's homes ([`SharingLimits`]).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum TenantRoleBindings {
+    /// Anyone the namespace's RBAC lets (the default).
+    #[default]
+    Allow,
+    /// Only RoleBindings whose subjects are all ServiceAccounts of that namespace.
+    ServiceAccountsOnly,
+    /// None: every person's access there has a source Homestead names.
+    Forbid,
 }
 
 /// Which directory groups select a Profile, and how it ranks against other Profiles a person's

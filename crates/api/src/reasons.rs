@@ -313,6 +313,27 @@ impl ProfileReason {
     }
 }
 
+/// The reasons of a Share's `Ready` condition (the variant's name as written).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr, strum::VariantArray)]
+pub enum ShareReason {
+    /// The grantees have the access (`Ready=True`).
+    Active,
+    /// `spec.expiresAt` has passed: the access is gone (`Ready=False`).
+    Expired,
+    /// The Share exceeds a limit in force (`Ready=False`; the message names the rule).
+    Refused,
+    /// The home is suspended, expired, retained or offboarding: no access while it is
+    /// (`Ready=False`).
+    Suspended,
+}
+
+impl ShareReason {
+    /// The reason as written.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
 /// A change Homestead made to a User's objects, or a moment in its life it reports; the reason
 /// of the Normal Event that reports it (the variant's name as written).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr, strum::VariantArray)]
