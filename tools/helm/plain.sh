@@ -16,6 +16,7 @@ routes=(
   "roles.yaml all rbac/roles.yaml"
   "admission-policy.yaml all rbac/admission-policy.yaml"
   "hr.yaml all rbac/hr.yaml"
+  "shares.yaml all rbac/shares.yaml"
   "deployment.yaml all manifests/deployment.yaml"
   "scim.yaml ServiceAccount,ClusterRole,ClusterRoleBinding,ValidatingAdmissionPolicy,ValidatingAdmissionPolicyBinding manifests/scim/rbac.yaml"
   "scim.yaml Deployment,Service,PodDisruptionBudget manifests/scim/deployment.yaml"

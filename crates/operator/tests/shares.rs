@@ -86,3 +86,72 @@ fn bad_shares_are_refused_at_admission_with_the_rule_named() {
         "21 grantees: {out}"
     );
 }
+
+/// Who may share, by what people can really do (`kubectl auth can-i --as` against the real
+/// aggregated roles): `admin` in a namespace writes its Shares, `edit` and `view` read them.
+#[tokio::test]
+async fn admin_writes_shares_and_edit_and_view_read_them() {
+    let _ = env();
+    let ns = "shares-rbac";
+    let (ok, out) = kubectl(&["create", "namespace", ns], "");
+    assert!(ok || out.contains("AlreadyExists"), "{out}");
+    for (person, role) in [
+        ("ann@example.com", "admin"),
+        ("ed@example.com", "edit"),
+        ("vic@example.com", "view"),
+    ] {
+        let name = format!("share-rbac-{role}");
+        let (ok, out) = kubectl(
+            &[
+                "create",
+                "rolebinding",
+                &name,
+                "-n",
+                ns,
+                &format!("--clusterrole={role}"),
+                &format!("--user={person}"),
+            ],
+            "",
+        );
+        assert!(ok || out.contains("AlreadyExists"), "{out}");
+    }
+    let can = |person: &str, verb: &str| {
+        let who = format!("--as={person}");
+        let (_, out) = kubectl(
+            &[
+                "auth",
+                "can-i",
+                verb,
+                "shares.homestead.dev",
+                "-n",
+                ns,
+                &who,
+            ],
+            "",
+        );
+        out.lines().next().unwrap_or_default().trim().to_owned()
+    };
+    // The aggregation controller may take a moment to fold the new rules in.
+    let started = std::time::Instant::now();
+    while can("ann@example.com", "create") != "yes" {
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "admin never got create on shares"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    for verb in [
+        "create", "update", "patch", "delete", "get", "list", "watch",
+    ] {
+        assert_eq!(can("ann@example.com", verb), "yes", "admin {verb}");
+    }
+    for person in ["ed@example.com", "vic@example.com"] {
+        for verb in ["get", "list", "watch"] {
+            assert_eq!(can(person, verb), "yes", "{person} {verb}");
+        }
+        for verb in ["create", "update", "patch", "delete"] {
+            assert_eq!(can(person, verb), "no", "{person} may not {verb} shares");
+        }
+    }
+    assert_eq!(can("nobody@example.com", "get"), "no");
+}
