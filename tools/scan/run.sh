@@ -11,8 +11,8 @@
 #   imagePullPolicy Always (CKV_K8S_15, container-image-pull-policy): IfNotPresent; pin an
 #     immutable tag or image.digest instead.
 #   image digest (CKV_K8S_43): image.digest pins one; the default names the chart's appVersion.
-#   the default namespace (CKV_K8S_21): the Role homestead-events is there because Events about
-#     cluster-scoped Users are written there, and only create/patch Events is granted.
+#   the default namespace (CKV_K8S_21): nothing of Homestead's is there (Events about
+#     cluster-scoped Users are, under the ClusterRole's create/patch of Events).
 #   ServiceAccount token mounted (CKV_K8S_38): the operator and the SCIM service are API clients.
 #   host podAntiAffinity (deployment-has-host-podantiaffinity): topologySpreadConstraints over
 #     hosts and zones do it, without making a second replica unschedulable on one node.

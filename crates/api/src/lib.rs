@@ -73,6 +73,24 @@ pub const LABEL_RETAINED_FROM: &str = "homestead.dev/retained-from";
 /// from opening the Namespace to other people. Set by Homestead alone (tenants cannot write
 /// Namespace labels).
 pub const LABEL_ISOLATION: &str = "homestead.dev/isolation";
+/// Annotation on a person's Namespace holding their identity (`spec.identity.username`), set
+/// by Homestead alone (tenants cannot write Namespaces): the admission policy
+/// `homestead-share-owner` lets only that identity (or HR and the platform) write the Shares
+/// in it, so a grantee never re-shares.
+pub const ANNOTATION_OWNER: &str = "homestead.dev/owner";
+/// Label on a person's Namespace whose Profile governs its RoleBindings
+/// (`sharing.tenantRoleBindings` `ServiceAccountsOnly` or `Forbid`); the admission policy
+/// `homestead-governed-homes` keys on it. Set by Homestead alone.
+pub const LABEL_TENANT_ROLE_BINDINGS: &str = "homestead.dev/tenant-role-bindings";
+/// Label on the RoleBinding of a Share, naming the Share (`metadata.name`, in the same
+/// namespace).
+pub const LABEL_SHARE: &str = "homestead.dev/share";
+/// Annotation on a Share naming who created it (`request.userInfo.username`), checked by the
+/// admission policy `homestead-share-owner` on create and immutable after: the record
+/// `homestead access` shows beside the Share's reason.
+pub const ANNOTATION_CREATED_BY: &str = "homestead.dev/created-by";
+/// The prefix of the name of a Share's RoleBinding: `homestead-share-<Share name>`.
+pub const SHARE_BINDING_PREFIX: &str = "homestead-share-";
 /// Label on a User naming the writer that owns it, when that writer is not HR: `scim` for the
 /// Users the SCIM service created or was handed. The admission policy `homestead-scim-bounds`
 /// lets the SCIM identity see and change only Users labelled so, and never change the label.

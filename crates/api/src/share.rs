@@ -147,6 +147,12 @@ pub struct ShareStatus {
     /// When the access ends (`spec.expiresAt` as it was accepted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<Time>,
+
+    /// When the spec now in force was made, as the operator first saw it: the Share's creation,
+    /// or the last update of its spec (a renewal). `spec.expiresAt` may be at most the sharing
+    /// limit's `maxDuration` after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renewed_at: Option<Time>,
 }
 
 /// A grantee of a [`Share`] as the operator resolved it.

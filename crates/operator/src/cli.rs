@@ -9,7 +9,8 @@ use homestead_directory::import::PruneLimit;
 use homestead_reconciler::Config;
 use homestead_reconciler::plan::config::{
     DEFAULT_ALLOWED_ROLES, DEFAULT_NAMESPACE_PREFIX, DEFAULT_OPERATOR_NAMESPACE,
-    DEFAULT_POD_SECURITY, DEFAULT_RESERVED_KEYS, PodSecurity, PodSecurityLevel,
+    DEFAULT_POD_SECURITY, DEFAULT_RESERVED_KEYS, DEFAULT_SHARE_MAX_ROLE, PodSecurity,
+    PodSecurityLevel, SharingDefaults, parse_duration,
 };
 
 /// Log output format.
@@ -106,6 +107,25 @@ pub struct PolicyArgs {
     /// Event): a number with a unit, `s`, `m`, `h` or `d` (for example `14d`, `36h`).
     #[arg(long, env = "HOMESTEAD_EXPIRY_WARNING", default_value = "14d", value_parser = parse_duration)]
     pub expiry_warning: std::time::Duration,
+
+    /// Whether people whose Profile sets no `sharing` may share their homes (Shares).
+    #[arg(long, env = "HOMESTEAD_SHARE_ENABLED", default_value_t = true, action = clap::ArgAction::Set)]
+    pub share_enabled: bool,
+
+    /// The highest ClusterRole a Share may grant for people whose Profile sets no
+    /// `sharing.maxRole` (in the order `view` < `edit` < `admin`).
+    #[arg(long, env = "HOMESTEAD_SHARE_MAX_ROLE", default_value = DEFAULT_SHARE_MAX_ROLE)]
+    pub share_max_role: String,
+
+    /// The longest a Share may last from its creation or renewal for people whose Profile sets
+    /// no `sharing.maxDuration`: a number with a unit, `s`, `m`, `h` or `d` (default `90d`).
+    #[arg(long, env = "HOMESTEAD_SHARE_MAX_DURATION", default_value = "90d", value_parser = parse_positive_duration)]
+    pub share_max_duration: std::time::Duration,
+
+    /// Whether DirectoryGroups may be grantees of the Shares of people whose Profile sets no
+    /// `sharing.groups`.
+    #[arg(long, env = "HOMESTEAD_SHARE_GROUPS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub share_groups: bool,
 
     /// ClusterRoles a User may ask for (repeat the flag or separate with commas).
     /// `cluster-admin` is refused at start-up.
@@ -345,6 +365,12 @@ impl PolicyArgs {
             operator_namespace: self.operator_namespace.clone(),
             default_profile: self.default_profile.clone(),
             expiry_warning: self.expiry_warning,
+            sharing: SharingDefaults {
+                enabled: self.share_enabled,
+                max_role: self.share_max_role.clone(),
+                max_duration: self.share_max_duration,
+                groups: self.share_groups,
+            },
         })
     }
 }
@@ -371,28 +397,6 @@ fn parse_positive_duration(text: &str) -> Result<std::time::Duration, String> {
     match parse_duration(text)? {
         std::time::Duration::ZERO => Err(format!("{text:?}: the interval must be more than 0")),
         period => Ok(period),
-    }
-}
-
-/// Parses a duration written as a whole number and a unit: `s`, `m`, `h` or `d` (`14d`, `36h`).
-///
-/// # Errors
-/// A message naming the expected form when `text` is not one.
-fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let split = text.len().saturating_sub(1);
-    let (number, unit) = text.split_at(split);
-    let seconds = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3_600,
-        "d" => 86_400,
-        _ => 0,
-    };
-    match number.parse::<u64>() {
-        Ok(n) if seconds > 0 => Ok(std::time::Duration::from_secs(n.saturating_mul(seconds))),
-        _ => Err(format!(
-            "{text:?} is not a duration: a whole number and a unit s, m, h or d (for example 14d)"
-        )),
     }
 }
 
@@ -492,12 +496,26 @@ mod tests {
             cli.policy.reserved_namespaces
         );
         assert_eq!(
-            super::parse_duration(operator["expiryWarning"].as_str().unwrap()),
+            homestead_reconciler::plan::config::parse_duration(
+                operator["expiryWarning"].as_str().unwrap()
+            ),
             Ok(cli.policy.expiry_warning)
         );
         assert_eq!(
-            super::parse_duration(operator["retainedCountInterval"].as_str().unwrap()),
+            homestead_reconciler::plan::config::parse_duration(
+                operator["retainedCountInterval"].as_str().unwrap()
+            ),
             Ok(cli.runtime.retained_count_interval)
+        );
+        let sharing = &operator["sharing"];
+        assert_eq!(sharing["enabled"], cli.policy.share_enabled);
+        assert_eq!(sharing["maxRole"], cli.policy.share_max_role.as_str());
+        assert_eq!(sharing["groups"], cli.policy.share_groups);
+        assert_eq!(
+            homestead_reconciler::plan::config::parse_duration(
+                sharing["maxDuration"].as_str().unwrap()
+            ),
+            Ok(cli.policy.share_max_duration)
         );
         let levels = &operator["podSecurity"];
         for (value, flag) in [

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use homestead_api::{DIRECTORY_FLOOR_PROFILE, DirectoryGroup, Profile, User};
+use homestead_api::{DIRECTORY_FLOOR_PROFILE, DirectoryGroup, Profile, Share, User};
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use tracing::warn;
@@ -38,6 +38,8 @@ pub struct Context {
     profile_backoffs: Backoffs<Profile>,
     /// Retry delays of DirectoryGroups whose status write failed.
     group_backoffs: Backoffs<DirectoryGroup>,
+    /// Retry delays of Shares whose reconcile failed.
+    share_backoffs: Backoffs<Share>,
     /// Whether every cache has seen its first list; reconciles wait for it, so nothing is
     /// written from a half-filled cache after a restart.
     synced: tokio::sync::watch::Sender<bool>,
@@ -55,6 +57,7 @@ impl Context {
             backoffs: Backoffs::default(),
             profile_backoffs: Backoffs::default(),
             group_backoffs: Backoffs::default(),
+            share_backoffs: Backoffs::default(),
             synced: tokio::sync::watch::Sender::new(false),
         }
     }
@@ -143,6 +146,11 @@ impl Context {
     /// Retry delays of DirectoryGroups whose status write failed.
     pub fn group_backoffs(&self) -> &Backoffs<DirectoryGroup> {
         &self.group_backoffs
+    }
+
+    /// Retry delays of Shares whose reconcile failed.
+    pub fn share_backoffs(&self) -> &Backoffs<Share> {
+        &self.share_backoffs
     }
 }
 
@@ -245,6 +253,8 @@ pub(crate) mod test {
                     identities: crate::state::identity::Identities::default(),
                     users: reflector::store().0,
                     index: crate::state::index::ProfileIndex::default(),
+                    shares: reflector::store().0,
+                    share_index: crate::state::shares::ShareIndex::default(),
                 },
                 metrics,
             );

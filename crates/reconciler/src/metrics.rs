@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use homestead_api::{Reason, User};
+use homestead_api::{Reason, Share, ShareReason, User};
 
 use prometheus::{
     Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
@@ -12,6 +12,9 @@ use prometheus::{
 
 /// The windows of `homestead_users_expiring`: label and length in seconds.
 const EXPIRY_WINDOWS: [(&str, i64); 3] = [("1d", 86_400), ("7d", 7 * 86_400), ("30d", 30 * 86_400)];
+
+/// The `change` labels of `homestead_share_changes_total` (the Events' reasons on a Share).
+pub const SHARE_CHANGES: [&str; 3] = ["Granted", "Repaired", "Revoked"];
 
 /// The `reason` label of a User without a `Ready` condition yet.
 const NO_REASON: &str = "Pending";
@@ -202,6 +205,17 @@ pub struct Metrics {
     /// `homestead_status_errors_total{kind="Profile"|"DirectoryGroup"}`: failed writes of a
     /// Profile's or DirectoryGroup's status (each retried with backoff, and logged).
     pub status_errors: IntCounterVec,
+    /// `homestead_shares{reason}`: Shares by their `Ready` reason (`Active`, `Expired`,
+    /// `Refused`, `Suspended`; `Pending` before Homestead has written one).
+    pub shares: IntGaugeVec,
+    /// `homestead_shares_expiring`: Shares that grant access now and expire within 7 days.
+    pub shares_expiring: IntGauge,
+    /// `homestead_share_changes_total{change="Granted"|"Repaired"|"Revoked"}`: writes of
+    /// Shares' RoleBindings, by what they did.
+    pub share_changes: IntCounterVec,
+    /// `homestead_share_errors_total`: failed reconciles of Shares (each retried with backoff,
+    /// and logged).
+    pub share_errors: IntCounter,
     /// The `(ready, reason)` pairs of `homestead_users` set so far, so a pair no User has any
     /// more is set to 0 rather than left at its last count.
     seen: Arc<Mutex<HashSet<(String, String)>>>,
@@ -274,6 +288,30 @@ impl Metrics {
                 "Failed writes of Profile and DirectoryGroup statuses, by kind",
                 &["kind"],
             )?,
+            shares: gauge_vec(
+                r,
+                "homestead_shares",
+                "Shares by the reason of their Ready condition",
+                &["reason"],
+            )?,
+            shares_expiring: gauge(
+                r,
+                "homestead_shares_expiring",
+                "Shares that grant access now and expire within 7 days",
+            )?,
+            share_changes: counter_vec(
+                r,
+                "homestead_share_changes_total",
+                "Writes of Shares' RoleBindings, by what they did",
+                &["change"],
+            )?,
+            share_errors: register(
+                r,
+                IntCounter::new(
+                    "homestead_share_errors_total",
+                    "Failed reconciles of Shares",
+                )?,
+            )?,
             seen: Arc::default(),
         };
         metrics.start_series(r)?;
@@ -301,6 +339,9 @@ impl Metrics {
         for result in <ReconcileResult as strum::VariantArray>::VARIANTS {
             let result: &str = result.into();
             self.reconciliations.with_label_values(&[result]).reset();
+        }
+        for change in SHARE_CHANGES {
+            self.share_changes.with_label_values(&[change]).reset();
         }
         for kind in <StatusKind as strum::VariantArray>::VARIANTS {
             let kind: &str = kind.into();
@@ -346,6 +387,36 @@ impl Metrics {
         for (count, (label, _)) in expiring.into_iter().zip(EXPIRY_WINDOWS) {
             self.expiring.with_label_values(&[label]).set(count);
         }
+    }
+
+    /// Sets `homestead_shares` and `homestead_shares_expiring` from the Shares in the
+    /// controller's cache.
+    pub fn observe_shares(&self, shares: &[Arc<Share>]) {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let mut by_reason: HashMap<&str, i64> = <ShareReason as strum::VariantArray>::VARIANTS
+            .iter()
+            .map(|r| (r.as_str(), 0))
+            .chain([(NO_REASON, 0)])
+            .collect();
+        let mut expiring = 0;
+        for share in shares {
+            let ready = share
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"));
+            let reason = ready.map_or(NO_REASON, |c| c.reason.as_str());
+            if let Some(count) = by_reason.get_mut(reason) {
+                *count += 1;
+            }
+            let left = share.spec.expires_at.0.duration_since(now).as_secs();
+            if reason == ShareReason::Active.as_str() && left > 0 && left <= 7 * 86_400 {
+                expiring += 1;
+            }
+        }
+        for (reason, count) in by_reason {
+            self.shares.with_label_values(&[reason]).set(count);
+        }
+        self.shares_expiring.set(expiring);
     }
 
     /// Observes `homestead_user_time_to_ready_seconds` for `user` when a status write moves it

@@ -15,7 +15,7 @@ use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
 use crate::context::test::{ApiServer, Writers};
-use crate::plan::desired::{desired_namespace, desired_role_binding};
+use crate::plan::desired::{Traits, desired_namespace, desired_role_binding};
 use crate::plan::status::{Outcome, desired_status};
 use crate::{Context, Error, error_policy, reconcile};
 use homestead_api::Reason;
@@ -152,7 +152,7 @@ fn provisioned(writers: &mut Writers, user: &mut User) {
         user,
         "user-alice",
         Default::default(),
-        false,
+        Traits::default(),
     ));
     writers
         .role_bindings
@@ -299,7 +299,7 @@ async fn forbidden_apply_is_an_apply_error_and_writes_no_status() {
         &alice,
         "user-alice",
         Default::default(),
-        false,
+        Traits::default(),
     ));
     // A binding that drifted (someone removed its labels): repairing it is an apply. (Other
     // subjects would be an identity change: every binding removed, then a create.)
@@ -417,7 +417,7 @@ async fn offboarding_retains_a_namespace_that_has_become_reserved() {
                 &alice,
                 "user-alice",
                 Default::default(),
-                false
+                Traits::default()
             )),
         ),
         expect(
@@ -485,7 +485,7 @@ async fn a_fence_that_closes_stops_the_next_write() {
             &User::test("alice"),
             "user-alice",
             Default::default(),
-            false,
+            Traits::default(),
         ))
         .await
         .expect_err("a closed fence refuses the write");
@@ -570,7 +570,7 @@ async fn a_binding_created_moments_ago_is_not_created_again_but_looked_at_again_
         &alice,
         "user-alice",
         Default::default(),
-        false,
+        Traits::default(),
     ));
     // This replica created the binding; the RoleBinding watch has not delivered it yet.
     let binding = desired_role_binding(&alice, "user-alice");
@@ -721,7 +721,8 @@ async fn suspension_revokes_in_a_namespace_that_is_still_terminating() {
     let (ctx, server, mut writers) = Context::test();
     let mut alice = finalized("alice", json!({ "suspended": true }));
     provisioned(&mut writers, &mut alice);
-    let mut terminating = desired_namespace(&alice, "user-alice", Default::default(), false);
+    let mut terminating =
+        desired_namespace(&alice, "user-alice", Default::default(), Traits::default());
     terminating.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
     writers.namespaces.insert(terminating);
     let script = revocation_then_status(&alice);
@@ -748,7 +749,7 @@ async fn a_binding_made_while_the_namespace_was_being_deleted_is_removed() {
     converged_earlier(&mut alice, Reason::Terminating);
     alice.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
     // This replica revoked access and deleted the namespace moments ago.
-    let namespace = desired_namespace(&alice, "user-alice", Default::default(), false);
+    let namespace = desired_namespace(&alice, "user-alice", Default::default(), Traits::default());
     ctx.cluster().recent().namespace_deletes.remember(
         "user-alice".into(),
         crate::plan::facts::print(&namespace.metadata.uid),

@@ -189,7 +189,7 @@ pub(crate) async fn floor_user(
     };
     let (namespace, binding) = if floor.objects {
         (
-            desired_namespace(&user, &ns, PodSecurity::default(), false),
+            desired_namespace(&user, &ns, PodSecurity::default(), Traits::default()),
             desired_role_binding(&user, &ns),
         )
     } else {

@@ -62,7 +62,7 @@ use homestead_api::{
 };
 use homestead_api::{Change, Reason};
 use homestead_reconciler::plan::config::PodSecurity;
-use homestead_reconciler::plan::desired::{desired_namespace, desired_role_binding};
+use homestead_reconciler::plan::desired::{Traits, desired_namespace, desired_role_binding};
 use homestead_reconciler::plan::status::{Outcome, desired_status, events_for};
 use homestead_testenv::{ADMIN, ControlPlane, OPERATOR, Supervised, free_port};
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;

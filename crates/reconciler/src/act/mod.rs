@@ -24,6 +24,7 @@ pub mod fence;
 pub mod guards;
 pub mod namespace;
 pub mod recent;
+pub mod share;
 pub mod status;
 
 use std::sync::Arc;

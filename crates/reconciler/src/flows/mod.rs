@@ -7,6 +7,7 @@
 //! - [`provision`]: a live User (namespace, guards, access, status).
 //! - [`offboard`]: a deleted User (Delete, Retain, uninstall) and retained namespaces.
 //! - [`statuses`]: the Profile and DirectoryGroup status controllers.
+//! - [`share`]: the Share Controller's reconcile and error policy.
 //!
 //! Flows sit above everything but the runtime; nothing below imports a flow
 //! (docs/development.md, "Layers").
@@ -14,4 +15,5 @@
 pub mod offboard;
 pub mod provision;
 pub mod reconcile;
+pub mod share;
 pub mod statuses;

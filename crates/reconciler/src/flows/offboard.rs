@@ -15,7 +15,7 @@ use kube::runtime::events::EventType;
 use crate::act::access::{revoke, revoke_all};
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::plan::desired::retained_namespace;
+use crate::plan::desired::{Traits, retained_namespace};
 use crate::plan::ownership::is_owned_by;
 use crate::plan::status::{Outcome, terminating_message};
 use crate::plan::validate::namespace_name;
@@ -132,9 +132,9 @@ async fn retain_namespace(
             &resolved.user,
             &name,
             resolved.pod_security,
-            resolved.isolation.is_some(),
+            resolved.traits(),
         ),
-        Err(_) => retained_namespace(user, &name, ctx.config().pod_security, false),
+        Err(_) => retained_namespace(user, &name, ctx.config().pod_security, Traits::default()),
     };
     ctx.cluster()
         .apply_over(&retained, namespace.metadata.uid.as_deref())

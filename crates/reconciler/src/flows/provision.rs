@@ -239,8 +239,7 @@ async fn ensure_namespace(
     changes: &mut Changes,
 ) -> Result<Option<Step>> {
     let user = &resolved.user;
-    let isolated = resolved.isolation.is_some();
-    let desired = desired_namespace(user, name, resolved.pod_security, isolated);
+    let desired = desired_namespace(user, name, resolved.pod_security, resolved.traits());
     let existing = match ctx.caches().namespace(name) {
         Some(ns) => ns,
         None => match ctx.cluster().create_namespace(&desired).await? {

@@ -68,6 +68,41 @@ pub struct Config {
     /// How long before a User's `validUntil` its `Expiring` condition turns `True` (with an
     /// Event). Default 14 days.
     pub expiry_warning: std::time::Duration,
+    /// The sharing limits of people without a Profile, or whose Profile sets none
+    /// (`--share-*` flags).
+    pub sharing: SharingDefaults,
+}
+
+/// The limits of sharing a home for people whose Profile sets none (`--share-enabled`,
+/// `--share-max-role`, `--share-max-duration`, `--share-groups`); a Profile's `spec.sharing`
+/// overrides each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SharingDefaults {
+    /// Whether people may share their homes. Default `true`.
+    pub enabled: bool,
+    /// The highest ClusterRole a Share may grant. Default `edit`.
+    pub max_role: String,
+    /// The longest a Share may last from its creation or renewal. Default 90 days.
+    pub max_duration: std::time::Duration,
+    /// Whether DirectoryGroups may be grantees. Default `true`.
+    pub groups: bool,
+}
+
+/// Default of [`SharingDefaults::max_role`].
+pub const DEFAULT_SHARE_MAX_ROLE: &str = "edit";
+/// Default of [`SharingDefaults::max_duration`]: 90 days.
+pub const DEFAULT_SHARE_MAX_DURATION: std::time::Duration =
+    std::time::Duration::from_secs(90 * 86_400);
+
+impl Default for SharingDefaults {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            max_role: DEFAULT_SHARE_MAX_ROLE.to_owned(),
+            max_duration: DEFAULT_SHARE_MAX_DURATION,
+            groups: true,
+        }
+    }
 }
 
 impl Default for Config {
@@ -85,6 +120,7 @@ impl Default for Config {
             operator_namespace: DEFAULT_OPERATOR_NAMESPACE.to_owned(),
             default_profile: None,
             expiry_warning: DEFAULT_EXPIRY_WARNING,
+            sharing: SharingDefaults::default(),
         }
     }
 }
@@ -113,5 +149,28 @@ impl Config {
                 .reserved_keys
                 .iter()
                 .any(|p| homestead_api::key_matches(key, p))
+    }
+}
+
+/// Parses a duration written as a whole number and a unit: `s`, `m`, `h` or `d` (`14d`, `36h`),
+/// as the operator's flags and a Profile's `sharing.maxDuration` write it.
+///
+/// # Errors
+/// A message naming the expected form when `text` is not one.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let split = text.len().saturating_sub(1);
+    let (number, unit) = text.split_at(split);
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => 0,
+    };
+    match number.parse::<u64>() {
+        Ok(n) if seconds > 0 => Ok(std::time::Duration::from_secs(n.saturating_mul(seconds))),
+        _ => Err(format!(
+            "{text:?} is not a duration: a whole number and a unit s, m, h or d (for example 14d)"
+        )),
     }
 }

@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 
 use homestead_api::{
-    ANNOTATION_APPLIED, ANNOTATION_USER_UID, DeletionPolicy, LABEL_ISOLATION, LABEL_MANAGED_BY,
-    LABEL_RETAINED_FROM, LABEL_USER, User,
+    ANNOTATION_APPLIED, ANNOTATION_OWNER, ANNOTATION_USER_UID, DeletionPolicy, LABEL_ISOLATION,
+    LABEL_MANAGED_BY, LABEL_RETAINED_FROM, LABEL_TENANT_ROLE_BINDINGS, LABEL_USER,
+    TenantRoleBindings, User,
 };
 use k8s_openapi::api::core::v1::{
     LimitRange, LimitRangeSpec, Namespace, ResourceQuota, ResourceQuotaSpec,
@@ -37,11 +38,34 @@ pub const ISOLATED: &str = "Isolated";
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
+/// What a Profile adds to a person's Namespace that admission policies key on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Traits {
+    /// The Profile's `networkIsolation` is `Isolated`.
+    pub isolated: bool,
+    /// The Profile's `sharing.tenantRoleBindings`.
+    pub tenant_role_bindings: TenantRoleBindings,
+}
+
+impl Traits {
+    /// Isolated, RoleBindings not governed.
+    pub fn isolated() -> Self {
+        Self {
+            isolated: true,
+            ..Self::default()
+        }
+    }
+}
+
 /// The desired Namespace `name` for `user`: the managed labels, the Pod Security labels of
-/// `pod_security` and `spec.namespace.labels`; the `homestead.dev/user-uid` annotation and
-/// `spec.namespace.annotations`; the label `homestead.dev/isolation=Isolated` when `isolated`
-/// (the Profile's `networkIsolation`), which the admission policy `homestead-tenant-isolation`
-/// keys on; and an owner reference
+/// `pod_security` and `spec.namespace.labels`; the `homestead.dev/user-uid` annotation,
+/// the `homestead.dev/owner` annotation (the person's identity, which the admission policy
+/// `homestead-share-owner` compares with whoever writes a Share) and
+/// `spec.namespace.annotations`; the label `homestead.dev/isolation=Isolated` when
+/// `traits.isolated` (the Profile's `networkIsolation`), which the admission policy
+/// `homestead-tenant-isolation` keys on; the label `homestead.dev/tenant-role-bindings` when
+/// `traits.tenant_role_bindings` is not `Allow` (for `homestead-governed-homes`); and an owner
+/// reference
 /// to the User only under `deletionPolicy: Delete` (then garbage collection is the safety net;
 /// under `Retain` there is none, so foreground deletion cannot race the finalizer;
 /// docs/design.md rule 8).
@@ -49,13 +73,21 @@ pub fn desired_namespace(
     user: &User,
     name: &str,
     pod_security: PodSecurity,
-    isolated: bool,
+    traits: Traits,
 ) -> Namespace {
     let extra = user.spec.namespace.clone().unwrap_or_default();
     let mut labels = extra.labels;
     labels.extend(managed_labels(user));
-    if isolated {
+    if traits.isolated {
         labels.insert(LABEL_ISOLATION.to_owned(), ISOLATED.to_owned());
+    }
+    let governed = match traits.tenant_role_bindings {
+        TenantRoleBindings::Allow => None,
+        TenantRoleBindings::ServiceAccountsOnly => Some("ServiceAccountsOnly"),
+        TenantRoleBindings::Forbid => Some("Forbid"),
+    };
+    if let Some(governed) = governed {
+        labels.insert(LABEL_TENANT_ROLE_BINDINGS.to_owned(), governed.to_owned());
     }
     for (mode, level) in [
         ("enforce", pod_security.enforce),
@@ -71,6 +103,10 @@ pub fn desired_namespace(
     annotations.insert(
         ANNOTATION_USER_UID.to_owned(),
         user.uid().unwrap_or_default(),
+    );
+    annotations.insert(
+        ANNOTATION_OWNER.to_owned(),
+        user.spec.identity.username.clone(),
     );
     let owner_references =
         (user.spec.deletion_policy == DeletionPolicy::Delete).then(|| vec![owner_reference(user)]);
@@ -112,16 +148,19 @@ pub fn retained_namespace(
     user: &User,
     name: &str,
     pod_security: PodSecurity,
-    isolated: bool,
+    traits: Traits,
 ) -> Namespace {
-    let mut ns = desired_namespace(user, name, pod_security, isolated);
+    let mut ns = desired_namespace(user, name, pod_security, traits);
     let labels = ns.metadata.labels.get_or_insert_default();
     labels.remove(LABEL_MANAGED_BY);
     labels.remove(LABEL_USER);
+    labels.remove(LABEL_TENANT_ROLE_BINDINGS);
     labels.insert(LABEL_RETAINED_FROM.to_owned(), user.name_any());
     ns.metadata.owner_references = None;
     if let Some(annotations) = ns.metadata.annotations.as_mut() {
         annotations.remove(ANNOTATION_APPLIED);
+        // Nobody's home any more: no owner may write Shares in it.
+        annotations.remove(ANNOTATION_OWNER);
     }
     ns
 }
@@ -272,7 +311,10 @@ mod tests {
                 &User::test("alice").with_spec(spec),
                 "user-alice",
                 ps,
-                isolated,
+                Traits {
+                    isolated,
+                    ..Traits::default()
+                },
             );
             ns.metadata.annotations.unwrap()[ANNOTATION_APPLIED].clone()
         };
@@ -311,7 +353,7 @@ mod tests {
     #[test]
     fn owner_reference_only_under_delete() {
         let ps = PodSecurity::default();
-        let delete = desired_namespace(&User::test("alice"), "user-alice", ps, false);
+        let delete = desired_namespace(&User::test("alice"), "user-alice", ps, Traits::default());
         let owners = delete.metadata.owner_references.clone().unwrap();
         assert_eq!(owners[0].uid, "uid-alice");
         assert_eq!(owners[0].controller, Some(true));
@@ -323,7 +365,7 @@ mod tests {
             &User::test("alice").with_spec(json!({ "deletionPolicy": "Retain" })),
             "user-alice",
             ps,
-            true,
+            Traits::isolated(),
         );
         assert_eq!(
             retain.labels().get(LABEL_ISOLATION).map(String::as_str),
@@ -332,7 +374,8 @@ mod tests {
         );
         assert!(!delete.labels().contains_key(LABEL_ISOLATION));
         assert!(retain.metadata.owner_references.is_none());
-        let retained = retained_namespace(&User::test("alice"), "user-alice", ps, false);
+        let retained =
+            retained_namespace(&User::test("alice"), "user-alice", ps, Traits::default());
         let labels = retained.metadata.labels.unwrap();
         assert_eq!(
             labels.get(LABEL_RETAINED_FROM).map(String::as_str),
@@ -355,7 +398,7 @@ mod tests {
             enforce: crate::plan::config::PodSecurityLevel::Restricted,
             ..PodSecurity::default()
         };
-        let ns = desired_namespace(&User::test("alice"), "user-alice", ps, false);
+        let ns = desired_namespace(&User::test("alice"), "user-alice", ps, Traits::default());
         let label = |k: &str| ns.labels().get(k).cloned();
         assert_eq!(
             label("pod-security.kubernetes.io/enforce").as_deref(),
@@ -376,7 +419,7 @@ mod tests {
         let u = User::test("alice").with_spec(
             json!({ "namespace": { "labels": { "team": "a" }, "annotations": { "cc": "42" } } }),
         );
-        let ns = desired_namespace(&u, "user-alice", PodSecurity::default(), false);
+        let ns = desired_namespace(&u, "user-alice", PodSecurity::default(), Traits::default());
         assert_eq!(ns.labels().get("team").map(String::as_str), Some("a"));
         assert_eq!(
             ns.labels().get(LABEL_USER).map(String::as_str),

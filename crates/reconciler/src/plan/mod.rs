@@ -10,6 +10,7 @@
 //! - [`ownership`] and [`facts`]: what belongs to whom, from labels, annotations and owners.
 //! - [`drift`] and [`quantity`]: whether what is cached already is what is desired.
 //! - [`status`]: the desired status and the Events that report it.
+//! - [`share`]: whether a Share grants anything now, to whom, and its RoleBinding.
 //!
 //! Plan imports nothing else of this crate (docs/development.md, "Layers").
 
@@ -22,5 +23,6 @@ pub mod ownership;
 pub mod profile;
 pub mod quantity;
 pub mod revocation;
+pub mod share;
 pub mod status;
 pub mod validate;

@@ -70,14 +70,14 @@ pub fn user_of<K: Resource>(object: &K) -> Option<ObjectRef<User>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::desired::desired_namespace;
+    use crate::plan::desired::{Traits, desired_namespace};
     use homestead_api::User;
     use k8s_openapi::api::core::v1::Namespace;
 
     #[test]
     fn ownership_needs_both_labels_and_the_uid() {
         let u = User::test("alice");
-        let ns = desired_namespace(&u, "user-alice", Default::default(), false);
+        let ns = desired_namespace(&u, "user-alice", Default::default(), Traits::default());
         let owned = |meta: &ObjectMeta, user: &User| is_owned_by(&Facts::of(meta), user);
         assert!(owned(&ns.metadata, &u));
         let mut by_name_only = ns.metadata.clone();
@@ -99,7 +99,7 @@ mod tests {
             &User::test("alice"),
             "user-alice",
             Default::default(),
-            false,
+            Traits::default(),
         );
         assert_eq!(user_of(&ns), Some(ObjectRef::new("alice")));
         assert_eq!(user_of(&Namespace::default()), None);

@@ -44,6 +44,18 @@ pub struct Resolved {
     pub isolation: Option<Vec<String>>,
     /// The Profile applied and its generation, for `status.profile`.
     pub applied: Option<AppliedProfile>,
+    /// The Profile's `sharing.tenantRoleBindings` (`Allow` without one).
+    pub tenant_role_bindings: homestead_api::TenantRoleBindings,
+}
+
+impl Resolved {
+    /// What the Profile adds to the Namespace that admission policies key on.
+    pub fn traits(&self) -> crate::plan::desired::Traits {
+        crate::plan::desired::Traits {
+            isolated: self.isolation.is_some(),
+            tenant_role_bindings: self.tenant_role_bindings,
+        }
+    }
 }
 
 /// Which Profile a User uses, and the DirectoryGroup whose membership chose it, if one did.
@@ -161,6 +173,7 @@ pub fn resolve<P: AsRef<Profile>>(
         limit_range: None,
         isolation: None,
         applied: None,
+        tenant_role_bindings: homestead_api::TenantRoleBindings::Allow,
     };
     let Some(Choice {
         profile: name,
@@ -210,6 +223,11 @@ pub fn resolve<P: AsRef<Profile>>(
         ps.audit = levels.audit.unwrap_or(ps.audit);
     }
     resolved.limit_range = spec.limit_range.clone();
+    resolved.tenant_role_bindings = spec
+        .sharing
+        .as_ref()
+        .map(|sharing| sharing.tenant_role_bindings)
+        .unwrap_or_default();
     resolved.isolation = (spec.network_isolation == NetworkIsolation::Isolated)
         .then(|| spec.allow_ingress_from.clone());
     resolved.applied = Some(AppliedProfile {

@@ -33,6 +33,7 @@ use crate::act::recent::Recent;
 use crate::context::Context;
 use crate::flows::offboard::keep_retained_revoked;
 use crate::flows::reconcile::{error_policy, reconcile};
+use crate::flows::share::{reconcile_share, share_error};
 use crate::flows::statuses::{
     group_status_error, profile_status_error, reconcile_group_status, reconcile_profile_status,
 };
@@ -66,6 +67,7 @@ pub struct Runtime {
     retained: Controller<Namespace>,
     profile_statuses: Controller<homestead_api::Profile>,
     group_statuses: Controller<homestead_api::DirectoryGroup>,
+    shares: Controller<homestead_api::Share>,
     retained_count_interval: Duration,
 }
 
@@ -84,6 +86,7 @@ impl Runtime {
             retained,
             profile_statuses,
             group_statuses,
+            shares,
             caches,
         } = watches::controllers(
             &settings.client,
@@ -115,6 +118,7 @@ impl Runtime {
             retained,
             profile_statuses,
             group_statuses,
+            shares,
             retained_count_interval: settings.retained_count_interval,
         }
     }
@@ -122,6 +126,11 @@ impl Runtime {
     /// The cache of Users (for `/readyz` and the metrics of Users).
     pub fn users(&self) -> Store<User> {
         self.users.store()
+    }
+
+    /// The cache of Shares (for the metrics of Shares).
+    pub fn shares(&self) -> Store<homestead_api::Share> {
+        self.shares.store()
     }
 
     /// The leader-election fence every write goes through.
@@ -163,12 +172,17 @@ impl Runtime {
                 ctx.clone(),
             )
             .for_each(|result| async move { log_controller_error(result) });
+        let shares = self
+            .shares
+            .graceful_shutdown_on(shutdown())
+            .run(reconcile_share, share_error, ctx.clone())
+            .for_each(|result| async move { log_controller_error(result) });
         let users = self
             .users
             .graceful_shutdown_on(shutdown())
             .run(reconcile, error_policy, ctx.clone())
             .for_each(|result| async move { log_controller_error(result) });
-        futures::join!(users, retained, profile_statuses, group_statuses);
+        futures::join!(users, retained, profile_statuses, group_statuses, shares);
         // Still the leader (unless the Lease was lost, when the fence drops what is left).
         let events = ctx.cluster().events();
         if !events.drained(EVENT_DRAIN).await {

@@ -24,15 +24,17 @@ use crate::act::recent::Recent;
 use crate::flows::provision::RESYNC;
 use crate::plan::config::Config;
 use crate::plan::ownership::user_of;
+use crate::plan::share::share_of_binding;
 use crate::plan::status;
 use crate::state::Caches;
 use crate::state::cache::{CachedNamespace, CachedRoleBinding};
 use crate::state::identity::Identities;
 use crate::state::index::ProfileIndex;
+use crate::state::shares::ShareIndex;
 use crate::state::store::{Compact, CompactStore, compact_store};
 use crate::state::trim::{trim, trim_user};
 use homestead_api::{
-    DirectoryGroup, LABEL_MANAGED_BY, LABEL_RETAINED_FROM, MANAGED_BY, Profile, User,
+    DirectoryGroup, LABEL_MANAGED_BY, LABEL_RETAINED_FROM, MANAGED_BY, Profile, Share, User,
 };
 use k8s_openapi::api::core::v1::{LimitRange, Namespace, ResourceQuota};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -57,6 +59,10 @@ pub struct Controllers {
     /// The Controller over DirectoryGroup statuses: triggered by a group's own changes and by
     /// every change of a Profile's spec.
     pub group_statuses: Controller<DirectoryGroup>,
+    /// The Controller over Shares: triggered by a Share's spec, its RoleBinding, every change
+    /// of its home's owner and of its grantees (Users, and DirectoryGroups' members), and every
+    /// change of a Profile's spec (all Shares: a limit may have changed).
+    pub shares: Controller<Share>,
     /// The caches reconciles read.
     pub caches: Caches,
 }
@@ -124,10 +130,23 @@ pub fn controllers(
         cached_watch(client, managed.clone(), trim_object::<LimitRange>);
     let (network_policies, network_policy_events) =
         cached_watch(client, managed, trim_object::<NetworkPolicy>);
+    let share_index = ShareIndex::default();
+    let (wake_share, share_wakes) = futures::channel::mpsc::unbounded();
+    let (wake_all_shares, all_share_wakes) = futures::channel::mpsc::unbounded();
+    let shares = share_controller(
+        client,
+        concurrency,
+        &share_index,
+        share_wakes,
+        all_share_wakes,
+    );
     let limit_range_events = limit_range_events.touched_objects();
     let network_policy_events = network_policy_events.touched_objects();
     let (wake_groups, group_triggers) = futures::channel::mpsc::unbounded();
     let (profiles, profile_events) = profile_watch(client, wake_groups);
+    let profile_events = profile_events.inspect(move |_| {
+        let _ = wake_all_shares.unbounded_send(());
+    });
     let (groups, group_events) = group_watch(client);
     let (retained, wake_retained) = retained_controller(client);
     let retained_namespaces = retained.store();
@@ -140,10 +159,12 @@ pub fn controllers(
         index,
         wake_profiles,
         (identities.clone(), wake_users),
+        (share_index.clone(), wake_share.clone()),
     );
     let members = index.clone();
     let in_groups = groups.clone();
     let memberships = GroupMemberships::default();
+    let (group_shares, wake_group_shares) = (share_index.clone(), wake_share.clone());
     let resync = paced_resync(users.clone(), RESYNC);
     let controller = Controller::for_stream(user_events, users)
         .with_config(controller::Config::default().concurrency(concurrency))
@@ -151,7 +172,12 @@ pub fn controllers(
         .watches_stream(namespace_events, |ns| ns.user())
         .watches_stream(
             role_binding_events,
-            user_of_role_binding(namespaces.clone(), retained_namespaces, wake_retained),
+            user_of_role_binding(
+                namespaces.clone(),
+                retained_namespaces,
+                wake_retained,
+                wake_share,
+            ),
         )
         .watches_stream(quota_events, |o| user_of(&o))
         .watches_stream(limit_range_events, |o| user_of(&o))
@@ -162,6 +188,9 @@ pub fn controllers(
                 .map(|user| ObjectRef::new(&user))
         })
         .watches_stream(group_events, move |group| {
+            for share in group_shares.of_group(&group.name_any()) {
+                let _ = wake_group_shares.unbounded_send(share);
+            }
             memberships
                 .affected(&group)
                 .into_iter()
@@ -181,12 +210,38 @@ pub fn controllers(
             identities,
             users: controller.store(),
             index: index.clone(),
+            shares: shares.store(),
+            share_index,
         },
         users: controller,
         retained,
         profile_statuses: status_controller(client).reconcile_on(profile_triggers),
         group_statuses: status_controller(client).reconcile_all_on(group_triggers),
+        shares,
     }
+}
+
+/// The Controller over Shares (their own watch, indexed into `index` by grantee and namespace),
+/// `concurrency` reconciles at once (0: unbounded), triggered by a change of a Share's spec
+/// (its status is Homestead's own), by the Shares sent to `wakes` and by every `()` sent to
+/// `all`.
+fn share_controller(
+    client: &Client,
+    concurrency: u16,
+    index: &ShareIndex,
+    wakes: futures::channel::mpsc::UnboundedReceiver<ObjectRef<Share>>,
+    all: futures::channel::mpsc::UnboundedReceiver<()>,
+) -> Controller<Share> {
+    let (store, events) = cached_watch(client, watcher::Config::default(), trim_object::<Share>);
+    let indexed = index.clone();
+    let events = events.inspect_ok(move |event| indexed.observe(event));
+    let events = changes_of(events, |share: &Share| {
+        fingerprint(&share.metadata.generation)
+    });
+    Controller::for_stream(events, store)
+        .with_config(controller::Config::default().concurrency(concurrency))
+        .reconcile_on(wakes)
+        .reconcile_all_on(all)
 }
 
 /// The Controller over retained Namespaces (labelled `homestead.dev/retained-from`), and the
@@ -216,6 +271,7 @@ fn user_watch(
     index: &ProfileIndex,
     wake_profiles: UnboundedSender<ObjectRef<Profile>>,
     (identities, wake_users): (Identities, UnboundedSender<ObjectRef<User>>),
+    (shares, wake_shares): (ShareIndex, UnboundedSender<ObjectRef<Share>>),
 ) -> (
     Store<User>,
     impl futures::Stream<Item = Result<User, watcher::Error>> + Send + 'static,
@@ -242,6 +298,16 @@ fn user_watch(
         .map_ok(move |event| {
             let trigger = triggers_reconcile(&cached, &event);
             writer.apply_watcher_event(&event);
+            // After the cache has the change: the Shares it concerns read it there.
+            if let watcher::Event::Apply(user)
+            | watcher::Event::InitApply(user)
+            | watcher::Event::Delete(user) = &event
+            {
+                let home = user.status.as_ref().and_then(|s| s.namespace.as_deref());
+                for share in shares.of_user(&user.name_any(), home) {
+                    let _ = wake_shares.unbounded_send(share);
+                }
+            }
             (event, trigger)
         })
         .backoff(watch_backoff())
@@ -314,14 +380,20 @@ fn quota_watch(
 
 /// Maps a RoleBinding to the User whose Namespace (in `namespaces`) it is in. One in a retained
 /// Namespace (in `retained`) is nobody's User's any more: it wakes the retained Namespaces'
-/// Controller through `wake` instead, which removes it.
+/// Controller through `wake` instead, which removes it. One named as a Share's
+/// (`homestead-share-<name>`) also wakes that Share through `wake_share` (a tenant's edit is
+/// undone, a deletion repaired).
 fn user_of_role_binding(
     namespaces: CompactStore<CachedNamespace>,
     retained: Store<Namespace>,
     wake: futures::channel::mpsc::UnboundedSender<ObjectRef<Namespace>>,
+    wake_share: UnboundedSender<ObjectRef<Share>>,
 ) -> impl Fn(CachedRoleBinding) -> Option<ObjectRef<User>> + Send + Sync + 'static {
     move |rb| {
         let namespace = rb.metadata.namespace.as_deref()?;
+        if let Some(share) = rb.metadata.name.as_deref().and_then(share_of_binding) {
+            let _ = wake_share.unbounded_send(ObjectRef::new(share).within(namespace));
+        }
         let retained_namespace = ObjectRef::<Namespace>::new(namespace);
         if retained.get(&retained_namespace).is_some() {
             let _ = wake.unbounded_send(retained_namespace);
@@ -717,6 +789,7 @@ pub async fn synced(users: &Store<User>, caches: &Caches) {
     wait_until_ready(&caches.limit_ranges).await;
     wait_until_ready(&caches.network_policies).await;
     wait_until_ready(&caches.profiles).await;
+    wait_until_ready(&caches.shares).await;
 }
 
 /// Waits until `store` has seen its first complete list.

@@ -271,7 +271,7 @@ resource_as!(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::desired::{desired_namespace, desired_role_binding};
+    use crate::plan::desired::{Traits, desired_namespace, desired_role_binding};
     use homestead_api::User;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use serde_json::json;
@@ -280,7 +280,7 @@ mod tests {
     fn drift_is_seen_and_others_keys_are_left_alone() {
         let u =
             User::test("alice").with_spec(json!({ "namespace": { "labels": { "team": "a" } } }));
-        let desired = desired_namespace(&u, "user-alice", Default::default(), false);
+        let desired = desired_namespace(&u, "user-alice", Default::default(), Traits::default());
         let facts = |edit: &dyn Fn(&mut ObjectMeta)| {
             let mut meta = desired.metadata.clone();
             edit(&mut meta);
@@ -331,7 +331,7 @@ mod tests {
         }));
         // A label and an annotation with the same key and value are different facts.
         let u = User::test("alice");
-        let ns = desired_namespace(&u, "user-alice", Default::default(), false);
+        let ns = desired_namespace(&u, "user-alice", Default::default(), Traits::default());
         let mut swapped = ns.metadata.clone();
         swapped.labels = ns.metadata.annotations.clone();
         swapped.annotations = ns.metadata.labels.clone();

@@ -7,12 +7,13 @@
 pub mod cache;
 pub mod identity;
 pub mod index;
+pub mod shares;
 pub mod store;
 pub mod trim;
 
 use std::sync::Arc;
 
-use homestead_api::{DirectoryGroup, Profile, User};
+use homestead_api::{DirectoryGroup, Profile, Share, User};
 use k8s_openapi::api::core::v1::{LimitRange, ResourceQuota};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Resource;
@@ -21,6 +22,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use cache::{CachedNamespace, CachedRoleBinding};
 use identity::Identities;
 use index::ProfileIndex;
+use shares::ShareIndex;
 use store::{CompactStore, compact_store};
 
 /// The reflector caches reconciles read instead of the API server wherever possible, in the
@@ -47,6 +49,10 @@ pub struct Caches {
     pub(crate) users: Store<User>,
     /// Which Users use which Profile, from the User watch.
     pub(crate) index: ProfileIndex,
+    /// Every Share (the Controller over Shares' own cache).
+    pub(crate) shares: Store<Share>,
+    /// Which Shares name each grantee and are in each namespace, from the Share watch.
+    pub(crate) share_index: ShareIndex,
 }
 
 impl Caches {
@@ -64,6 +70,8 @@ impl Caches {
             identities: Identities::default(),
             users: reflector::store().0,
             index: ProfileIndex::default(),
+            shares: reflector::store().0,
+            share_index: ShareIndex::default(),
         }
     }
 
@@ -119,6 +127,26 @@ impl Caches {
     /// Every cached DirectoryGroup.
     pub fn groups(&self) -> Vec<Arc<DirectoryGroup>> {
         self.groups.state()
+    }
+
+    /// The DirectoryGroup `name`, if cached.
+    pub fn group(&self, name: &str) -> Option<Arc<DirectoryGroup>> {
+        self.groups.get(&ObjectRef::new(name))
+    }
+
+    /// The User `name`, if cached.
+    pub fn user(&self, name: &str) -> Option<Arc<User>> {
+        self.users.get(&ObjectRef::new(name))
+    }
+
+    /// Every cached Share.
+    pub fn shares(&self) -> Vec<Arc<Share>> {
+        self.shares.state()
+    }
+
+    /// Which Shares name each grantee and are in each namespace.
+    pub fn share_index(&self) -> &ShareIndex {
+        &self.share_index
     }
 }
 

@@ -1,0 +1,244 @@
+//! The reconcile of one Share (docs/sharing.md): read its home, its owner's limits and its
+//! grantees from the caches, [`decide`], then make its one RoleBinding match the decision
+//! (granted while `Active`, removed otherwise) before the status says so. A refusal is a
+//! Warning Event on the Share when it first happens; every grant, repair and revocation a
+//! Normal one and a line of the access log.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use homestead_api::{CONDITION_READY, Share, ShareReason, ShareStatus, User};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use tracing::{instrument, warn};
+
+use super::provision::RESYNC;
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::plan::ownership::is_owned_by;
+use crate::plan::share::{
+    Decision, Found, Home, Limits, binding_name, decide, desired_binding, inactive,
+};
+use crate::plan::status::set_condition;
+use crate::state::Caches;
+
+/// Reconciles one Share once every cache has synced (see the module docs).
+///
+/// Returns the next [`Action`]: a look again at `expiresAt` (plus a second) while it is ahead,
+/// at most every 300 s.
+///
+/// # Errors
+/// [`Error`] when an API request fails; the controller then calls [`share_error`].
+#[instrument(skip_all, fields(share = %share.name_any(), namespace = share.namespace().unwrap_or_default()))]
+pub async fn reconcile_share(share: Arc<Share>, ctx: Arc<Context>) -> Result<Action> {
+    if !ctx.ready_to_write().await {
+        return Ok(Action::requeue(Duration::from_secs(5)));
+    }
+    let now = Timestamp::now();
+    let caches = ctx.caches();
+    let namespace = share.namespace().unwrap_or_default();
+    let (home, owner) = home_of(&ctx, &namespace, now);
+    let decision = {
+        let looked_up = LookedUp::of(&share, caches);
+        decide(
+            &share,
+            &home,
+            &ctx.config().allowed_roles,
+            &looked_up.found(),
+            now,
+        )
+    };
+    let cached = caches.role_binding(&namespace, &binding_name(&share.name_any()));
+    let cluster = ctx.cluster();
+    let written = match (&owner, decision.grants()) {
+        (Some(owner), true) => {
+            let desired = desired_binding(&share, &owner.name_any(), &decision.subjects);
+            cluster.keep_share_binding(&share, &desired, cached).await?
+        }
+        _ => {
+            cluster
+                .remove_share_binding(&share, cached, &decision.message)
+                .await?
+        }
+    };
+    if let Some((change, _)) = written {
+        ctx.metrics()
+            .share_changes
+            .with_label_values(&[change])
+            .inc();
+    }
+    write_status(&ctx, &share, &decision, now).await?;
+    ctx.share_backoffs()
+        .reset(&ObjectRef::from_obj(share.as_ref()));
+    let next = decision
+        .recheck
+        .map_or(RESYNC, |left| left + Duration::from_secs(1))
+        .min(RESYNC);
+    Ok(Action::requeue(next))
+}
+
+/// After a failed reconcile of a Share: counts it in `homestead_share_errors_total`, logs it,
+/// and retries with the Share's backoff (1 s doubling to 5 min, with jitter).
+pub fn share_error(share: Arc<Share>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics().share_errors.inc();
+    let delay = ctx
+        .share_backoffs()
+        .next_delay(ObjectRef::from_obj(share.as_ref()));
+    warn!(
+        share = %share.name_any(),
+        namespace = share.namespace().unwrap_or_default(),
+        retry_in_seconds = delay.as_secs_f64(),
+        "reconciling a share failed: {error}"
+    );
+    Action::requeue(delay)
+}
+
+/// The home `namespace` as the caches show it at `now`, and its owner if it is one.
+fn home_of(ctx: &Context, namespace: &str, now: Timestamp) -> (Home, Option<Arc<User>>) {
+    let caches = ctx.caches();
+    let Some(cached) = caches.namespace(namespace) else {
+        return (Home::NotAHome, None);
+    };
+    let Some(owner) = cached.user().and_then(|user| caches.user(&user.name)) else {
+        return (Home::Closed("without its owner".to_owned()), None);
+    };
+    if !is_owned_by(&cached.facts, &owner) {
+        return (Home::NotAHome, None);
+    }
+    let closed = |why: String| (Home::Closed(why), Some(owner.clone()));
+    if cached.metadata.deletion_timestamp.is_some() {
+        return closed("being deleted".to_owned());
+    }
+    if let Some(why) = inactive(&owner, now) {
+        return closed(format!("{why} (its owner {})", owner.name_any()));
+    }
+    match owner.ready_condition() {
+        Some(ready) if ready.status == "True" => {}
+        ready => {
+            let reason = ready.map_or("no Ready condition yet", |c| c.reason.as_str());
+            return closed(format!("not provisioned ({reason})"));
+        }
+    }
+    let profile = owner
+        .status
+        .as_ref()
+        .and_then(|s| s.profile.as_ref())
+        .map(|applied| {
+            let sharing = caches
+                .profile(&applied.name)
+                .and_then(|p| p.spec.sharing.clone());
+            (applied.name.clone(), sharing)
+        });
+    let limits = Limits::of(
+        profile
+            .as_ref()
+            .map(|(name, sharing)| (name.as_str(), sharing.as_ref())),
+        &ctx.config().sharing,
+    );
+    (Home::Open(limits), Some(owner))
+}
+
+/// The grantees of a Share as the caches hold them, owned while [`decide`] borrows them.
+struct LookedUp {
+    entries: Vec<Entry>,
+}
+
+enum Entry {
+    User(String, Option<Arc<User>>),
+    Group(
+        String,
+        Option<Arc<homestead_api::DirectoryGroup>>,
+        Vec<Arc<User>>,
+    ),
+}
+
+impl LookedUp {
+    fn of(share: &Share, caches: &Caches) -> Self {
+        let entries = share
+            .spec
+            .to
+            .iter()
+            .filter_map(|grantee| match (&grantee.user, &grantee.group) {
+                (Some(user), _) => Some(Entry::User(user.clone(), caches.user(user))),
+                (None, Some(name)) => {
+                    let group = caches.group(name);
+                    let members = group
+                        .iter()
+                        .flat_map(|g| g.spec.members.iter())
+                        .filter_map(|member| caches.user(member))
+                        .filter(|user| group.as_ref().is_some_and(|g| g.counts_member(user)))
+                        .collect();
+                    Some(Entry::Group(name.clone(), group, members))
+                }
+                (None, None) => None,
+            })
+            .collect();
+        Self { entries }
+    }
+
+    fn found(&self) -> Vec<Found<'_>> {
+        self.entries
+            .iter()
+            .map(|entry| match entry {
+                Entry::User(name, user) => Found::User(name, user.as_deref()),
+                Entry::Group(name, group, members) => Found::Group(
+                    name,
+                    group.as_deref(),
+                    members.iter().map(AsRef::as_ref).collect(),
+                ),
+            })
+            .collect()
+    }
+}
+
+/// Writes the status `decision` describes, when it differs from `share`'s; a new refusal is
+/// also a Warning Event.
+async fn write_status(
+    ctx: &Context,
+    share: &Share,
+    decision: &Decision,
+    now: Timestamp,
+) -> Result<()> {
+    let current = share.status.clone().unwrap_or_default();
+    let ready = set_condition(
+        &current.conditions,
+        CONDITION_READY,
+        decision.grants(),
+        decision.reason.as_str(),
+        decision.message.clone(),
+        share.metadata.generation,
+        &Time(now),
+    );
+    let previous = current
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_READY);
+    let newly_refused = decision.reason == ShareReason::Refused
+        && previous.is_none_or(|c| c.reason != ready.reason || c.message != ready.message);
+    let mut conditions: Vec<_> = current
+        .conditions
+        .iter()
+        .filter(|c| c.type_ != CONDITION_READY)
+        .cloned()
+        .collect();
+    conditions.push(ready);
+    let desired = ShareStatus {
+        conditions,
+        observed_generation: share.metadata.generation,
+        grantees: decision.grantees.clone(),
+        to: Some(decision.to.clone()),
+        expires_at: decision.grants().then(|| share.spec.expires_at.clone()),
+        renewed_at: Some(Time(decision.renewed_at)),
+    };
+    if desired == current {
+        return Ok(());
+    }
+    ctx.cluster().apply_share_status(share, &desired).await?;
+    if newly_refused {
+        ctx.cluster().refuse_share(share, decision.message.clone());
+    }
+    Ok(())
+}

@@ -1,0 +1,658 @@
+//! Shares, decided (docs/sharing.md): whether a [`Share`] grants anything now, to whom, and
+//! what its status says. Expiry wins; then a home that is not open (its owner suspended,
+//! expired, offboarding, not provisioned yet); then the limits in force ([`Limits`], from the
+//! owner's Profile or the operator's flags); then the grantees, each resolved from the caches
+//! to an identity or to nothing. Pure: the caller passes the caches' answers and the time.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use homestead_api::{
+    DirectoryGroup, GranteeStatus, LABEL_MANAGED_BY, LABEL_SHARE, LABEL_USER, MANAGED_BY,
+    SHARE_BINDING_PREFIX, Share, ShareReason, SharingLimits, User,
+};
+use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+use kube::{Resource, ResourceExt};
+
+use crate::plan::config::{SharingDefaults, parse_duration};
+
+/// The longest Share name whose RoleBinding name (`homestead-share-<name>`) is still a valid
+/// object name (253 characters).
+pub const MAX_SHARE_NAME_LEN: usize = 253 - SHARE_BINDING_PREFIX.len();
+
+/// The name of the RoleBinding of the Share `share` (by `metadata.name`).
+pub fn binding_name(share: &str) -> String {
+    format!("{SHARE_BINDING_PREFIX}{share}")
+}
+
+/// The Share a RoleBinding named `binding` belongs to, by name, if its name says it is one's.
+pub fn share_of_binding(binding: &str) -> Option<&str> {
+    binding.strip_prefix(SHARE_BINDING_PREFIX)
+}
+
+/// The sharing limits in force for one home: the owner's Profile's `spec.sharing`, each field
+/// it leaves unset taken from the operator's flags.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Whether the owner may share at all.
+    pub enabled: bool,
+    /// The highest ClusterRole a Share may grant.
+    pub max_role: String,
+    /// The longest a Share may last from its creation or renewal.
+    pub max_duration: Duration,
+    /// Whether DirectoryGroups may be grantees.
+    pub groups: bool,
+    /// Where the limits come from, for messages: `Profile "x"` or `the operator's flags`.
+    pub source: String,
+}
+
+impl Limits {
+    /// The limits of a home whose owner uses `profile` (its name and `spec.sharing`), else the
+    /// operator's `defaults`. A `maxDuration` that does not parse (the schema admits none such)
+    /// falls back to the operator's.
+    pub fn of(profile: Option<(&str, Option<&SharingLimits>)>, defaults: &SharingDefaults) -> Self {
+        let Some((name, Some(sharing))) = profile else {
+            return Self {
+                enabled: defaults.enabled,
+                max_role: defaults.max_role.clone(),
+                max_duration: defaults.max_duration,
+                groups: defaults.groups,
+                source: "the operator's flags".to_owned(),
+            };
+        };
+        Self {
+            enabled: sharing.enabled,
+            max_role: sharing
+                .max_role
+                .clone()
+                .unwrap_or_else(|| defaults.max_role.clone()),
+            max_duration: sharing
+                .max_duration
+                .as_deref()
+                .and_then(|d| parse_duration(d).ok())
+                .unwrap_or(defaults.max_duration),
+            groups: sharing.groups,
+            source: format!("Profile {name:?}"),
+        }
+    }
+}
+
+/// The built-in ClusterRoles in the order of what they grant; a role outside this list is
+/// within a limit only when it is the limit itself.
+const ROLE_ORDER: [&str; 3] = ["view", "edit", "admin"];
+
+/// Whether `role` grants at most what `max` does.
+pub fn role_within(role: &str, max: &str) -> bool {
+    let rank = |r: &str| ROLE_ORDER.iter().position(|o| *o == r);
+    role == max || matches!((rank(role), rank(max)), (Some(r), Some(m)) if r <= m)
+}
+
+/// The rule a refused Share breaks, named in its `Ready` message and Warning Event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
+pub enum ShareRule {
+    /// The namespace is not (or no longer) a person's home.
+    NotAHome,
+    /// The home's owner may not share.
+    SharingDisabled,
+    /// The role is not in the operator's allow-list.
+    RoleNotAllowed,
+    /// The role grants more than the limit's `maxRole`.
+    RoleAboveLimit,
+    /// `expiresAt` is further than `maxDuration` from the creation or renewal.
+    TooLong,
+    /// A grantee is a group where groups may not be.
+    GroupsNotAllowed,
+    /// The Share's name is too long for its RoleBinding's.
+    NameTooLong,
+}
+
+/// Whether the home a Share is in may be shared now.
+#[derive(Clone, Debug)]
+pub enum Home {
+    /// The namespace is no live person's home (not Homestead's, retained, or its uid
+    /// annotation names another User).
+    NotAHome,
+    /// A home, closed: its owner has no access (the reason, for messages), so nobody gets any.
+    Closed(String),
+    /// A home whose owner has access; the limits in force there.
+    Open(Limits),
+}
+
+/// What the caches know of one grantee, looked up by the caller.
+pub enum Found<'a> {
+    /// A User grantee: the User, if it exists.
+    User(&'a str, Option<&'a User>),
+    /// A group grantee: the group, if it exists, and those of its members that count
+    /// ([`DirectoryGroup::counts_member`]) and exist.
+    Group(&'a str, Option<&'a DirectoryGroup>, Vec<&'a User>),
+}
+
+/// Why `user` has no access as a grantee at `now`, or `None` when it has.
+pub fn inactive(user: &User, now: Timestamp) -> Option<&'static str> {
+    if user.metadata.deletion_timestamp.is_some() {
+        Some("offboarding")
+    } else if user.spec.valid_until.as_ref().is_some_and(|t| t.0 <= now) {
+        Some("expired")
+    } else if user.spec.suspension().is_some() {
+        Some("suspended")
+    } else if user.spec.identity.username.starts_with("system:") {
+        // Rule 5: subjects named system:* are never bound; admission refuses such Users too.
+        Some("a system: identity")
+    } else {
+        None
+    }
+}
+
+/// What a Share should be now.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    /// The `Ready` reason (`Active` is `Ready=True`).
+    pub reason: ShareReason,
+    /// The rule broken, for `Refused`.
+    pub rule: Option<ShareRule>,
+    /// The `Ready` message.
+    pub message: String,
+    /// The identities (user names) the RoleBinding binds; empty unless `Active`.
+    pub subjects: Vec<String>,
+    /// The grantees as resolved, for `status.grantees`.
+    pub grantees: Vec<GranteeStatus>,
+    /// The grantees in one line, for `status.to`.
+    pub to: String,
+    /// When the spec in force was made (`status.renewedAt`).
+    pub renewed_at: Timestamp,
+    /// When to look again: at `expiresAt` while it is ahead.
+    pub recheck: Option<Duration>,
+}
+
+impl Decision {
+    /// Whether the Share grants access.
+    pub fn grants(&self) -> bool {
+        self.reason == ShareReason::Active
+    }
+}
+
+/// When the spec of `share` in force was made, as the operator sees it at `now`: the recorded
+/// `status.renewedAt` while the status describes this generation; the creation for a Share
+/// never updated; else now (the operator sees an update within moments of it).
+pub fn renewed_at(share: &Share, now: Timestamp) -> Timestamp {
+    let status = share.status.as_ref();
+    let described = status.and_then(|s| s.observed_generation) == share.metadata.generation;
+    match status.and_then(|s| s.renewed_at.as_ref()) {
+        Some(at) if described => at.0,
+        _ if share.metadata.generation == Some(1) => share
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(now, |t| t.0),
+        _ => now,
+    }
+}
+
+/// Decides `share` at `now` in `home`, with the operator's `allowed_roles` and its grantees
+/// as `found` (in `spec.to` order). See the module docs for the order of the rules.
+pub fn decide(
+    share: &Share,
+    home: &Home,
+    allowed_roles: &BTreeSet<String>,
+    found: &[Found<'_>],
+    now: Timestamp,
+) -> Decision {
+    let renewed = renewed_at(share, now);
+    let (grantees, subjects) = resolve(found, now);
+    let to = one_line(found);
+    let until = share.spec.expires_at.0;
+    let decision = |reason, rule: Option<ShareRule>, message: String| Decision {
+        reason,
+        rule,
+        message,
+        subjects: Vec::new(),
+        grantees: grantees.clone(),
+        to: to.clone(),
+        renewed_at: renewed,
+        recheck: None,
+    };
+    if until <= now {
+        return decision(
+            ShareReason::Expired,
+            None,
+            format!("expired at {until}: the access is removed"),
+        );
+    }
+    let limits = match home {
+        Home::NotAHome => {
+            let message = "this namespace is not a person's home (not Homestead's, or retained): \
+                           only a home is shared"
+                .to_owned();
+            return refused(decision, ShareRule::NotAHome, message);
+        }
+        Home::Closed(why) => {
+            return decision(
+                ShareReason::Suspended,
+                None,
+                format!("no access while the home is {why}"),
+            );
+        }
+        Home::Open(limits) => limits,
+    };
+    if let Some((rule, message)) = breaks(share, limits, allowed_roles, renewed) {
+        return refused(decision, rule, message);
+    }
+    let left = Duration::try_from(until.duration_since(now)).unwrap_or_default();
+    if subjects.is_empty() {
+        return Decision {
+            recheck: Some(left),
+            ..decision(
+                ShareReason::Suspended,
+                None,
+                format!("no grantee has access now: {}", inactive_summary(&grantees)),
+            )
+        };
+    }
+    Decision {
+        subjects,
+        recheck: Some(left),
+        ..decision(
+            ShareReason::Active,
+            None,
+            format!(
+                "{} {} role {:?} here until {until}",
+                to,
+                if found.len() == 1 { "has" } else { "have" },
+                share.spec.role
+            ),
+        )
+    }
+}
+
+/// A `Refused` decision for `rule`.
+fn refused(
+    decision: impl Fn(ShareReason, Option<ShareRule>, String) -> Decision,
+    rule: ShareRule,
+    message: String,
+) -> Decision {
+    let name: &str = rule.into();
+    decision(
+        ShareReason::Refused,
+        Some(rule),
+        format!("refused ({name}): {message}"),
+    )
+}
+
+/// The first limit `share` breaks, with its message, if any.
+fn breaks(
+    share: &Share,
+    limits: &Limits,
+    allowed_roles: &BTreeSet<String>,
+    renewed: Timestamp,
+) -> Option<(ShareRule, String)> {
+    let role = &share.spec.role;
+    let source = &limits.source;
+    let max = limits.max_duration;
+    let latest = renewed.checked_add(max).unwrap_or(Timestamp::MAX);
+    let name_len = share.name_any().len();
+    if !limits.enabled {
+        Some((
+            ShareRule::SharingDisabled,
+            format!("sharing is disabled by {source}"),
+        ))
+    } else if !allowed_roles.contains(role) || role == "cluster-admin" {
+        Some((
+            ShareRule::RoleNotAllowed,
+            format!("role {role:?} is not one the operator allows"),
+        ))
+    } else if !role_within(role, &limits.max_role) {
+        Some((
+            ShareRule::RoleAboveLimit,
+            format!(
+                "role {role:?} grants more than {:?}, the highest {source} allows",
+                limits.max_role
+            ),
+        ))
+    } else if share.spec.expires_at.0 > latest {
+        Some((
+            ShareRule::TooLong,
+            format!(
+                "expiresAt {} is more than {}s after the share was made or renewed ({renewed}); \
+                 {source} allows at most {}s (until {latest})",
+                share.spec.expires_at.0,
+                max.as_secs(),
+                max.as_secs()
+            ),
+        ))
+    } else if !limits.groups && share.spec.to.iter().any(|g| g.group.is_some()) {
+        Some((
+            ShareRule::GroupsNotAllowed,
+            format!("{source} does not allow directory groups as grantees"),
+        ))
+    } else if name_len > MAX_SHARE_NAME_LEN {
+        Some((
+            ShareRule::NameTooLong,
+            format!(
+                "the name has {name_len} characters; at most {MAX_SHARE_NAME_LEN}, so its \
+                 RoleBinding's name is valid"
+            ),
+        ))
+    } else {
+        None
+    }
+}
+
+/// The grantees' statuses and the identities of those with access (sorted, each once).
+fn resolve(found: &[Found<'_>], now: Timestamp) -> (Vec<GranteeStatus>, Vec<String>) {
+    let mut subjects = BTreeSet::new();
+    let mut active = |user: &User| {
+        let yes = inactive(user, now).is_none();
+        if yes {
+            subjects.insert(user.spec.identity.username.clone());
+        }
+        yes
+    };
+    let statuses = found
+        .iter()
+        .map(|grantee| match grantee {
+            Found::User(name, user) => GranteeStatus {
+                user: Some((*name).to_owned()),
+                username: user.map(|u| u.spec.identity.username.clone()),
+                active: Some(i64::from(user.is_some_and(&mut active))),
+                ..GranteeStatus::default()
+            },
+            Found::Group(name, _, members) => GranteeStatus {
+                group: Some((*name).to_owned()),
+                members: Some(count(members.len())),
+                active: Some(count(members.iter().filter(|u| active(u)).count())),
+                ..GranteeStatus::default()
+            },
+        })
+        .collect();
+    (statuses, subjects.into_iter().collect())
+}
+
+fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The grantees in one line: `bob, group analysts`.
+fn one_line(found: &[Found<'_>]) -> String {
+    found
+        .iter()
+        .map(|grantee| match grantee {
+            Found::User(name, _) => (*name).to_owned(),
+            Found::Group(name, ..) => format!("group {name}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Why no grantee has access, for the message: `bob (none active), group analysts (0 of 3)`.
+fn inactive_summary(grantees: &[GranteeStatus]) -> String {
+    grantees
+        .iter()
+        .map(|g| match (&g.user, &g.group) {
+            (Some(user), _) if g.username.is_none() => format!("{user} is no Homestead User"),
+            (Some(user), _) => format!("{user} is suspended, expired or offboarding"),
+            (_, Some(group)) => format!(
+                "group {group} has {} of {} members active",
+                g.active.unwrap_or(0),
+                g.members.unwrap_or(0)
+            ),
+            _ => String::new(),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The RoleBinding of `share` (owned by `owner`, the home's User by name) binding `subjects`
+/// (user names, kind User) to `spec.role` as a ClusterRole: labelled as Homestead's and the
+/// owner's, with `homestead.dev/share`, and owned by the Share (so garbage collection removes it
+/// with the Share, even while the operator is down).
+///
+/// # Panics
+/// If `share` has no name, namespace or uid, which a Share read from the API server always has.
+pub fn desired_binding(share: &Share, owner: &str, subjects: &[String]) -> RoleBinding {
+    let namespace = share.namespace().expect("a Share is namespaced");
+    RoleBinding {
+        metadata: ObjectMeta {
+            name: Some(binding_name(&share.name_any())),
+            namespace: Some(namespace),
+            labels: Some(
+                [
+                    (LABEL_MANAGED_BY, MANAGED_BY),
+                    (LABEL_USER, owner),
+                    (LABEL_SHARE, &share.name_any()),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+            ),
+            owner_references: Some(vec![
+                share
+                    .controller_owner_ref(&())
+                    .expect("a Share read from the API server has a name and uid"),
+            ]),
+            ..ObjectMeta::default()
+        },
+        role_ref: RoleRef {
+            api_group: "rbac.authorization.k8s.io".to_owned(),
+            kind: "ClusterRole".to_owned(),
+            name: share.spec.role.clone(),
+        },
+        subjects: Some(
+            subjects
+                .iter()
+                .map(|name| Subject {
+                    api_group: Some("rbac.authorization.k8s.io".to_owned()),
+                    kind: "User".to_owned(),
+                    name: name.clone(),
+                    namespace: None,
+                })
+                .collect(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use homestead_api::{Grantee, ShareSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use serde_json::json;
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn share(to: Vec<Grantee>, role: &str, expires: &str) -> Share {
+        let mut share = Share::new(
+            "review",
+            ShareSpec {
+                to,
+                role: role.to_owned(),
+                expires_at: Time(at(expires)),
+                reason: "review".to_owned(),
+            },
+        );
+        share.metadata.namespace = Some("user-alice".to_owned());
+        share.metadata.uid = Some("uid-share".to_owned());
+        share.metadata.generation = Some(1);
+        share.metadata.creation_timestamp = Some(Time(at("2026-11-01T00:00:00Z")));
+        share
+    }
+
+    fn user(name: &str) -> Grantee {
+        Grantee {
+            user: Some(name.to_owned()),
+            group: None,
+        }
+    }
+
+    fn open() -> Home {
+        Home::Open(Limits::of(None, &SharingDefaults::default()))
+    }
+
+    fn roles() -> BTreeSet<String> {
+        ["admin", "edit", "view"].map(String::from).into()
+    }
+
+    const NOW: &str = "2026-11-02T00:00:00Z";
+
+    #[test]
+    fn an_active_grantee_is_bound_by_identity_until_expiry() {
+        let bob = User::test("bob");
+        let share = share(vec![user("bob")], "view", "2026-11-09T00:00:00Z");
+        let found = [Found::User("bob", Some(&bob))];
+        let decision = decide(&share, &open(), &roles(), &found, at(NOW));
+        assert_eq!(decision.reason, ShareReason::Active);
+        assert_eq!(decision.subjects, ["bob@example.com"]);
+        assert_eq!(decision.recheck, Some(Duration::from_secs(7 * 86_400)));
+        assert_eq!(decision.renewed_at, at("2026-11-01T00:00:00Z"));
+        let binding = desired_binding(&share, "alice", &decision.subjects);
+        assert_eq!(
+            binding.metadata.name.as_deref(),
+            Some("homestead-share-review")
+        );
+        assert_eq!(binding.role_ref.name, "view");
+    }
+
+    #[test]
+    fn expiry_wins_over_everything_else() {
+        let share = share(vec![user("bob")], "cluster-admin", "2026-11-01T12:00:00Z");
+        let decision = decide(&share, &Home::NotAHome, &roles(), &[], at(NOW));
+        assert_eq!(decision.reason, ShareReason::Expired);
+        assert!(decision.subjects.is_empty());
+    }
+
+    #[test]
+    fn each_limit_is_a_refusal_that_names_its_rule() {
+        let bob = User::test("bob");
+        let found = [Found::User("bob", Some(&bob))];
+        let cases = [
+            (
+                share(vec![user("bob")], "admin", "2026-11-09T00:00:00Z"),
+                ShareRule::RoleAboveLimit,
+            ),
+            (
+                share(vec![user("bob")], "custom", "2026-11-09T00:00:00Z"),
+                ShareRule::RoleNotAllowed,
+            ),
+            (
+                share(vec![user("bob")], "view", "2027-03-01T00:00:00Z"),
+                ShareRule::TooLong,
+            ),
+        ];
+        for (share, rule) in cases {
+            let decision = decide(&share, &open(), &roles(), &found, at(NOW));
+            assert_eq!(decision.reason, ShareReason::Refused);
+            assert_eq!(decision.rule, Some(rule));
+            assert!(
+                decision.message.contains(<&str>::from(rule)),
+                "{}",
+                decision.message
+            );
+            assert!(decision.subjects.is_empty());
+        }
+        let closed: SharingLimits =
+            serde_json::from_value(json!({ "enabled": true, "groups": false, "maxRole": "admin" }))
+                .unwrap();
+        let limits = Limits::of(Some(("strict", Some(&closed))), &SharingDefaults::default());
+        let to_group = share(
+            vec![Grantee {
+                user: None,
+                group: Some("analysts".to_owned()),
+            }],
+            "admin",
+            "2026-11-09T00:00:00Z",
+        );
+        let decision = decide(&to_group, &Home::Open(limits), &roles(), &[], at(NOW));
+        assert_eq!(decision.rule, Some(ShareRule::GroupsNotAllowed));
+        assert!(
+            decision.message.contains("Profile \"strict\""),
+            "{}",
+            decision.message
+        );
+    }
+
+    #[test]
+    fn a_renewal_is_bounded_from_when_it_was_made() {
+        let mut renewed = share(vec![user("bob")], "view", "2027-03-01T00:00:00Z");
+        renewed.metadata.generation = Some(2);
+        renewed.status = Some(homestead_api::ShareStatus {
+            observed_generation: Some(2),
+            renewed_at: Some(Time(at("2026-12-15T00:00:00Z"))),
+            ..Default::default()
+        });
+        let bob = User::test("bob");
+        let found = [Found::User("bob", Some(&bob))];
+        let decision = decide(
+            &renewed,
+            &open(),
+            &roles(),
+            &found,
+            at("2026-12-16T00:00:00Z"),
+        );
+        assert_eq!(decision.reason, ShareReason::Active, "{}", decision.message);
+        // An update not yet described by the status is bounded from now.
+        renewed.metadata.generation = Some(3);
+        assert_eq!(renewed_at(&renewed, at(NOW)), at(NOW));
+    }
+
+    #[test]
+    fn grantees_who_lost_their_access_lose_the_share_alone() {
+        let bob = User::test("bob").suspended();
+        let carol = User::test("carol");
+        let dave = User::test("dave").with_spec(json!({ "validUntil": "2026-11-01T00:00:00Z" }));
+        let analysts = DirectoryGroup::test("analysts", "Analysts");
+        let share = share(
+            vec![
+                user("bob"),
+                user("carol"),
+                Grantee {
+                    user: None,
+                    group: Some("analysts".into()),
+                },
+            ],
+            "view",
+            "2026-11-09T00:00:00Z",
+        );
+        let found = [
+            Found::User("bob", Some(&bob)),
+            Found::User("carol", Some(&carol)),
+            Found::Group("analysts", Some(&analysts), vec![&dave, &carol]),
+        ];
+        let decision = decide(&share, &open(), &roles(), &found, at(NOW));
+        assert_eq!(decision.reason, ShareReason::Active);
+        assert_eq!(decision.subjects, ["carol@example.com"]);
+        assert_eq!(decision.grantees[0].active, Some(0));
+        assert_eq!(decision.grantees[2].members, Some(2));
+        assert_eq!(decision.grantees[2].active, Some(1));
+        assert_eq!(decision.to, "bob, carol, group analysts");
+
+        let only_bob = [Found::User("bob", Some(&bob))];
+        let decision = decide(&share, &open(), &roles(), &only_bob, at(NOW));
+        assert_eq!(decision.reason, ShareReason::Suspended);
+        assert!(decision.subjects.is_empty());
+    }
+
+    #[test]
+    fn a_closed_home_grants_nothing_and_says_why() {
+        let bob = User::test("bob");
+        let share = share(vec![user("bob")], "view", "2026-11-09T00:00:00Z");
+        let found = [Found::User("bob", Some(&bob))];
+        let home = Home::Closed("suspended".to_owned());
+        let decision = decide(&share, &home, &roles(), &found, at(NOW));
+        assert_eq!(decision.reason, ShareReason::Suspended);
+        assert!(decision.message.contains("suspended"));
+        assert!(decision.subjects.is_empty());
+    }
+
+    #[test]
+    fn roles_are_ordered_view_edit_admin_and_others_only_equal_themselves() {
+        assert!(role_within("view", "edit"));
+        assert!(role_within("edit", "edit"));
+        assert!(!role_within("admin", "edit"));
+        assert!(role_within("custom", "custom"));
+        assert!(!role_within("custom", "admin"));
+        assert!(!role_within("admin", "custom"));
+    }
+}
