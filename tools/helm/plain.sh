@@ -17,6 +17,7 @@ routes=(
   "admission-policy.yaml all rbac/admission-policy.yaml"
   "hr.yaml all rbac/hr.yaml"
   "shares.yaml all rbac/shares.yaml"
+  "auditor.yaml all rbac/auditor.yaml"
   "deployment.yaml all manifests/deployment.yaml"
   "scim.yaml ServiceAccount,ClusterRole,ClusterRoleBinding,ValidatingAdmissionPolicy,ValidatingAdmissionPolicyBinding manifests/scim/rbac.yaml"
   "scim.yaml Deployment,Service,PodDisruptionBudget manifests/scim/deployment.yaml"

@@ -214,6 +214,37 @@ pub enum Command {
     /// Serve SCIM 2.0 (RFC 7644) over HTTPS for identity providers: people they push become
     /// Users (field manager `homestead-scim`); `active: false` suspends, DELETE offboards.
     Scim(ScimArgs),
+    /// Where every access to a Homestead namespace comes from: each subject bound there, its
+    /// role, its source (own home, a Share with its reason and creator, a directory group, or
+    /// `unmanaged`) and until when. Reads only: the `homestead-auditor` ClusterRole suffices.
+    Access(AccessArgs),
+}
+
+/// `homestead access`.
+#[derive(Debug, clap::Args)]
+pub struct AccessArgs {
+    /// Only the accesses of this person (a User's `metadata.name`).
+    #[arg(long)]
+    pub user: Option<String>,
+
+    /// Only the accesses to this namespace.
+    #[arg(long, short = 'n')]
+    pub namespace: Option<String>,
+
+    /// How to print: an aligned table, CSV (RFC 4180, with a header) or a JSON array.
+    #[arg(long, short = 'o', value_enum, default_value_t = AccessFormat::Table)]
+    pub output: AccessFormat,
+}
+
+/// The output formats of `homestead access`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AccessFormat {
+    /// Aligned columns with a header.
+    Table,
+    /// CSV with a header; cells that a spreadsheet would take for a formula start with `'`.
+    Csv,
+    /// A JSON array of rows.
+    Json,
 }
 
 /// `homestead scim`.

@@ -1,9 +1,10 @@
 //! `homestead`: the operator binary. Parses the command line and runs the operator, or
 //! `homestead import` (also `kubectl homestead import` when installed as `kubectl-homestead`),
-//! or `homestead scim`;
+//! or `homestead scim`, or `homestead access`;
 //! everything else lives in the modules below and in the `homestead-reconciler` and
 //! `homestead-directory` libraries.
 
+mod access;
 mod cli;
 mod connections;
 mod import;
@@ -30,6 +31,7 @@ async fn main() -> anyhow::Result<std::process::ExitCode> {
     cli.runtime.init_tracing();
     match cli.command.take() {
         Some(cli::Command::Import(args)) => import::run(args).await,
+        Some(cli::Command::Access(args)) => access::run(args).await,
         Some(cli::Command::Scim(args)) => scim::run(args)
             .await
             .map(|()| std::process::ExitCode::SUCCESS),

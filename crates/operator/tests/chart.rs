@@ -134,6 +134,7 @@ fn the_chart_renders_what_the_kustomize_path_installs() {
         "rbac/admission-policy.yaml",
         "rbac/hr.yaml",
         "rbac/shares.yaml",
+        "rbac/auditor.yaml",
         "manifests/crd.yaml",
         "manifests/scim/rbac.yaml",
     ] {
@@ -461,7 +462,7 @@ fn helm_on(plane: &ControlPlane, args: &[&str]) -> String {
 }
 
 /// A copy of the chart at `dir` as an earlier release had it: CRDs without the DirectoryGroup
-/// CRD and without the User fields `givenName` and `familyName` (both added since).
+/// and Share CRDs and without the User fields `givenName` and `familyName` (all added since).
 fn previous_release(dir: &Path) {
     let (ok, out) = common::run_with_stdin(
         Command::new("cp")
@@ -474,7 +475,10 @@ fn previous_release(dir: &Path) {
     let crds = dir.join("files/crds.yaml");
     let older: Vec<String> = documents(&std::fs::read_to_string(&crds).unwrap())
         .into_iter()
-        .filter(|crd| crd["metadata"]["name"] != "directorygroups.homestead.dev")
+        .filter(|crd| {
+            crd["metadata"]["name"] != "directorygroups.homestead.dev"
+                && crd["metadata"]["name"] != "shares.homestead.dev"
+        })
         .map(|mut crd| {
             if crd["metadata"]["name"] == "users.homestead.dev" {
                 let spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]

@@ -840,3 +840,108 @@ async fn nobody_but_the_owner_shares_and_never_past_the_rules() {
     assert!(ok, "{out}");
     wait_can("sa-bob@example.com", ns, "yes").await;
 }
+
+/// `homestead access`, run as an auditor holding only `homestead-auditor` (impersonated through
+/// the kubeconfig), names the source of every access to a home: the owner's own home, a Share
+/// with its reason and creator, a group, and a hand-made binding as `unmanaged`.
+#[tokio::test]
+async fn homestead_access_names_every_source_with_the_auditor_role_alone() {
+    let client = admin().await;
+    person(&client, "sx-owner", json!({}), "Provisioned").await;
+    person(&client, "sx-bob", json!({}), "Provisioned").await;
+    let ns = "user-sx-owner";
+    let owner = "sx-owner@example.com";
+    let doc = share_doc(
+        ns,
+        "audit-me",
+        "[{user: sx-bob}]",
+        "view",
+        Duration::from_secs(3600),
+        owner,
+    );
+    let (ok, out) = create_as(owner, &doc);
+    assert!(ok, "{out}");
+    wait_can("sx-bob@example.com", ns, "yes").await;
+    let (ok, out) = kubectl(
+        &[
+            &format!("--as={owner}"),
+            "create",
+            "rolebinding",
+            "by-hand",
+            "-n",
+            ns,
+            "--clusterrole=view",
+            "--user=friend@example.com",
+        ],
+        "",
+    );
+    assert!(ok || out.contains("AlreadyExists"), "{out}");
+    let auditor = "auditor@example.com";
+    let (ok, out) = kubectl(
+        &[
+            "create",
+            "clusterrolebinding",
+            "sx-auditor",
+            "--clusterrole=homestead-auditor",
+            &format!("--user={auditor}"),
+        ],
+        "",
+    );
+    assert!(ok || out.contains("AlreadyExists"), "{out}");
+    assert_eq!(
+        can(auditor, "create", "shares.homestead.dev", ns),
+        "no",
+        "the auditor only reads"
+    );
+    assert_eq!(can(auditor, "get", "secrets", ns), "no");
+    let plane = env().plane;
+    let mut kubeconfig = plane.kubeconfig(ADMIN).unwrap();
+    for named in &mut kubeconfig.auth_infos {
+        if let Some(info) = named.auth_info.as_mut() {
+            info.impersonate = Some(auditor.to_owned());
+        }
+    }
+    let path = plane.dir().join("auditor.kubeconfig");
+    std::fs::write(&path, serde_json::to_string(&kubeconfig).unwrap()).unwrap();
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_homestead"))
+        .args(["access", "-o", "json", "-n", ns])
+        .env("KUBECONFIG", &path)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&run.stdout).unwrap();
+    let source = |subject: &str| {
+        rows.iter()
+            .find(|r| r["subject"] == format!("User:{subject}"))
+            .map(|r| {
+                (
+                    r["source"].as_str().unwrap().to_owned(),
+                    r["detail"].as_str().unwrap().to_owned(),
+                )
+            })
+            .unwrap_or_else(|| panic!("no row for {subject}: {rows:?}"))
+    };
+    assert_eq!(source(owner).0, "home");
+    let (kind, detail) = source("sx-bob@example.com");
+    assert_eq!(kind, "share");
+    assert!(
+        detail.contains("audit-me: working together (by sx-owner@example.com)"),
+        "{detail}"
+    );
+    assert_eq!(source("friend@example.com").0, "unmanaged");
+    let csv = std::process::Command::new(env!("CARGO_BIN_EXE_homestead"))
+        .args(["access", "-o", "csv", "--user", "sx-bob"])
+        .env("KUBECONFIG", &path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(csv.stdout).unwrap();
+    assert_eq!(
+        text.lines().count(),
+        2,
+        "a header and bob's one access: {text}"
+    );
+}
