@@ -941,7 +941,7 @@ async fn homestead_access_names_every_source_with_the_auditor_role_alone() {
     let text = String::from_utf8(csv.stdout).unwrap();
     assert_eq!(
         text.lines().count(),
-        2,
-        "a header and bob's one access: {text}"
+        3,
+        "a header, bob's own home and the share: {text}"
     );
 }
