@@ -72,6 +72,10 @@ bench users="1000": control-plane
 bench-rounds users="10000" rounds="3": control-plane
     tools/bench/rounds.sh {{users}} {{rounds}}
 
+# Shares at scale: USERS Users each sharing their home with the next (as many Shares), Homestead against the bounded floor of the same writes before and after it, the operator's peak RSS, writes in steady state, and one member of a 1,000-member group named by 100 Shares replaced; ROUNDS rounds, each on a fresh control plane (release build; docs/performance.md, "Shares").
+bench-shares users="10000" rounds="3": control-plane
+    tools/bench/share-rounds.sh {{users}} {{rounds}}
+
 # What each safety layer (admission policies, the operator's identity, Homestead's objects) costs the bounded floor: with and without each on a fresh control plane, and the bare floor, ROUNDS rounds (release build; about 12 minutes a round at 10,000 Users).
 bench-layers users="10000" rounds="2": control-plane
     tools/bench/layers.sh {{users}} {{rounds}}

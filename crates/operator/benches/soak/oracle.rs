@@ -9,7 +9,7 @@ use std::io::{BufRead, Seek};
 use std::path::PathBuf;
 
 use futures::StreamExt;
-use homestead_api::User;
+use homestead_api::{LABEL_SHARE, Share, User};
 use homestead_testenv::OPERATOR;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -48,6 +48,8 @@ pub struct Snapshot {
     pub users_again: Vec<User>,
     pub namespaces: BTreeMap<String, Namespace>,
     pub bindings: Vec<RoleBinding>,
+    /// Every Share.
+    pub shares: Vec<Share>,
 }
 
 /// The audit log, read as it grows: who created each RoleBinding, and the operator's writes.
@@ -208,6 +210,10 @@ impl Oracle {
             .list(&ListParams::default())
             .await?
             .items;
+        let shares = Api::<Share>::all(self.admin.clone())
+            .list(&ListParams::default())
+            .await?
+            .items;
         let users_again = Api::<User>::all(self.admin.clone())
             .list(&ListParams::default())
             .await?
@@ -218,6 +224,7 @@ impl Oracle {
             users_again,
             namespaces,
             bindings,
+            shares,
         })
     }
 
@@ -509,7 +516,9 @@ impl Oracle {
                 .get("app.kubernetes.io/managed-by")
                 .map(String::as_str)
                 == Some("homestead");
-            let problem = if homestead {
+            let problem = if homestead && b.labels().contains_key(LABEL_SHARE) {
+                share_binding_problem(b, snap)
+            } else if homestead {
                 homestead_binding_problem(b, &ns, &owner.0)
             } else {
                 self.creator_problem(&ns, &name, &owner.0)
@@ -636,7 +645,10 @@ impl Oracle {
                 n.labels().get("homestead.dev/user") == Some(name)
                     && n.annotations().get("homestead.dev/user-uid") == u.uid().as_ref()
             });
-            let homestead = homestead_bindings(snap, &m.namespace);
+            let homestead: Vec<&RoleBinding> = homestead_bindings(snap, &m.namespace)
+                .into_iter()
+                .filter(|b| !b.labels().contains_key(LABEL_SHARE))
+                .collect();
             let reason = u
                 .ready_condition()
                 .map(|c| c.reason.clone())
@@ -654,6 +666,7 @@ impl Oracle {
             if revoked.contains(&m.namespace) {
                 continue; // checked by the revocation checks
             }
+            wrong.extend(shares_converged(snap, &m.namespace, u));
             let role = m.expected_role(name, model);
             let right = homestead.len() == 1
                 && homestead[0].role_ref.name == role
@@ -677,6 +690,71 @@ impl Oracle {
         wrong.extend(unknown_users(snap, model));
         wrong
     }
+}
+
+/// After quiescence, the Shares in `namespace` (the home of `owner`, live and not revoked): each
+/// grants exactly what it says (its role, to its User grantees with access) while it has not
+/// expired and is within the default limits (at most `edit`), and nothing otherwise.
+fn shares_converged(snap: &Snapshot, namespace: &str, owner: &User) -> Vec<String> {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let mut wrong = Vec::new();
+    let open = owner.ready_condition().is_some_and(|c| c.status == "True");
+    for share in snap
+        .shares
+        .iter()
+        .filter(|s| s.namespace().as_deref() == Some(namespace))
+    {
+        let binding = format!("homestead-share-{}", share.name_any());
+        let found = snap
+            .bindings
+            .iter()
+            .find(|b| b.namespace().as_deref() == Some(namespace) && b.name_any() == binding);
+        let mut want: Vec<String> = share
+            .spec
+            .to
+            .iter()
+            .filter_map(|g| g.user.as_deref())
+            .filter_map(|name| snap.users.iter().find(|u| u.name_any() == name))
+            .filter(|u| {
+                u.metadata.deletion_timestamp.is_none()
+                    && u.spec.suspension().is_none()
+                    && u.spec.valid_until.as_ref().is_none_or(|t| t.0 > now)
+            })
+            .map(|u| u.spec.identity.username.clone())
+            .collect();
+        want.sort();
+        want.dedup();
+        // A second either side of expiry is not judged.
+        let left = share.spec.expires_at.0.duration_since(now).as_secs();
+        if left.abs() < 2 {
+            continue;
+        }
+        let grants = open && left > 0 && share.spec.role != "admin" && !want.is_empty();
+        let mut has: Vec<String> = found
+            .map(|b| {
+                b.subjects
+                    .iter()
+                    .flatten()
+                    .map(|s| s.name.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        has.sort();
+        let right = if grants {
+            found.is_some_and(|b| b.role_ref.name == share.spec.role) && has == want
+        } else {
+            found.is_none()
+        };
+        if !right {
+            wrong.push(format!(
+                "Share {namespace}/{} ({} to {want:?}, {left} s left, home open: {open}) should {}; its binding binds {has:?}",
+                share.name_any(),
+                share.spec.role,
+                if grants { "grant exactly that" } else { "grant nothing" }
+            ));
+        }
+    }
+    wrong
 }
 
 /// The User holding each username (lower-cased): the oldest by creationTimestamp, then name.
@@ -724,6 +802,66 @@ fn service_account_named(namespace: &str, name: &str) -> (String, Vec<String>) {
             "system:authenticated".to_owned(),
         ],
     )
+}
+
+/// Why the RoleBinding `b` of a Share (labelled `homestead.dev/share`) grants what its Share
+/// does not (design rule 22): no such Share, a Share past `expiresAt`, another role, or a
+/// subject who is not the identity of one of its User grantees with access now (not suspended,
+/// deactivated, expired or offboarding). Sustained past the allowed delay, a violation.
+fn share_binding_problem(b: &RoleBinding, snap: &Snapshot) -> Option<String> {
+    let ns = b.namespace().unwrap_or_default();
+    let name = b.labels().get(LABEL_SHARE).cloned().unwrap_or_default();
+    let Some(share) = snap
+        .shares
+        .iter()
+        .find(|s| s.namespace().as_deref() == Some(&ns) && s.name_any() == name)
+    else {
+        return Some(format!(
+            "{ns}/{} grants for a Share {name} that does not exist",
+            b.name_any()
+        ));
+    };
+    if share.spec.expires_at.0 <= k8s_openapi::jiff::Timestamp::now() {
+        return Some(format!(
+            "{ns}/{} still grants after the Share expired",
+            b.name_any()
+        ));
+    }
+    if b.role_ref.name != share.spec.role || share.spec.role == "admin" {
+        return Some(format!(
+            "{ns}/{} grants {} for a Share of {} (the limit is edit)",
+            b.name_any(),
+            b.role_ref.name,
+            share.spec.role
+        ));
+    }
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let active: BTreeSet<&str> = share
+        .spec
+        .to
+        .iter()
+        .filter_map(|g| g.user.as_deref())
+        .filter_map(|name| snap.users.iter().find(|u| u.name_any() == name))
+        .filter(|u| {
+            u.metadata.deletion_timestamp.is_none()
+                && u.spec.suspension().is_none()
+                && u.spec.valid_until.as_ref().is_none_or(|t| t.0 > now)
+        })
+        .map(|u| u.spec.identity.username.as_str())
+        .collect();
+    let strangers: Vec<&str> = b
+        .subjects
+        .iter()
+        .flatten()
+        .map(|s| s.name.as_str())
+        .filter(|s| !active.contains(s))
+        .collect();
+    (!strangers.is_empty()).then(|| {
+        format!(
+            "{ns}/{} of Share {name} binds {strangers:?}, not its grantees with access {active:?}",
+            b.name_any()
+        )
+    })
 }
 
 /// Why Homestead's RoleBinding `b` in `ns` is not the source it should be: it must bind an

@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use homestead_api::{Profile, User};
+use homestead_api::{Profile, Share, User};
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::RoleBinding;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -126,6 +126,26 @@ pub enum Op {
         tenant: usize,
         subject: String,
     },
+    /// A tenant shares their home with the live User whose identity is `grantee` (a person of
+    /// [`PEOPLE`]), with `role`, for `seconds` (docs/sharing.md).
+    TenantShare {
+        tenant: usize,
+        grantee: String,
+        role: String,
+        seconds: u64,
+    },
+    /// A tenant tries to share another tenant's home (`other`): refused whatever a Share gave
+    /// them there (RBAC, or the admission policy homestead-share-owner).
+    TenantReshare {
+        tenant: usize,
+        other: usize,
+    },
+    /// A tenant adds `subject` to one of the Share RoleBindings in their home (undone by the
+    /// operator).
+    TenantRewriteShare {
+        tenant: usize,
+        subject: String,
+    },
     /// A tenant tries an allow-all NetworkPolicy (refused in an isolated namespace).
     TenantOpenIsolation {
         tenant: usize,
@@ -201,6 +221,9 @@ impl Op {
             | Op::ScimGroup { .. } => "scim",
             Op::TenantBindings { .. }
             | Op::TenantRewriteHomestead { .. }
+            | Op::TenantShare { .. }
+            | Op::TenantReshare { .. }
+            | Op::TenantRewriteShare { .. }
             | Op::TenantOpenIsolation { .. }
             | Op::TenantExternalIp { .. } => "tenant",
             Op::PlatformProfileRole { .. }
@@ -370,12 +393,27 @@ fn tenants_with_users(model: &Model) -> Vec<usize> {
 fn tenant_op(rng: &mut fastrand::Rng, model: &Model) -> Option<Op> {
     let tenant = *pick(rng, &tenants_with_users(model))?;
     Some(match rng.u32(..100) {
-        0..55 => tenant_bindings(rng, tenant),
-        55..70 => Op::TenantRewriteHomestead {
+        0..40 => tenant_bindings(rng, tenant),
+        40..52 => Op::TenantShare {
+            tenant,
+            grantee: PEOPLE[rng.usize(..PEOPLE.len())].to_owned(),
+            // admin is above the default limit (edit): refused, nothing granted.
+            role: ROLES[rng.usize(..ROLES.len())].to_owned(),
+            seconds: rng.u64(2..60),
+        },
+        52..57 => Op::TenantReshare {
+            tenant,
+            other: rng.usize(..TENANTS.len()),
+        },
+        57..62 => Op::TenantRewriteShare {
             tenant,
             subject: PEOPLE[rng.usize(..PEOPLE.len())].to_owned(),
         },
-        70..85 => Op::TenantOpenIsolation { tenant },
+        62..74 => Op::TenantRewriteHomestead {
+            tenant,
+            subject: PEOPLE[rng.usize(..PEOPLE.len())].to_owned(),
+        },
+        74..87 => Op::TenantOpenIsolation { tenant },
         _ => Op::TenantExternalIp { tenant },
     })
 }
@@ -1119,6 +1157,9 @@ impl Actors {
         let tenant = match op {
             Op::TenantBindings { tenant, .. }
             | Op::TenantRewriteHomestead { tenant, .. }
+            | Op::TenantShare { tenant, .. }
+            | Op::TenantReshare { tenant, .. }
+            | Op::TenantRewriteShare { tenant, .. }
             | Op::TenantOpenIsolation { tenant }
             | Op::TenantExternalIp { tenant } => *tenant,
             _ => unreachable!("not a tenant's"),
@@ -1152,6 +1193,39 @@ impl Actors {
                     .await,
                 )
             }
+            Op::TenantShare {
+                grantee,
+                role,
+                seconds,
+                ..
+            } => {
+                let share = (grantee.as_str(), role.as_str(), *seconds);
+                self.tenant_share(tenant, client, &ns, share).await
+            }
+            Op::TenantReshare { other, .. } => self.tenant_reshare(tenant, *other, client).await,
+            Op::TenantRewriteShare { subject, .. } => {
+                let api: Api<RoleBinding> = Api::namespaced(client, &ns);
+                let Ok(bindings) = api
+                    .list(&ListParams::default().labels("homestead.dev/share"))
+                    .await
+                else {
+                    return Outcome::refused("no list");
+                };
+                let Some(binding) = bindings.items.first() else {
+                    return Outcome::refused("no share binding");
+                };
+                let patch = json!({ "subjects": [
+                    { "kind": "User", "name": subject, "apiGroup": "rbac.authorization.k8s.io" },
+                ]});
+                Outcome::from(
+                    api.patch(
+                        &binding.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(patch),
+                    )
+                    .await,
+                )
+            }
             Op::TenantOpenIsolation { .. } => self.tenant_open_isolation(tenant, client, &ns).await,
             Op::TenantExternalIp { .. } => {
                 let service: Service = serde_json::from_value(json!({
@@ -1172,6 +1246,77 @@ impl Actors {
             }
             _ => unreachable!("not a tenant's"),
         }
+    }
+
+    /// `TenantShare`: the tenant shares `ns` with the live User whose identity is `grantee`
+    /// (`homestead.dev/created-by` names the tenant, as the admission policy requires).
+    async fn tenant_share(
+        &self,
+        tenant: usize,
+        client: Client,
+        ns: &str,
+        (grantee, role, seconds): (&str, &str, u64),
+    ) -> Outcome {
+        let name = {
+            let model = self.model.lock().unwrap();
+            model
+                .users
+                .iter()
+                .find(|(_, u)| u.username == grantee && u.deleting_at.is_none())
+                .map(|(name, _)| name.clone())
+        };
+        let Some(name) = name else {
+            return Outcome::refused("no such grantee");
+        };
+        let until = (k8s_openapi::jiff::Timestamp::now()
+            + k8s_openapi::jiff::SignedDuration::from_secs(seconds.cast_signed()))
+        .round(k8s_openapi::jiff::Unit::Second)
+        .expect("a time");
+        let share: Share = serde_json::from_value(json!({
+            "apiVersion": homestead_api::API_VERSION, "kind": "Share",
+            "metadata": { "generateName": "share-",
+                "annotations": { "homestead.dev/created-by": TENANTS[tenant] } },
+            "spec": { "to": [{ "user": name }], "role": role,
+                "expiresAt": until.to_string(), "reason": "soak" },
+        }))
+        .expect("a valid Share");
+        Outcome::from(
+            Api::<Share>::namespaced(client, ns)
+                .create(&PostParams::default(), &share)
+                .await,
+        )
+    }
+
+    /// `TenantReshare`: the tenant tries to share `other`'s home; accepted, it breaks the
+    /// promise that only a home's owner shares it.
+    async fn tenant_reshare(&self, tenant: usize, other: usize, client: Client) -> Outcome {
+        let Some(ns) = self.tenant_namespace(other) else {
+            return Outcome::refused("no namespace");
+        };
+        if TENANTS[tenant] == TENANTS[other] {
+            return Outcome::refused("their own home");
+        }
+        let until =
+            k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_secs(60);
+        let share: Share = serde_json::from_value(json!({
+            "apiVersion": homestead_api::API_VERSION, "kind": "Share",
+            "metadata": { "generateName": "reshare-",
+                "annotations": { "homestead.dev/created-by": TENANTS[tenant] } },
+            "spec": { "to": [{ "user": "hr-0" }], "role": "view",
+                "expiresAt": until.round(k8s_openapi::jiff::Unit::Second).expect("a time").to_string(),
+                "reason": "soak: not theirs to share" },
+        }))
+        .expect("a valid Share");
+        let result = Api::<Share>::namespaced(client, &ns)
+            .create(&PostParams::default(), &share)
+            .await;
+        if result.is_ok() {
+            self.broken.lock().unwrap().push(format!(
+                "only-the-owner-shares: {} created a Share in {ns}",
+                TENANTS[tenant]
+            ));
+        }
+        Outcome::from(result)
     }
 
     /// `TenantBindings`: the tenant makes `count` RoleBindings of `role` in its namespace `ns`

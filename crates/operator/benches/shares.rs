@@ -1,0 +1,512 @@
+//! `just bench-shares [USERS] [ROUNDS]`: Homestead's Shares against the bounded floor of the same
+//! writes, on one real local control plane per round (release build; docs/performance.md,
+//! "Shares"). One round, as one process:
+//!
+//! 1. USERS Users provisioned by Homestead (their homes), then the operator stopped.
+//! 2. **Floor A**: with no operator running, a client that makes exactly the requests a Share
+//!    cannot do without: create the Share (as the admin, the owner's part), create its
+//!    RoleBinding and write its status (as the operator's ServiceAccount, so RBAC, the admission
+//!    policies and API Priority and Fairness cost it what they cost Homestead), with Homestead's
+//!    objects (`plan::share::desired_binding`, the same status), `IN_FLIGHT` at a time: User
+//!    `i` shares its home with User `i+1`. Timed until a Share watch has seen every Share
+//!    `Ready=True`. Its Shares are then deleted (their bindings go with them).
+//! 3. **Homestead**: the operator started again; the same Shares created by the admin, timed the
+//!    same way; the operator's resident set at its peak (`VmHWM`, from the start) and its writes
+//!    per Share; then 30 s of steady state (its writes counted); then a DirectoryGroup of 1,000
+//!    members named by 100 Shares: a change of one member, timed until every one of the 100
+//!    RoleBindings binds the new member, and the operator's writes in that window.
+//! 4. **Floor B**, the operator stopped again: as Floor A. Homestead is compared with the mean
+//!    of A and B (the control plane slows as it grows; A-B-A cancels a drift that grows evenly).
+//!
+//! Figures, not assertions; `tools/bench/share-rounds.sh` runs rounds and prints each ratio.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use common::{install, operator_pid, spawn_operator_with};
+use futures::{StreamExt, TryStreamExt};
+use homestead_api::{
+    ANNOTATION_CREATED_BY, CONDITION_READY, DirectoryGroup, FIELD_MANAGER, GranteeStatus, Share,
+    ShareReason, ShareStatus, User,
+};
+use homestead_reconciler::plan::share::desired_binding;
+use homestead_testenv::{ADMIN, ControlPlane, OPERATOR, Supervised, free_port};
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher::{self, watcher};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+/// Objects created at once, by the floor client and by the benchmark.
+const IN_FLIGHT: usize = 64;
+/// Label telling the sides' Shares apart (`floor-a`, `homestead`, `floor-b`, `group`).
+const SIDE: &str = "bench-side";
+/// Members of the group named by [`GROUP_SHARES`] Shares.
+const GROUP_MEMBERS: usize = 1000;
+/// Shares naming the group.
+const GROUP_SHARES: usize = 100;
+
+/// User `i`: `s-00042`, identity `s-42@example.com`.
+fn user_name(i: usize) -> String {
+    format!("s-{i:05}")
+}
+
+/// User `i` as HR creates it.
+fn bench_user(i: usize) -> User {
+    let fixture = User::test(&user_name(i)).with_username(&format!("s-{i}@example.com"));
+    User::new(&user_name(i), fixture.spec)
+}
+
+/// The Share of `side` in User `owner`'s home, to the Users `to` (or the group), for a week.
+fn bench_share(side: &str, owner: usize, to: Value) -> Share {
+    let until = (Timestamp::now() + SignedDuration::from_hours(24 * 7))
+        .round(k8s_openapi::jiff::Unit::Second)
+        .unwrap();
+    serde_json::from_value(json!({
+        "apiVersion": homestead_api::API_VERSION, "kind": "Share",
+        "metadata": {
+            "name": format!("{side}-{owner:05}"),
+            "namespace": format!("user-{}", user_name(owner)),
+            "labels": { SIDE: side },
+            "annotations": { ANNOTATION_CREATED_BY: ADMIN },
+        },
+        "spec": { "to": to, "role": "view", "expiresAt": until.to_string(),
+                  "reason": "benchmark: working together" },
+    }))
+    .unwrap()
+}
+
+/// Runs `f(i)` for `0..count`, `IN_FLIGHT` at a time; panics on the first error.
+async fn each<F, Fut>(count: usize, f: F)
+where
+    F: Fn(usize) -> Fut,
+    Fut: Future<Output = kube::Result<()>>,
+{
+    futures::stream::iter(0..count)
+        .map(f)
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect::<Vec<()>>()
+        .await
+        .unwrap();
+}
+
+/// Starts a watch of the Shares of `side` and returns once it has listed; the task ends when
+/// `count` of them are `Ready=True` (or, with `count` 0, none is left).
+async fn watch_shares(client: &Client, side: &str, count: usize) -> tokio::task::JoinHandle<()> {
+    let config = watcher::Config::default().labels(&format!("{SIDE}={side}"));
+    let mut events = watcher(Api::<Share>::all(client.clone()), config).boxed();
+    let (listed_tx, listed_rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let (mut present, mut ready) = (HashSet::new(), HashSet::new());
+        let mut listed = Some(listed_tx);
+        let mut done = false;
+        while let Some(event) = events.try_next().await.unwrap() {
+            match event {
+                watcher::Event::Apply(s) | watcher::Event::InitApply(s) => {
+                    let key = (s.namespace(), s.name_any());
+                    present.insert(key.clone());
+                    if is_ready(&s) {
+                        ready.insert(key);
+                    } else {
+                        ready.remove(&key);
+                    }
+                }
+                watcher::Event::Delete(s) => {
+                    let key = (s.namespace(), s.name_any());
+                    present.remove(&key);
+                    ready.remove(&key);
+                }
+                watcher::Event::InitDone => {
+                    if let Some(tx) = listed.take() {
+                        let _ = tx.send(());
+                    }
+                    done = true;
+                }
+                watcher::Event::Init => {}
+            }
+            let complete = if count == 0 {
+                present.is_empty()
+            } else {
+                ready.len() == count
+            };
+            if done && complete {
+                return;
+            }
+        }
+    });
+    let _ = listed_rx.await;
+    task
+}
+
+fn is_ready(share: &Share) -> bool {
+    share
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION_READY))
+        .is_some_and(|c| c.status == "True")
+}
+
+/// The operator under benchmark: the release binary, default flags.
+struct Operator {
+    _process: Supervised,
+    address: String,
+}
+
+impl Operator {
+    async fn start(pod: &str) -> Self {
+        let address = format!("127.0.0.1:{}", free_port().unwrap());
+        let started = Instant::now();
+        let process = spawn_operator_with("homestead", pod, &address, &[]);
+        while !process.log_tail(usize::MAX).contains("caches synced") {
+            assert!(
+                started.elapsed() < Duration::from_secs(300),
+                "operator not synced"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Self {
+            _process: process,
+            address,
+        }
+    }
+
+    fn memory_mib(&self, field: &str) -> f64 {
+        let pid = operator_pid(&self.address).expect("operator running");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let kib: f64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap();
+        kib / 1024.0
+    }
+}
+
+/// Provisions `count` Users with Homestead running and waits until all are `Ready=True`.
+async fn homes(admin: &Client, count: usize) {
+    let users: Api<User> = Api::all(admin.clone());
+    each(count, |i| {
+        let users = users.clone();
+        async move {
+            users.create(&PostParams::default(), &bench_user(i)).await?;
+            Ok(())
+        }
+    })
+    .await;
+    loop {
+        let list = users.list(&ListParams::default()).await.unwrap();
+        let ready = list
+            .items
+            .iter()
+            .filter(|u| u.ready_condition().is_some_and(|c| c.status == "True"))
+            .count();
+        if ready >= count {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The floor: `count` Shares of `side` made with exactly the requests they need (see the module
+/// docs); returns the time until a watch saw all `Ready=True`.
+async fn floor(admin: &Client, operator: &Client, side: &str, count: usize) -> Duration {
+    let watch = watch_shares(admin, side, count).await;
+    let started = Instant::now();
+    each(count, |i| {
+        let (admin, operator) = (admin.clone(), operator.clone());
+        async move {
+            let share = bench_share(side, i, json!([{ "user": user_name((i + 1) % count) }]));
+            let ns = share.namespace().unwrap();
+            let created = Api::<Share>::namespaced(admin, &ns)
+                .create(&PostParams::default(), &share)
+                .await?;
+            let grantee = format!("s-{}@example.com", (i + 1) % count);
+            let binding = desired_binding(&created, &user_name(i), std::slice::from_ref(&grantee));
+            Api::<RoleBinding>::namespaced(operator.clone(), &ns)
+                .create(&PostParams::default(), &binding)
+                .await?;
+            let status = floor_status(&created, &grantee, (i + 1) % count);
+            let patch = json!({ "apiVersion": homestead_api::API_VERSION, "kind": "Share", "status": status });
+            Api::<Share>::namespaced(operator, &ns)
+                .patch_status(
+                    &created.name_any(),
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(&patch),
+                )
+                .await?;
+            Ok(())
+        }
+    })
+    .await;
+    watch.await.unwrap();
+    started.elapsed()
+}
+
+/// The status Homestead writes for an active Share to one User.
+fn floor_status(share: &Share, username: &str, grantee: usize) -> ShareStatus {
+    let now = Time(Timestamp::now());
+    ShareStatus {
+        conditions: vec![Condition {
+            type_: CONDITION_READY.to_owned(),
+            status: "True".to_owned(),
+            reason: ShareReason::Active.as_str().to_owned(),
+            message: format!(
+                "{} has role \"view\" here until {}",
+                user_name(grantee),
+                share.spec.expires_at.0
+            ),
+            observed_generation: share.metadata.generation,
+            last_transition_time: now.clone(),
+        }],
+        observed_generation: share.metadata.generation,
+        grantees: vec![GranteeStatus {
+            user: Some(user_name(grantee)),
+            username: Some(username.to_owned()),
+            active: Some(1),
+            ..GranteeStatus::default()
+        }],
+        to: Some(user_name(grantee)),
+        expires_at: Some(share.spec.expires_at.clone()),
+        renewed_at: share.metadata.creation_timestamp.clone(),
+    }
+}
+
+/// Deletes the Shares of `side` and waits until they are gone.
+async fn delete_side(admin: &Client, side: &str) {
+    let watch = watch_shares(admin, side, 0).await;
+    let shares = Api::<Share>::all(admin.clone())
+        .list(&ListParams::default().labels(&format!("{SIDE}={side}")))
+        .await
+        .unwrap();
+    let items = shares.items;
+    each(items.len(), |i| {
+        let (admin, share) = (admin.clone(), items[i].clone());
+        async move {
+            Api::<Share>::namespaced(admin, &share.namespace().unwrap())
+                .delete(&share.name_any(), &DeleteParams::background())
+                .await?;
+            Ok(())
+        }
+    })
+    .await;
+    watch.await.unwrap();
+}
+
+/// Homestead's Shares: created like the floor's, timed until all are `Ready=True`.
+async fn homestead(admin: &Client, count: usize) -> Duration {
+    let watch = watch_shares(admin, "homestead", count).await;
+    let started = Instant::now();
+    each(count, |i| {
+        let admin = admin.clone();
+        async move {
+            let share = bench_share(
+                "homestead",
+                i,
+                json!([{ "user": user_name((i + 1) % count) }]),
+            );
+            Api::<Share>::namespaced(admin, &share.namespace().unwrap())
+                .create(&PostParams::default(), &share)
+                .await?;
+            Ok(())
+        }
+    })
+    .await;
+    watch.await.unwrap();
+    started.elapsed()
+}
+
+/// The operator's writes (verb and resource) received from `from` on, from the audit log.
+fn operator_writes(plane: &ControlPlane, from: Timestamp, to: Timestamp) -> Vec<String> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(plane.dir().join("audit.log")).unwrap();
+    std::io::BufReader::new(file)
+        .lines()
+        .map_while(Result::ok)
+        .filter(|line| line.contains(OPERATOR))
+        .filter_map(|line| serde_json::from_str::<Value>(&line).ok())
+        .filter(|e| e["stage"] == "ResponseComplete" && e["user"]["username"] == OPERATOR)
+        .filter(|e| {
+            matches!(
+                e["verb"].as_str(),
+                Some("create" | "update" | "patch" | "delete" | "deletecollection")
+            )
+        })
+        .filter(|e| e["objectRef"]["resource"] != "leases")
+        .filter(|e| {
+            e["requestReceivedTimestamp"]
+                .as_str()
+                .and_then(|t| t.parse::<Timestamp>().ok())
+                .is_some_and(|t| t >= from && t <= to)
+        })
+        .map(|e| {
+            let sub = e["objectRef"]["subresource"]
+                .as_str()
+                .map(|s| format!("/{s}"))
+                .unwrap_or_default();
+            format!(
+                "{} {}{sub}",
+                e["verb"].as_str().unwrap_or_default(),
+                e["objectRef"]["resource"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+/// Counts of each distinct item of `writes`, as `verb resource: n` lines.
+fn tally(writes: &[String]) -> String {
+    let mut counts = std::collections::BTreeMap::<&str, usize>::new();
+    for w in writes {
+        *counts.entry(w.as_str()).or_default() += 1;
+    }
+    counts
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The group phase: [`GROUP_MEMBERS`] members named by [`GROUP_SHARES`] Shares; one member
+/// replaced; the time until all their RoleBindings bind the new member, and the operator's
+/// writes meanwhile.
+async fn group_change(plane: &ControlPlane, admin: &Client, count: usize) {
+    let members = GROUP_MEMBERS.min(count.saturating_sub(1));
+    let shares = GROUP_SHARES.min(count);
+    let groups: Api<DirectoryGroup> = Api::all(admin.clone());
+    let names: Vec<String> = (0..members).map(user_name).collect();
+    let group = DirectoryGroup::test("bench-team", "Bench team")
+        .with_members(&names.iter().map(String::as_str).collect::<Vec<_>>());
+    let group = DirectoryGroup::new("bench-team", group.spec);
+    groups.create(&PostParams::default(), &group).await.unwrap();
+    let watch = watch_shares(admin, "group", shares).await;
+    each(shares, |i| {
+        let admin = admin.clone();
+        async move {
+            let share = bench_share("group", i, json!([{ "group": "bench-team" }]));
+            Api::<Share>::namespaced(admin, &share.namespace().unwrap())
+                .create(&PostParams::default(), &share)
+                .await?;
+            Ok(())
+        }
+    })
+    .await;
+    watch.await.unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Replace the last member with the next User.
+    let newcomer = format!("s-{members}@example.com");
+    let mut changed = names.clone();
+    changed.pop();
+    changed.push(user_name(members));
+    let from = Timestamp::now();
+    let started = Instant::now();
+    groups
+        .patch(
+            "bench-team",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "members": changed } })),
+        )
+        .await
+        .unwrap();
+    let bindings: Api<RoleBinding> = Api::all(admin.clone());
+    loop {
+        let list = bindings
+            .list(&ListParams::default().labels("homestead.dev/share"))
+            .await
+            .unwrap();
+        let updated = list
+            .items
+            .iter()
+            .filter(|b| b.name_any().starts_with("homestead-share-group-"))
+            .filter(|b| b.subjects.iter().flatten().any(|s| s.name == newcomer))
+            .count();
+        if updated == shares {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{updated} of {shares} bindings updated"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let took = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let writes = operator_writes(plane, from, Timestamp::now());
+    println!(
+        "group: one member of {members} replaced, named by {shares} Shares: every binding updated in {:.2} s; operator writes: {} ({})",
+        took.as_secs_f64(),
+        writes.len(),
+        tally(&writes)
+    );
+}
+
+/// One round of `HOMESTEAD_BENCH_USERS` (default 1000) Users and as many Shares.
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let count: usize = std::env::var("HOMESTEAD_BENCH_USERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let plane = install();
+    let admin = plane.client(ADMIN).await.unwrap();
+    let operator_client = plane.client(OPERATOR).await.unwrap();
+    println!("{count} Users, {count} Shares, {IN_FLIGHT} in flight, one local control plane\n");
+    let operator = Operator::start("bench-shares").await;
+    homes(&admin, count).await;
+    drop(operator);
+    let floor_a = floor(&admin, &operator_client, "floor-a", count).await;
+    println!(
+        "floor A: {count} Shares Ready in {:.2} s",
+        floor_a.as_secs_f64()
+    );
+    delete_side(&admin, "floor-a").await;
+    let operator = Operator::start("bench-shares").await;
+    let from = Timestamp::now();
+    let ours = homestead(&admin, count).await;
+    let to = Timestamp::now();
+    println!(
+        "homestead: {count} Shares Ready in {:.2} s; operator RSS {:.1} MiB, peak {:.1} MiB since start",
+        ours.as_secs_f64(),
+        operator.memory_mib("VmRSS"),
+        operator.memory_mib("VmHWM")
+    );
+    let writes = operator_writes(plane, from, to);
+    println!(
+        "homestead: operator writes per Share {:.2} ({})",
+        writes.len() as f64 / count as f64,
+        tally(&writes)
+    );
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let quiet = Timestamp::now();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let steady = operator_writes(plane, quiet, Timestamp::now());
+    println!(
+        "homestead: writes in 30 s of steady state: {} ({})",
+        steady.len(),
+        tally(&steady)
+    );
+    group_change(plane, &admin, count).await;
+    println!(
+        "homestead: operator RSS {:.1} MiB, peak {:.1} MiB since start",
+        operator.memory_mib("VmRSS"),
+        operator.memory_mib("VmHWM")
+    );
+    drop(operator);
+    let floor_b = floor(&admin, &operator_client, "floor-b", count).await;
+    println!(
+        "floor B: {count} Shares Ready in {:.2} s",
+        floor_b.as_secs_f64()
+    );
+    let mean = (floor_a + floor_b).as_secs_f64() / 2.0;
+    println!(
+        "\nshares: homestead {:.2} s, floor A {:.2} s, floor B {:.2} s: {:.2}x the floors' mean",
+        ours.as_secs_f64(),
+        floor_a.as_secs_f64(),
+        floor_b.as_secs_f64(),
+        ours.as_secs_f64() / mean
+    );
+}
