@@ -33,7 +33,7 @@ use homestead_api::{
     ANNOTATION_CREATED_BY, CONDITION_READY, DirectoryGroup, FIELD_MANAGER, GranteeStatus, Share,
     ShareReason, ShareStatus, User,
 };
-use homestead_reconciler::plan::share::desired_binding;
+use homestead_reconciler::plan::share::{ShareRef, desired_binding};
 use homestead_testenv::{ADMIN, ControlPlane, OPERATOR, Supervised, free_port};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -227,7 +227,7 @@ async fn floor(admin: &Client, operator: &Client, side: &str, count: usize) -> D
                 .create(&PostParams::default(), &share)
                 .await?;
             let grantee = format!("s-{}@example.com", (i + 1) % count);
-            let binding = desired_binding(&created, &user_name(i), std::slice::from_ref(&grantee));
+            let binding = desired_binding(ShareRef::of(&created), &user_name(i), std::slice::from_ref(&grantee));
             Api::<RoleBinding>::namespaced(operator.clone(), &ns)
                 .create(&PostParams::default(), &binding)
                 .await?;

@@ -110,6 +110,7 @@ async fn reconcile_users(
         retained_count_interval: cli.runtime.retained_count_interval,
     });
     health.set_user_store(runtime.users());
+    health.set_share_metrics(runtime.share_metrics());
     health.set_fence(runtime.fence());
     let ready = health.clone();
     runtime.run(stop, move || ready.set_ready(true)).await;

@@ -20,6 +20,9 @@ use kube::runtime::reflector::Store;
 use prometheus::{Encoder, Registry, TextEncoder};
 use tokio_util::sync::CancellationToken;
 
+/// Sets the gauges of Shares from the operator's cache, before a scrape.
+type ShareMetrics = Arc<dyn Fn() + Send + Sync>;
+
 /// What the server reports; shared with the operator, which flips readiness.
 #[derive(Clone)]
 pub struct Health {
@@ -27,6 +30,7 @@ pub struct Health {
     registry: Registry,
     metrics: Metrics,
     users: Arc<OnceLock<Store<User>>>,
+    shares: Arc<OnceLock<ShareMetrics>>,
     fence: Arc<OnceLock<Arc<Fence>>>,
 }
 
@@ -38,6 +42,7 @@ impl Health {
             registry,
             metrics,
             users: Arc::default(),
+            shares: Arc::default(),
             fence: Arc::default(),
         }
     }
@@ -52,6 +57,12 @@ impl Health {
         let _ = self.users.set(store);
     }
 
+    /// Gives `/metrics` what sets `homestead_shares` and `homestead_shares_expiring` from the
+    /// Share cache ([`homestead_reconciler::runtime::Runtime::share_metrics`]).
+    pub fn set_share_metrics(&self, observe: impl Fn() + Send + Sync + 'static) {
+        let _ = self.shares.set(Arc::new(observe));
+    }
+
     /// Gives `/metrics` the fence of this replica's writes, from which it computes
     /// `homestead_leader` (0 until set: a standby does not lead).
     pub fn set_fence(&self, fence: Arc<Fence>) {
@@ -62,6 +73,9 @@ impl Health {
 async fn metrics(State(health): State<Health>) -> impl IntoResponse {
     if let Some(store) = health.users.get() {
         health.metrics.observe_users(&store.state());
+    }
+    if let Some(observe) = health.shares.get() {
+        observe();
     }
     let leading = health.fence.get().is_some_and(|f| f.is_held());
     health.metrics.leader.set(i64::from(leading));

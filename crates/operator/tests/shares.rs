@@ -298,6 +298,16 @@ async fn a_share_grants_its_role_to_its_grantee_until_it_expires() {
         Some("sh-bob@example.com")
     );
     assert_eq!(status.to.as_deref(), Some("sh-bob"));
+    // The metrics count it.
+    let metric = |name: &str| {
+        let (_, body) = http_get(&env().metrics_address, "/metrics").unwrap();
+        body.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    assert!(metric("homestead_shares{reason=\"Active\"}") >= 1.0);
+    assert!(metric("homestead_share_changes_total{change=\"Granted\"}") >= 1.0);
+    assert!(metric("homestead_shares_expiring") >= 1.0);
     // Expiry: a reconcile is due at expiresAt.
     wait_can("sh-bob@example.com", ns, "no").await;
     let share = wait_share(&client, ns, "review", "Expired").await;

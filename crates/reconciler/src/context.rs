@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use homestead_api::{DIRECTORY_FLOOR_PROFILE, DirectoryGroup, Profile, Share, User};
+use homestead_api::{DIRECTORY_FLOOR_PROFILE, DirectoryGroup, Profile, User};
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use tracing::warn;
@@ -21,6 +21,12 @@ use crate::plan::config::Config;
 use crate::plan::profile::{Resolved, choose, directory_floor, resolve};
 use crate::plan::validate::Refusal;
 use crate::state::Caches;
+use crate::state::cache::CachedShare;
+
+/// How many large RoleBindings ([`Context::large_write`]) are written at once.
+pub const LARGE_WRITES: usize = 4;
+/// Subjects above which a RoleBinding counts as large.
+pub const LARGE_BINDING: usize = 100;
 
 /// Everything a reconcile needs, shared by all reconciles as `Arc<Context>`.
 pub struct Context {
@@ -39,7 +45,9 @@ pub struct Context {
     /// Retry delays of DirectoryGroups whose status write failed.
     group_backoffs: Backoffs<DirectoryGroup>,
     /// Retry delays of Shares whose reconcile failed.
-    share_backoffs: Backoffs<Share>,
+    share_backoffs: Backoffs<CachedShare>,
+    /// Permits for writing a large RoleBinding ([`Context::large_write`]).
+    large_writes: tokio::sync::Semaphore,
     /// Whether every cache has seen its first list; reconciles wait for it, so nothing is
     /// written from a half-filled cache after a restart.
     synced: tokio::sync::watch::Sender<bool>,
@@ -58,6 +66,7 @@ impl Context {
             profile_backoffs: Backoffs::default(),
             group_backoffs: Backoffs::default(),
             share_backoffs: Backoffs::default(),
+            large_writes: tokio::sync::Semaphore::new(LARGE_WRITES),
             synced: tokio::sync::watch::Sender::new(false),
         }
     }
@@ -149,8 +158,21 @@ impl Context {
     }
 
     /// Retry delays of Shares whose reconcile failed.
-    pub fn share_backoffs(&self) -> &Backoffs<Share> {
+    pub fn share_backoffs(&self) -> &Backoffs<CachedShare> {
         &self.share_backoffs
+    }
+
+    /// Waits for one of [`LARGE_WRITES`] permits to write a RoleBinding of `subjects` subjects,
+    /// when they are more than [`LARGE_BINDING`] (a Share to a large group): each such write
+    /// holds a few hundred kilobytes (the binding, its JSON, the API server's answer) while it
+    /// is in flight, and a change to a group of 1,000 named by 100 Shares would otherwise hold
+    /// them all at once. `None` for a small binding, written at once.
+    pub async fn large_write(&self, subjects: usize) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        if subjects <= LARGE_BINDING {
+            return None;
+        }
+        // The semaphore lives as long as the Context and is never closed.
+        self.large_writes.acquire().await.ok()
     }
 }
 

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use homestead_api::{Reason, Share, ShareReason, User};
+use homestead_api::{Reason, ShareReason, User};
 
 use prometheus::{
     Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
@@ -389,32 +389,31 @@ impl Metrics {
         }
     }
 
-    /// Sets `homestead_shares` and `homestead_shares_expiring` from the Shares in the
-    /// controller's cache.
-    pub fn observe_shares(&self, shares: &[Arc<Share>]) {
+    /// Sets `homestead_shares` and `homestead_shares_expiring` from every Share's `Ready` reason
+    /// (`None` before Homestead has written one) and `expiresAt`.
+    pub fn observe_shares(
+        &self,
+        shares: impl IntoIterator<Item = (Option<String>, k8s_openapi::jiff::Timestamp)>,
+    ) {
         let now = k8s_openapi::jiff::Timestamp::now();
-        let mut by_reason: HashMap<&str, i64> = <ShareReason as strum::VariantArray>::VARIANTS
+        let mut by_reason: HashMap<String, i64> = <ShareReason as strum::VariantArray>::VARIANTS
             .iter()
-            .map(|r| (r.as_str(), 0))
-            .chain([(NO_REASON, 0)])
+            .map(|r| (r.as_str().to_owned(), 0))
+            .chain([(NO_REASON.to_owned(), 0)])
             .collect();
         let mut expiring = 0;
-        for share in shares {
-            let ready = share
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"));
-            let reason = ready.map_or(NO_REASON, |c| c.reason.as_str());
-            if let Some(count) = by_reason.get_mut(reason) {
-                *count += 1;
-            }
-            let left = share.spec.expires_at.0.duration_since(now).as_secs();
+        for (reason, expires_at) in shares {
+            let reason = reason.unwrap_or_else(|| NO_REASON.to_owned());
+            let left = expires_at.duration_since(now).as_secs();
             if reason == ShareReason::Active.as_str() && left > 0 && left <= 7 * 86_400 {
                 expiring += 1;
             }
+            if let Some(count) = by_reason.get_mut(&reason) {
+                *count += 1;
+            }
         }
         for (reason, count) in by_reason {
-            self.shares.with_label_values(&[reason]).set(count);
+            self.shares.with_label_values(&[&reason]).set(count);
         }
         self.shares_expiring.set(expiring);
     }

@@ -47,6 +47,9 @@ pub struct Recent {
     /// [`crate::plan::status::convergence_print`]s: a reconcile triggered by the echo of one of its
     /// own writes must not take the User for respecified and apply its Namespace again.
     pub convergence: RecentWrites,
+    /// Share statuses written, by Share uid, as [`crate::plan::share::status_print`]s: a second
+    /// trigger before the Share watch delivers the first write must not write it again.
+    pub share_statuses: RecentWrites,
     /// Namespaces created that the Namespace watch has not delivered yet.
     pub namespaces: Arc<OwnCreates<CachedNamespace>>,
     /// RoleBindings created that the RoleBinding watch has not delivered yet.

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use crate::state::cache::CachedShare;
 use homestead_api::{FIELD_MANAGER, Share, ShareStatus, Verb};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -15,6 +16,7 @@ use kube::{Resource, ResourceExt};
 use super::Cluster;
 use super::client::failed;
 use crate::error::Result;
+use crate::plan::share::status_print;
 use crate::state::cache::CachedRoleBinding;
 
 /// What [`Cluster::keep_share_binding`] did: the Event reason and note, if it wrote.
@@ -32,7 +34,7 @@ impl Cluster {
     /// [`crate::Error::Kube`] when a request fails; [`crate::Error::NotLeader`] on a standby.
     pub async fn keep_share_binding(
         &self,
-        share: &Share,
+        share: &CachedShare,
         desired: &RoleBinding,
         cached: Option<Arc<CachedRoleBinding>>,
     ) -> Result<Written> {
@@ -109,7 +111,7 @@ impl Cluster {
     /// [`crate::Error::Kube`] when the delete fails (but for 404).
     pub async fn remove_share_binding(
         &self,
-        share: &Share,
+        share: &CachedShare,
         cached: Option<Arc<CachedRoleBinding>>,
         why: &str,
     ) -> Result<Written> {
@@ -133,7 +135,7 @@ impl Cluster {
     }
 
     /// Queues a Warning Event `Refused` on `share` with `note` (the `Ready` message).
-    pub fn refuse_share(&self, share: &Share, note: String) {
+    pub fn refuse_share(&self, share: &CachedShare, note: String) {
         self.publish_regarding(
             share.object_ref(&()),
             EventType::Warning,
@@ -144,12 +146,27 @@ impl Cluster {
     }
 
     /// Sets `share`'s status to `status` by server-side apply on its status subresource (field
-    /// manager `homestead`).
+    /// manager `homestead`), unless the cache shows it already or this replica wrote the same
+    /// moments ago; returns whether it wrote.
     ///
     /// # Errors
     /// [`crate::Error::Kube`] with [`Verb::PatchStatus`] when the API server refuses;
     /// [`crate::Error::NotLeader`] on a standby.
-    pub async fn apply_share_status(&self, share: &Share, status: &ShareStatus) -> Result<()> {
+    pub async fn apply_share_status(
+        &self,
+        share: &CachedShare,
+        status: &ShareStatus,
+    ) -> Result<bool> {
+        let print = status_print(status);
+        let uid = share.uid().unwrap_or_default();
+        let recent = &self.recent().share_statuses;
+        if share.status.as_ref().is_some_and(|s| s.print == print) {
+            recent.forget(&uid);
+            return Ok(false);
+        }
+        if recent.unconfirmed(&uid, print).is_some() {
+            return Ok(false);
+        }
         let namespace = share.namespace().unwrap_or_default();
         let name = share.name_any();
         let patch = serde_json::json!({
@@ -165,7 +182,8 @@ impl Cluster {
             )
             .await
             .map_err(failed(Verb::PatchStatus, "Share".into(), &name))?;
-        Ok(())
+        recent.remember(uid, print);
+        Ok(true)
     }
 }
 
@@ -185,12 +203,8 @@ fn subjects(binding: &RoleBinding) -> String {
 /// names, comma-separated; empty for a revocation), `expires_at` (RFC 3339), `share_reason`
 /// (the Share's `spec.reason`), `created_by` (the Share's `homestead.dev/created-by`) and
 /// `detail` (what was done, or why it was revoked).
-fn log_access(share: &Share, action: &str, role: &str, subjects: &str, detail: &str) {
-    let created_by = share
-        .annotations()
-        .get(homestead_api::ANNOTATION_CREATED_BY)
-        .map(String::as_str)
-        .unwrap_or_default();
+fn log_access(share: &CachedShare, action: &str, role: &str, subjects: &str, detail: &str) {
+    let created_by = share.created_by.as_deref().unwrap_or_default();
     tracing::info!(
         target: "homestead::access",
         action,

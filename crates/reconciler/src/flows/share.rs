@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use homestead_api::{CONDITION_READY, Share, ShareReason, ShareStatus, User};
+use homestead_api::{CONDITION_READY, ShareReason, ShareStatus, User};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -20,10 +20,11 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::plan::ownership::is_owned_by;
 use crate::plan::share::{
-    Decision, Found, Home, Limits, binding_name, decide, desired_binding, inactive,
+    Decision, Found, Home, Limits, ShareRef, binding_name, decide, desired_binding, inactive,
 };
 use crate::plan::status::set_condition;
 use crate::state::Caches;
+use crate::state::cache::CachedShare;
 
 /// Reconciles one Share once every cache has synced (see the module docs).
 ///
@@ -33,7 +34,7 @@ use crate::state::Caches;
 /// # Errors
 /// [`Error`] when an API request fails; the controller then calls [`share_error`].
 #[instrument(skip_all, fields(share = %share.name_any(), namespace = share.namespace().unwrap_or_default()))]
-pub async fn reconcile_share(share: Arc<Share>, ctx: Arc<Context>) -> Result<Action> {
+pub async fn reconcile_share(share: Arc<CachedShare>, ctx: Arc<Context>) -> Result<Action> {
     if !ctx.ready_to_write().await {
         return Ok(Action::requeue(Duration::from_secs(5)));
     }
@@ -44,7 +45,7 @@ pub async fn reconcile_share(share: Arc<Share>, ctx: Arc<Context>) -> Result<Act
     let decision = {
         let looked_up = LookedUp::of(&share, caches);
         decide(
-            &share,
+            share_ref(&share),
             &home,
             &ctx.config().allowed_roles,
             &looked_up.found(),
@@ -55,7 +56,8 @@ pub async fn reconcile_share(share: Arc<Share>, ctx: Arc<Context>) -> Result<Act
     let cluster = ctx.cluster();
     let written = match (&owner, decision.grants()) {
         (Some(owner), true) => {
-            let desired = desired_binding(&share, &owner.name_any(), &decision.subjects);
+            let _permit = ctx.large_write(decision.subjects.len()).await;
+            let desired = desired_binding(share_ref(&share), &owner.name_any(), &decision.subjects);
             cluster.keep_share_binding(&share, &desired, cached).await?
         }
         _ => {
@@ -82,7 +84,7 @@ pub async fn reconcile_share(share: Arc<Share>, ctx: Arc<Context>) -> Result<Act
 
 /// After a failed reconcile of a Share: counts it in `homestead_share_errors_total`, logs it,
 /// and retries with the Share's backoff (1 s doubling to 5 min, with jitter).
-pub fn share_error(share: Arc<Share>, error: &Error, ctx: Arc<Context>) -> Action {
+pub fn share_error(share: Arc<CachedShare>, error: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics().share_errors.inc();
     let delay = ctx
         .share_backoffs()
@@ -156,7 +158,7 @@ enum Entry {
 }
 
 impl LookedUp {
-    fn of(share: &Share, caches: &Caches) -> Self {
+    fn of(share: &CachedShare, caches: &Caches) -> Self {
         let entries = share
             .spec
             .to
@@ -198,13 +200,14 @@ impl LookedUp {
 /// also a Warning Event.
 async fn write_status(
     ctx: &Context,
-    share: &Share,
+    share: &CachedShare,
     decision: &Decision,
     now: Timestamp,
 ) -> Result<()> {
-    let current = share.status.clone().unwrap_or_default();
+    let current = share.status.as_ref();
+    let previous = current.and_then(|s| s.ready.clone());
     let ready = set_condition(
-        &current.conditions,
+        previous.as_slice(),
         CONDITION_READY,
         decision.grants(),
         decision.reason.as_str(),
@@ -212,33 +215,30 @@ async fn write_status(
         share.metadata.generation,
         &Time(now),
     );
-    let previous = current
-        .conditions
-        .iter()
-        .find(|c| c.type_ == CONDITION_READY);
     let newly_refused = decision.reason == ShareReason::Refused
         && previous.is_none_or(|c| c.reason != ready.reason || c.message != ready.message);
-    let mut conditions: Vec<_> = current
-        .conditions
-        .iter()
-        .filter(|c| c.type_ != CONDITION_READY)
-        .cloned()
-        .collect();
-    conditions.push(ready);
     let desired = ShareStatus {
-        conditions,
+        conditions: vec![ready],
         observed_generation: share.metadata.generation,
         grantees: decision.grantees.clone(),
         to: Some(decision.to.clone()),
         expires_at: decision.grants().then(|| share.spec.expires_at.clone()),
         renewed_at: Some(Time(decision.renewed_at)),
     };
-    if desired == current {
-        return Ok(());
-    }
-    ctx.cluster().apply_share_status(share, &desired).await?;
-    if newly_refused {
+    let written = ctx.cluster().apply_share_status(share, &desired).await?;
+    if written && newly_refused {
         ctx.cluster().refuse_share(share, decision.message.clone());
     }
     Ok(())
+}
+
+/// The parts of a cached Share a decision reads.
+fn share_ref(share: &CachedShare) -> ShareRef<'_> {
+    let status = share.status.as_ref();
+    ShareRef {
+        meta: &share.metadata,
+        spec: &share.spec,
+        observed_generation: status.and_then(|s| s.observed_generation),
+        renewed_at: status.and_then(|s| s.renewed_at.as_ref()),
+    }
 }

@@ -9,14 +9,52 @@ use std::time::Duration;
 
 use homestead_api::{
     DirectoryGroup, GranteeStatus, LABEL_MANAGED_BY, LABEL_SHARE, LABEL_USER, MANAGED_BY,
-    SHARE_BINDING_PREFIX, Share, ShareReason, SharingLimits, User,
+    SHARE_BINDING_PREFIX, Share, ShareReason, ShareSpec, ShareStatus, SharingLimits, User,
 };
 use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::{Resource, ResourceExt};
+use kube::Resource;
 
 use crate::plan::config::{SharingDefaults, parse_duration};
+use crate::plan::facts::print;
+
+/// What a decision reads of a Share: its metadata (name, namespace, uid, generation, creation
+/// time), its spec, and what its status recorded (`observedGeneration`, `renewedAt`).
+#[derive(Clone, Copy, Debug)]
+pub struct ShareRef<'a> {
+    /// The Share's metadata.
+    pub meta: &'a ObjectMeta,
+    /// Its spec.
+    pub spec: &'a ShareSpec,
+    /// Its status's `observedGeneration`.
+    pub observed_generation: Option<i64>,
+    /// Its status's `renewedAt`.
+    pub renewed_at: Option<&'a Time>,
+}
+
+impl<'a> ShareRef<'a> {
+    /// The parts of a whole `share`.
+    pub fn of(share: &'a Share) -> Self {
+        let status = share.status.as_ref();
+        Self {
+            meta: &share.metadata,
+            spec: &share.spec,
+            observed_generation: status.and_then(|s| s.observed_generation),
+            renewed_at: status.and_then(|s| s.renewed_at.as_ref()),
+        }
+    }
+
+    fn name(&self) -> &'a str {
+        self.meta.name.as_deref().unwrap_or_default()
+    }
+}
+
+/// A fingerprint of a whole Share status (its JSON), to tell whether a status differs from the
+/// one the cache holds without keeping that status.
+pub fn status_print(status: &ShareStatus) -> u64 {
+    print(&serde_json::to_vec(status).unwrap_or_default())
+}
 
 /// The longest Share name whose RoleBinding name (`homestead-share-<name>`) is still a valid
 /// object name (253 characters).
@@ -176,16 +214,13 @@ impl Decision {
 /// When the spec of `share` in force was made, as the operator sees it at `now`: the recorded
 /// `status.renewedAt` while the status describes this generation; the creation for a Share
 /// never updated; else now (the operator sees an update within moments of it).
-pub fn renewed_at(share: &Share, now: Timestamp) -> Timestamp {
-    let status = share.status.as_ref();
-    let described = status.and_then(|s| s.observed_generation) == share.metadata.generation;
-    match status.and_then(|s| s.renewed_at.as_ref()) {
+pub fn renewed_at(share: ShareRef<'_>, now: Timestamp) -> Timestamp {
+    let described = share.observed_generation == share.meta.generation;
+    match share.renewed_at {
         Some(at) if described => at.0,
-        _ if share.metadata.generation == Some(1) => share
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map_or(now, |t| t.0),
+        _ if share.meta.generation == Some(1) => {
+            share.meta.creation_timestamp.as_ref().map_or(now, |t| t.0)
+        }
         _ => now,
     }
 }
@@ -193,7 +228,7 @@ pub fn renewed_at(share: &Share, now: Timestamp) -> Timestamp {
 /// Decides `share` at `now` in `home`, with the operator's `allowed_roles` and its grantees
 /// as `found` (in `spec.to` order). See the module docs for the order of the rules.
 pub fn decide(
-    share: &Share,
+    share: ShareRef<'_>,
     home: &Home,
     allowed_roles: &BTreeSet<String>,
     found: &[Found<'_>],
@@ -282,7 +317,7 @@ fn refused(
 
 /// The first limit `share` breaks, with its message, if any.
 fn breaks(
-    share: &Share,
+    share: ShareRef<'_>,
     limits: &Limits,
     allowed_roles: &BTreeSet<String>,
     renewed: Timestamp,
@@ -291,7 +326,7 @@ fn breaks(
     let source = &limits.source;
     let max = limits.max_duration;
     let latest = renewed.checked_add(max).unwrap_or(Timestamp::MAX);
-    let name_len = share.name_any().len();
+    let name_len = share.name().len();
     if !limits.enabled {
         Some((
             ShareRule::SharingDisabled,
@@ -405,32 +440,33 @@ fn inactive_summary(grantees: &[GranteeStatus]) -> String {
 
 /// The RoleBinding of `share` (owned by `owner`, the home's User by name) binding `subjects`
 /// (user names, kind User) to `spec.role` as a ClusterRole: labelled as Homestead's and the
-/// owner's, with `homestead.dev/share`, and owned by the Share (so garbage collection removes it
-/// with the Share, even while the operator is down).
-///
-/// # Panics
-/// If `share` has no name, namespace or uid, which a Share read from the API server always has.
-pub fn desired_binding(share: &Share, owner: &str, subjects: &[String]) -> RoleBinding {
-    let namespace = share.namespace().expect("a Share is namespaced");
+/// owner's, with `homestead.dev/share`, and owned by the Share as its controller (so garbage
+/// collection removes it with the Share, even while the operator is down; no
+/// `blockOwnerDeletion`, which would need the right to update `shares/finalizers`).
+pub fn desired_binding(share: ShareRef<'_>, owner: &str, subjects: &[String]) -> RoleBinding {
+    let name = share.name();
     RoleBinding {
         metadata: ObjectMeta {
-            name: Some(binding_name(&share.name_any())),
-            namespace: Some(namespace),
+            name: Some(binding_name(name)),
+            namespace: share.meta.namespace.clone(),
             labels: Some(
                 [
                     (LABEL_MANAGED_BY, MANAGED_BY),
                     (LABEL_USER, owner),
-                    (LABEL_SHARE, &share.name_any()),
+                    (LABEL_SHARE, name),
                 ]
                 .into_iter()
                 .map(|(k, v)| (k.to_owned(), v.to_owned()))
                 .collect(),
             ),
-            owner_references: Some(vec![
-                share
-                    .controller_owner_ref(&())
-                    .expect("a Share read from the API server has a name and uid"),
-            ]),
+            owner_references: Some(vec![OwnerReference {
+                api_version: Share::api_version(&()).into_owned(),
+                kind: Share::kind(&()).into_owned(),
+                name: name.to_owned(),
+                uid: share.meta.uid.clone().unwrap_or_default(),
+                controller: Some(true),
+                block_owner_deletion: None,
+            }]),
             ..ObjectMeta::default()
         },
         role_ref: RoleRef {
@@ -502,12 +538,12 @@ mod tests {
         let bob = User::test("bob");
         let share = share(vec![user("bob")], "view", "2026-11-09T00:00:00Z");
         let found = [Found::User("bob", Some(&bob))];
-        let decision = decide(&share, &open(), &roles(), &found, at(NOW));
+        let decision = decide(ShareRef::of(&share), &open(), &roles(), &found, at(NOW));
         assert_eq!(decision.reason, ShareReason::Active);
         assert_eq!(decision.subjects, ["bob@example.com"]);
         assert_eq!(decision.recheck, Some(Duration::from_secs(7 * 86_400)));
         assert_eq!(decision.renewed_at, at("2026-11-01T00:00:00Z"));
-        let binding = desired_binding(&share, "alice", &decision.subjects);
+        let binding = desired_binding(ShareRef::of(&share), "alice", &decision.subjects);
         assert_eq!(
             binding.metadata.name.as_deref(),
             Some("homestead-share-review")
@@ -518,7 +554,13 @@ mod tests {
     #[test]
     fn expiry_wins_over_everything_else() {
         let share = share(vec![user("bob")], "cluster-admin", "2026-11-01T12:00:00Z");
-        let decision = decide(&share, &Home::NotAHome, &roles(), &[], at(NOW));
+        let decision = decide(
+            ShareRef::of(&share),
+            &Home::NotAHome,
+            &roles(),
+            &[],
+            at(NOW),
+        );
         assert_eq!(decision.reason, ShareReason::Expired);
         assert!(decision.subjects.is_empty());
     }
@@ -542,7 +584,7 @@ mod tests {
             ),
         ];
         for (share, rule) in cases {
-            let decision = decide(&share, &open(), &roles(), &found, at(NOW));
+            let decision = decide(ShareRef::of(&share), &open(), &roles(), &found, at(NOW));
             assert_eq!(decision.reason, ShareReason::Refused);
             assert_eq!(decision.rule, Some(rule));
             assert!(
@@ -564,7 +606,13 @@ mod tests {
             "admin",
             "2026-11-09T00:00:00Z",
         );
-        let decision = decide(&to_group, &Home::Open(limits), &roles(), &[], at(NOW));
+        let decision = decide(
+            ShareRef::of(&to_group),
+            &Home::Open(limits),
+            &roles(),
+            &[],
+            at(NOW),
+        );
         assert_eq!(decision.rule, Some(ShareRule::GroupsNotAllowed));
         assert!(
             decision.message.contains("Profile \"strict\""),
@@ -585,7 +633,7 @@ mod tests {
         let bob = User::test("bob");
         let found = [Found::User("bob", Some(&bob))];
         let decision = decide(
-            &renewed,
+            ShareRef::of(&renewed),
             &open(),
             &roles(),
             &found,
@@ -594,7 +642,7 @@ mod tests {
         assert_eq!(decision.reason, ShareReason::Active, "{}", decision.message);
         // An update not yet described by the status is bounded from now.
         renewed.metadata.generation = Some(3);
-        assert_eq!(renewed_at(&renewed, at(NOW)), at(NOW));
+        assert_eq!(renewed_at(ShareRef::of(&renewed), at(NOW)), at(NOW));
     }
 
     #[test]
@@ -620,7 +668,7 @@ mod tests {
             Found::User("carol", Some(&carol)),
             Found::Group("analysts", Some(&analysts), vec![&dave, &carol]),
         ];
-        let decision = decide(&share, &open(), &roles(), &found, at(NOW));
+        let decision = decide(ShareRef::of(&share), &open(), &roles(), &found, at(NOW));
         assert_eq!(decision.reason, ShareReason::Active);
         assert_eq!(decision.subjects, ["carol@example.com"]);
         assert_eq!(decision.grantees[0].active, Some(0));
@@ -629,7 +677,7 @@ mod tests {
         assert_eq!(decision.to, "bob, carol, group analysts");
 
         let only_bob = [Found::User("bob", Some(&bob))];
-        let decision = decide(&share, &open(), &roles(), &only_bob, at(NOW));
+        let decision = decide(ShareRef::of(&share), &open(), &roles(), &only_bob, at(NOW));
         assert_eq!(decision.reason, ShareReason::Suspended);
         assert!(decision.subjects.is_empty());
     }
@@ -640,7 +688,7 @@ mod tests {
         let share = share(vec![user("bob")], "view", "2026-11-09T00:00:00Z");
         let found = [Found::User("bob", Some(&bob))];
         let home = Home::Closed("suspended".to_owned());
-        let decision = decide(&share, &home, &roles(), &found, at(NOW));
+        let decision = decide(ShareRef::of(&share), &home, &roles(), &found, at(NOW));
         assert_eq!(decision.reason, ShareReason::Suspended);
         assert!(decision.message.contains("suspended"));
         assert!(decision.subjects.is_empty());

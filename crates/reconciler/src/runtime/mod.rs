@@ -67,7 +67,7 @@ pub struct Runtime {
     retained: Controller<Namespace>,
     profile_statuses: Controller<homestead_api::Profile>,
     group_statuses: Controller<homestead_api::DirectoryGroup>,
-    shares: Controller<homestead_api::Share>,
+    shares: Controller<crate::state::cache::CachedShare>,
     retained_count_interval: Duration,
 }
 
@@ -128,9 +128,17 @@ impl Runtime {
         self.users.store()
     }
 
-    /// The cache of Shares (for the metrics of Shares).
-    pub fn shares(&self) -> Store<homestead_api::Share> {
-        self.shares.store()
+    /// Sets the gauges of Shares (`homestead_shares`, `homestead_shares_expiring`) from the
+    /// Share cache; the operator's `/metrics` calls it before each scrape.
+    pub fn share_metrics(&self) -> impl Fn() + Send + Sync + 'static {
+        let (store, metrics) = (self.shares.store(), self.ctx.metrics().clone());
+        move || {
+            let shares = store.state();
+            metrics.observe_shares(shares.iter().map(|share| {
+                let reason = share.status.as_ref().and_then(|s| s.ready.as_ref());
+                (reason.map(|c| c.reason.clone()), share.spec.expires_at.0)
+            }));
+        }
     }
 
     /// The leader-election fence every write goes through.

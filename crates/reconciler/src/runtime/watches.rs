@@ -27,14 +27,14 @@ use crate::plan::ownership::user_of;
 use crate::plan::share::share_of_binding;
 use crate::plan::status;
 use crate::state::Caches;
-use crate::state::cache::{CachedNamespace, CachedRoleBinding};
+use crate::state::cache::{CachedNamespace, CachedRoleBinding, CachedShare};
 use crate::state::identity::Identities;
 use crate::state::index::ProfileIndex;
 use crate::state::shares::ShareIndex;
 use crate::state::store::{Compact, CompactStore, compact_store};
 use crate::state::trim::{trim, trim_user};
 use homestead_api::{
-    DirectoryGroup, LABEL_MANAGED_BY, LABEL_RETAINED_FROM, MANAGED_BY, Profile, Share, User,
+    DirectoryGroup, LABEL_MANAGED_BY, LABEL_RETAINED_FROM, MANAGED_BY, Profile, User,
 };
 use k8s_openapi::api::core::v1::{LimitRange, Namespace, ResourceQuota};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -62,7 +62,7 @@ pub struct Controllers {
     /// The Controller over Shares: triggered by a Share's spec, its RoleBinding, every change
     /// of its home's owner and of its grantees (Users, and DirectoryGroups' members), and every
     /// change of a Profile's spec (all Shares: a limit may have changed).
-    pub shares: Controller<Share>,
+    pub shares: Controller<CachedShare>,
     /// The caches reconciles read.
     pub caches: Caches,
 }
@@ -229,13 +229,17 @@ fn share_controller(
     client: &Client,
     concurrency: u16,
     index: &ShareIndex,
-    wakes: futures::channel::mpsc::UnboundedReceiver<ObjectRef<Share>>,
+    wakes: futures::channel::mpsc::UnboundedReceiver<ObjectRef<CachedShare>>,
     all: futures::channel::mpsc::UnboundedReceiver<()>,
-) -> Controller<Share> {
-    let (store, events) = cached_watch(client, watcher::Config::default(), trim_object::<Share>);
+) -> Controller<CachedShare> {
+    let (store, events) = cached_watch(
+        client,
+        watcher::Config::default(),
+        trim_object::<CachedShare>,
+    );
     let indexed = index.clone();
     let events = events.inspect_ok(move |event| indexed.observe(event));
-    let events = changes_of(events, |share: &Share| {
+    let events = changes_of(events, |share: &CachedShare| {
         fingerprint(&share.metadata.generation)
     });
     Controller::for_stream(events, store)
@@ -271,7 +275,7 @@ fn user_watch(
     index: &ProfileIndex,
     wake_profiles: UnboundedSender<ObjectRef<Profile>>,
     (identities, wake_users): (Identities, UnboundedSender<ObjectRef<User>>),
-    (shares, wake_shares): (ShareIndex, UnboundedSender<ObjectRef<Share>>),
+    (shares, wake_shares): (ShareIndex, UnboundedSender<ObjectRef<CachedShare>>),
 ) -> (
     Store<User>,
     impl futures::Stream<Item = Result<User, watcher::Error>> + Send + 'static,
@@ -387,7 +391,7 @@ fn user_of_role_binding(
     namespaces: CompactStore<CachedNamespace>,
     retained: Store<Namespace>,
     wake: futures::channel::mpsc::UnboundedSender<ObjectRef<Namespace>>,
-    wake_share: UnboundedSender<ObjectRef<Share>>,
+    wake_share: UnboundedSender<ObjectRef<CachedShare>>,
 ) -> impl Fn(CachedRoleBinding) -> Option<ObjectRef<User>> + Send + Sync + 'static {
     move |rb| {
         let namespace = rb.metadata.namespace.as_deref()?;

@@ -13,15 +13,16 @@
 
 use std::borrow::Cow;
 
-use homestead_api::{LABEL_USER, User};
+use homestead_api::{ANNOTATION_CREATED_BY, CONDITION_READY, LABEL_USER, Share, ShareSpec, User};
 use k8s_openapi::api::core::v1::{Namespace, NamespaceStatus};
 use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
 use serde::Deserialize;
 
 use crate::plan::facts::{Facts, print};
+use crate::plan::share::status_print;
 use crate::state::store::Compact;
 
 /// The metadata a cached object keeps: name, namespace, and the resourceVersion (which the
@@ -227,6 +228,72 @@ impl Compact for CachedRoleBinding {
     }
 }
 
+/// A Share as the cache keeps it: its identity (name, namespace, uid, generation, creation
+/// time), its creator (`homestead.dev/created-by`, for the access log), its spec, and of its
+/// status what the next reconcile compares and carries over. At 10,000 Shares a whole Share
+/// (label and annotation B-trees, the status's grantees) would cost the operator kilobytes each.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(from = "Share")]
+pub struct CachedShare {
+    /// Name, namespace, uid, generation and creation time.
+    pub metadata: ObjectMeta,
+    /// The annotation `homestead.dev/created-by`.
+    pub created_by: Option<Box<str>>,
+    /// The spec, whole.
+    pub spec: ShareSpec,
+    /// What the status says, if it has one.
+    pub status: Option<CachedShareStatus>,
+}
+
+/// What [`CachedShare`] keeps of a Share's status.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CachedShareStatus {
+    /// [`status_print`] of the whole status: a reconcile writes only a status that differs.
+    pub print: u64,
+    /// `observedGeneration`.
+    pub observed_generation: Option<i64>,
+    /// `renewedAt`.
+    pub renewed_at: Option<Time>,
+    /// The `Ready` condition (its `lastTransitionTime` carries over while its status stays).
+    pub ready: Option<Condition>,
+}
+
+impl From<Share> for CachedShare {
+    fn from(share: Share) -> Self {
+        let mut meta = share.metadata;
+        let created_by = meta
+            .annotations
+            .as_mut()
+            .and_then(|a| a.remove(ANNOTATION_CREATED_BY))
+            .map(String::into_boxed_str);
+        let (uid, generation, created) = (
+            meta.uid.take(),
+            meta.generation.take(),
+            meta.creation_timestamp.take(),
+        );
+        let status = share.status.map(|status| CachedShareStatus {
+            print: status_print(&status),
+            observed_generation: status.observed_generation,
+            renewed_at: status.renewed_at,
+            ready: status
+                .conditions
+                .into_iter()
+                .find(|c| c.type_ == CONDITION_READY),
+        });
+        Self {
+            metadata: ObjectMeta {
+                uid,
+                generation,
+                creation_timestamp: created,
+                ..identity(meta)
+            },
+            created_by,
+            spec: share.spec,
+            status,
+        }
+    }
+}
+
 /// Implements [`kube::Resource`] for a cached form with `$full`'s API coordinates, so it is
 /// watched at the same URL and decoded from the same JSON.
 macro_rules! resource_as {
@@ -267,6 +334,7 @@ resource_as!(
     RoleBinding,
     k8s_openapi::NamespaceResourceScope
 );
+resource_as!(CachedShare, Share, k8s_openapi::NamespaceResourceScope);
 
 #[cfg(test)]
 mod tests {
@@ -388,5 +456,35 @@ mod tests {
         assert!(live.status.is_none());
         let terminating = namespace(true);
         assert_eq!(terminating.status.unwrap().conditions.unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_cached_share_keeps_what_a_reconcile_reads_and_a_print_of_its_status() {
+        let share: Share = serde_json::from_value(json!({
+            "apiVersion": homestead_api::API_VERSION, "kind": "Share",
+            "metadata": { "name": "review", "namespace": "user-alice", "uid": "u1",
+                "generation": 2, "creationTimestamp": "2026-11-01T00:00:00Z",
+                "resourceVersion": "7", "labels": { "team": "x" },
+                "annotations": { ANNOTATION_CREATED_BY: "alice@example.com", "note": "n" },
+                "managedFields": [{ "manager": "kubectl" }] },
+            "spec": { "to": [{ "user": "bob" }], "role": "view",
+                "expiresAt": "2026-12-01T00:00:00Z", "reason": "r" },
+            "status": { "observedGeneration": 2, "renewedAt": "2026-11-02T00:00:00Z",
+                "conditions": [{ "type": "Ready", "status": "True", "reason": "Active",
+                    "message": "m", "lastTransitionTime": "2026-11-02T00:00:00Z" }] },
+        }))
+        .unwrap();
+        let print = status_print(share.status.as_ref().unwrap());
+        let cached: CachedShare =
+            serde_json::from_value(serde_json::to_value(&share).unwrap()).unwrap();
+        assert_eq!(cached.created_by.as_deref(), Some("alice@example.com"));
+        assert_eq!(cached.metadata.uid.as_deref(), Some("u1"));
+        assert_eq!(cached.metadata.generation, Some(2));
+        assert!(cached.metadata.labels.is_none() && cached.metadata.annotations.is_none());
+        assert!(cached.metadata.managed_fields.is_none());
+        let status = cached.status.unwrap();
+        assert_eq!(status.print, print);
+        assert_eq!(status.ready.unwrap().reason, "Active");
+        assert_eq!(cached.spec, share.spec);
     }
 }

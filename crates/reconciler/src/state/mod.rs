@@ -13,13 +13,13 @@ pub mod trim;
 
 use std::sync::Arc;
 
-use homestead_api::{DirectoryGroup, Profile, Share, User};
+use homestead_api::{DirectoryGroup, Profile, User};
 use k8s_openapi::api::core::v1::{LimitRange, ResourceQuota};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Resource;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 
-use cache::{CachedNamespace, CachedRoleBinding};
+use cache::{CachedNamespace, CachedRoleBinding, CachedShare};
 use identity::Identities;
 use index::ProfileIndex;
 use shares::ShareIndex;
@@ -50,7 +50,7 @@ pub struct Caches {
     /// Which Users use which Profile, from the User watch.
     pub(crate) index: ProfileIndex,
     /// Every Share (the Controller over Shares' own cache).
-    pub(crate) shares: Store<Share>,
+    pub(crate) shares: Store<CachedShare>,
     /// Which Shares name each grantee and are in each namespace, from the Share watch.
     pub(crate) share_index: ShareIndex,
 }
@@ -140,7 +140,7 @@ impl Caches {
     }
 
     /// Every cached Share.
-    pub fn shares(&self) -> Vec<Arc<Share>> {
+    pub fn shares(&self) -> Vec<Arc<CachedShare>> {
         self.shares.state()
     }
 

@@ -2,147 +2,146 @@
 //! holds ([`ShareIndex`]), kept from the Share watch: a change to a User (their home's owner, or
 //! a grantee) or to a group's members reaches exactly the Shares it concerns.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use homestead_api::Share;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
-/// The Shares by grantee and by namespace; cheap to clone (a shared handle).
+use crate::state::cache::CachedShare;
+
+/// A Share by namespace and name, shared between the index's maps.
+type Key = Arc<(Box<str>, Box<str>)>;
+
+/// A Share's grantees as indexed: `(true, group)` or `(false, user)`.
+type Grantees = Box<[(bool, Box<str>)]>;
+
+/// The Shares by grantee and by namespace; cheap to clone (a shared handle). Kept small (about
+/// 400 bytes a Share): a Share is keyed once and its key shared, and each grantee's or
+/// namespace's Shares are a short list, not a hash set.
 #[derive(Clone, Default)]
 pub struct ShareIndex(Arc<Mutex<Index>>);
 
 #[derive(Default)]
 struct Index {
     /// User grantee (by name) → Shares naming them.
-    users: HashMap<String, HashSet<ObjectRef<Share>>>,
+    users: HashMap<Box<str>, Vec<Key>>,
     /// DirectoryGroup grantee (by name) → Shares naming it.
-    groups: HashMap<String, HashSet<ObjectRef<Share>>>,
+    groups: HashMap<Box<str>, Vec<Key>>,
     /// Namespace → the Shares in it.
-    namespaces: HashMap<String, HashSet<ObjectRef<Share>>>,
-    /// Share → what it was indexed under (its grantees), to unindex it.
-    indexed: HashMap<ObjectRef<Share>, Vec<(bool, String)>>,
+    namespaces: HashMap<Box<str>, Vec<Key>>,
+    /// Share → its grantees as indexed (`true` for a group), to unindex it.
+    indexed: HashMap<Key, Grantees>,
 }
 
 impl Index {
-    fn remove(&mut self, share: &ObjectRef<Share>) {
-        for (is_group, name) in self.indexed.remove(share).unwrap_or_default() {
-            let map = if is_group {
-                &mut self.groups
-            } else {
-                &mut self.users
-            };
-            unlink(map, &name, share);
-        }
-        if let Some(namespace) = share.namespace.clone() {
-            unlink(&mut self.namespaces, &namespace, share);
-        }
-    }
-
-    fn insert(&mut self, share: &Share) {
-        let reference = ObjectRef::from_obj(share);
-        self.remove(&reference);
-        let grantees: Vec<(bool, String)> = share
-            .spec
-            .to
-            .iter()
-            .filter_map(|g| match (&g.user, &g.group) {
-                (Some(user), _) => Some((false, user.clone())),
-                (None, Some(group)) => Some((true, group.clone())),
-                (None, None) => None,
-            })
-            .collect();
-        for (is_group, name) in &grantees {
+    fn remove(&mut self, namespace: &str, name: &str) {
+        let key: Key = Arc::new((namespace.into(), name.into()));
+        let Some((key, grantees)) = self.indexed.remove_entry(&key) else {
+            return;
+        };
+        for (is_group, grantee) in &grantees {
             let map = if *is_group {
                 &mut self.groups
             } else {
                 &mut self.users
             };
-            map.entry(name.clone())
-                .or_default()
-                .insert(reference.clone());
+            unlink(map, grantee, &key);
         }
-        if let Some(namespace) = share.namespace() {
-            self.namespaces
-                .entry(namespace)
-                .or_default()
-                .insert(reference.clone());
+        unlink(&mut self.namespaces, namespace, &key);
+    }
+
+    fn insert(&mut self, share: &CachedShare) {
+        let (namespace, name) = (share.namespace().unwrap_or_default(), share.name_any());
+        self.remove(&namespace, &name);
+        let key: Key = Arc::new((namespace.clone().into(), name.into()));
+        let grantees: Grantees = share
+            .spec
+            .to
+            .iter()
+            .filter_map(|g| match (&g.user, &g.group) {
+                (Some(user), _) => Some((false, user.as_str().into())),
+                (None, Some(group)) => Some((true, group.as_str().into())),
+                (None, None) => None,
+            })
+            .collect();
+        for (is_group, grantee) in &grantees {
+            let map = if *is_group {
+                &mut self.groups
+            } else {
+                &mut self.users
+            };
+            map.entry(grantee.clone()).or_default().push(key.clone());
         }
-        self.indexed.insert(reference, grantees);
+        self.namespaces
+            .entry(namespace.into())
+            .or_default()
+            .push(key.clone());
+        self.indexed.insert(key, grantees);
     }
 }
 
-fn unlink(
-    map: &mut HashMap<String, HashSet<ObjectRef<Share>>>,
-    key: &str,
-    share: &ObjectRef<Share>,
-) {
-    if let Some(set) = map.get_mut(key) {
-        set.remove(share);
-        if set.is_empty() {
-            map.remove(key);
+fn unlink(map: &mut HashMap<Box<str>, Vec<Key>>, at: &str, key: &Key) {
+    if let Some(keys) = map.get_mut(at) {
+        keys.retain(|k| k != key);
+        if keys.is_empty() {
+            map.remove(at);
         }
     }
+}
+
+fn references<'a>(keys: impl Iterator<Item = &'a Key>) -> Vec<ObjectRef<CachedShare>> {
+    keys.map(|key| ObjectRef::new(&key.1).within(&key.0))
+        .collect()
 }
 
 impl ShareIndex {
-    /// Keeps the index in step with one event of the Share watch. A relist starts over.
-    pub fn observe(&self, event: &watcher::Event<Share>) {
+    /// Keeps the index in step with one event of the Share watch (a re-list reports the Shares
+    /// it no longer finds as deletions).
+    pub fn observe(&self, event: &watcher::Event<CachedShare>) {
         let mut index = self.0.lock().unwrap_or_else(|e| e.into_inner());
         match event {
-            watcher::Event::Init => *index = Index::default(),
             watcher::Event::Apply(share) | watcher::Event::InitApply(share) => index.insert(share),
-            watcher::Event::Delete(share) => index.remove(&ObjectRef::from_obj(share)),
-            watcher::Event::InitDone => {}
+            watcher::Event::Delete(share) => {
+                index.remove(&share.namespace().unwrap_or_default(), &share.name_any());
+            }
+            watcher::Event::Init | watcher::Event::InitDone => {}
         }
     }
 
     /// The Shares a change to the User `user` (by name) concerns: those naming it as a grantee
     /// and those in `home`, its namespace, if it has one.
-    pub fn of_user(&self, user: &str, home: Option<&str>) -> Vec<ObjectRef<Share>> {
+    pub fn of_user(&self, user: &str, home: Option<&str>) -> Vec<ObjectRef<CachedShare>> {
         let index = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let named = index.users.get(user).into_iter().flatten();
         let in_home = home
             .and_then(|ns| index.namespaces.get(ns))
             .into_iter()
             .flatten();
-        named.chain(in_home).cloned().collect()
+        references(named.chain(in_home))
     }
 
     /// The Shares naming the DirectoryGroup `group` (by name) as a grantee.
-    pub fn of_group(&self, group: &str) -> Vec<ObjectRef<Share>> {
+    pub fn of_group(&self, group: &str) -> Vec<ObjectRef<CachedShare>> {
         let index = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        index
-            .groups
-            .get(group)
-            .into_iter()
-            .flatten()
-            .cloned()
-            .collect()
+        references(index.groups.get(group).into_iter().flatten())
     }
 
     /// The Shares in `namespace`.
-    pub fn in_namespace(&self, namespace: &str) -> Vec<ObjectRef<Share>> {
+    pub fn in_namespace(&self, namespace: &str) -> Vec<ObjectRef<CachedShare>> {
         let index = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        index
-            .namespaces
-            .get(namespace)
-            .into_iter()
-            .flatten()
-            .cloned()
-            .collect()
+        references(index.namespaces.get(namespace).into_iter().flatten())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use homestead_api::{Grantee, ShareSpec};
+    use homestead_api::{Grantee, Share, ShareSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-    fn share(name: &str, namespace: &str, to: Vec<Grantee>) -> Share {
+    fn share(name: &str, namespace: &str, to: Vec<Grantee>) -> CachedShare {
         let mut share = Share::new(
             name,
             ShareSpec {
@@ -153,7 +152,7 @@ mod tests {
             },
         );
         share.metadata.namespace = Some(namespace.into());
-        share
+        CachedShare::from(share)
     }
 
     #[test]
