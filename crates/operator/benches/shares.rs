@@ -465,6 +465,12 @@ async fn main() {
     );
     delete_side(&admin, "floor-a").await;
     let operator = Operator::start("bench-shares").await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    println!(
+        "homestead: restarted with {count} Users and no Share: RSS {:.1} MiB, peak {:.1} MiB",
+        operator.memory_mib("VmRSS"),
+        operator.memory_mib("VmHWM")
+    );
     let from = Timestamp::now();
     let ours = homestead(&admin, count).await;
     let to = Timestamp::now();
@@ -481,6 +487,10 @@ async fn main() {
         tally(&writes)
     );
     tokio::time::sleep(Duration::from_secs(10)).await;
+    println!(
+        "homestead: 10 s later: RSS {:.1} MiB",
+        operator.memory_mib("VmRSS")
+    );
     let quiet = Timestamp::now();
     tokio::time::sleep(Duration::from_secs(30)).await;
     let steady = operator_writes(plane, quiet, Timestamp::now());

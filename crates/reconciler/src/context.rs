@@ -24,7 +24,7 @@ use crate::state::Caches;
 use crate::state::cache::CachedShare;
 
 /// How many large RoleBindings ([`Context::large_write`]) are written at once.
-pub const LARGE_WRITES: usize = 4;
+pub const LARGE_WRITES: usize = 8;
 /// Subjects above which a RoleBinding counts as large.
 pub const LARGE_BINDING: usize = 100;
 

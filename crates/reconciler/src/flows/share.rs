@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use homestead_api::{CONDITION_READY, ShareReason, ShareStatus, User};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -18,6 +18,7 @@ use tracing::{instrument, warn};
 use super::provision::RESYNC;
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::plan::facts::print;
 use crate::plan::ownership::is_owned_by;
 use crate::plan::share::{
     Decision, Found, Home, Limits, ShareRef, binding_name, decide, desired_binding, inactive,
@@ -28,8 +29,9 @@ use crate::state::cache::CachedShare;
 
 /// Reconciles one Share once every cache has synced (see the module docs).
 ///
-/// Returns the next [`Action`]: a look again at `expiresAt` (plus a second) while it is ahead,
-/// at most every 300 s.
+/// Returns the next [`Action`]: a look again at `expiresAt` (plus a second) when that is within
+/// the 300 s resync; otherwise the paced resync of every Share comes first
+/// ([`Action::await_change`], so no Share holds a timer in the Controller for weeks).
 ///
 /// # Errors
 /// [`Error`] when an API request fails; the controller then calls [`share_error`].
@@ -75,11 +77,11 @@ pub async fn reconcile_share(share: Arc<CachedShare>, ctx: Arc<Context>) -> Resu
     write_status(&ctx, &share, &decision, now).await?;
     ctx.share_backoffs()
         .reset(&ObjectRef::from_obj(share.as_ref()));
-    let next = decision
-        .recheck
-        .map_or(RESYNC, |left| left + Duration::from_secs(1))
-        .min(RESYNC);
-    Ok(Action::requeue(next))
+    // Due within a resync: woken at expiresAt; later, the paced resync comes first.
+    Ok(match decision.recheck {
+        Some(left) if left < RESYNC => Action::requeue(left + Duration::from_secs(1)),
+        _ => Action::await_change(),
+    })
 }
 
 /// After a failed reconcile of a Share: counts it in `homestead_share_errors_total`, logs it,
@@ -204,10 +206,21 @@ async fn write_status(
     decision: &Decision,
     now: Timestamp,
 ) -> Result<()> {
-    let current = share.status.as_ref();
-    let previous = current.and_then(|s| s.ready.clone());
+    let previous = share.status.as_ref().and_then(|s| s.ready.as_ref());
+    // What set_condition reads of the previous condition: its status and transition time.
+    let carried: Vec<Condition> = previous
+        .map(|p| Condition {
+            type_: CONDITION_READY.to_owned(),
+            status: if p.status { "True" } else { "False" }.to_owned(),
+            last_transition_time: p.last_transition_time.clone(),
+            reason: String::new(),
+            message: String::new(),
+            observed_generation: None,
+        })
+        .into_iter()
+        .collect();
     let ready = set_condition(
-        previous.as_slice(),
+        &carried,
         CONDITION_READY,
         decision.grants(),
         decision.reason.as_str(),
@@ -216,7 +229,7 @@ async fn write_status(
         &Time(now),
     );
     let newly_refused = decision.reason == ShareReason::Refused
-        && previous.is_none_or(|c| c.reason != ready.reason || c.message != ready.message);
+        && previous.is_none_or(|c| *c.reason != ready.reason || c.message != print(&ready.message));
     let desired = ShareStatus {
         conditions: vec![ready],
         observed_generation: share.metadata.generation,

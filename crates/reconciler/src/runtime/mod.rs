@@ -135,8 +135,8 @@ impl Runtime {
         move || {
             let shares = store.state();
             metrics.observe_shares(shares.iter().map(|share| {
-                let reason = share.status.as_ref().and_then(|s| s.ready.as_ref());
-                (reason.map(|c| c.reason.clone()), share.spec.expires_at.0)
+                let ready = share.status.as_ref().and_then(|s| s.ready.as_ref());
+                (ready.map(|c| c.reason.to_string()), share.spec.expires_at.0)
             }));
         }
     }

@@ -223,8 +223,8 @@ pub fn controllers(
 
 /// The Controller over Shares (their own watch, indexed into `index` by grantee and namespace),
 /// `concurrency` reconciles at once (0: unbounded), triggered by a change of a Share's spec
-/// (its status is Homestead's own), by the Shares sent to `wakes` and by every `()` sent to
-/// `all`.
+/// (its status is Homestead's own), by the Shares sent to `wakes`, by every `()` sent to
+/// `all`, and for every Share once every [`RESYNC`], a batch at a time (`paced_resync`).
 fn share_controller(
     client: &Client,
     concurrency: u16,
@@ -242,9 +242,11 @@ fn share_controller(
     let events = changes_of(events, |share: &CachedShare| {
         fingerprint(&share.metadata.generation)
     });
+    let resync = paced_resync(store.clone(), RESYNC);
     Controller::for_stream(events, store)
         .with_config(controller::Config::default().concurrency(concurrency))
         .reconcile_on(wakes)
+        .reconcile_on(resync)
         .reconcile_all_on(all)
 }
 
@@ -517,43 +519,47 @@ impl GroupMemberships {
 /// How many Users [`paced_resync`] queues at once: enough to keep every reconcile slot busy.
 const RESYNC_BATCH: usize = 64;
 
-/// Every User of `users`, once every `period`, [`RESYNC_BATCH`] at a time, the batches spread
-/// over nine tenths of the period; the first round starts one `period` after the operator (whose
-/// first list reconciled everyone). A round takes the names the cache has when it starts; a
-/// User deleted since is skipped by the Controller, one created since waits for the next round
-/// (its own watch event reconciled it).
+/// Every object of `cache` (Users, Shares), once every `period`, [`RESYNC_BATCH`] at a time, the
+/// batches spread over nine tenths of the period; the first round starts one `period` after the
+/// operator (whose first list reconciled everyone). A round takes the objects the cache has when
+/// it starts; one deleted since is skipped by the Controller, one created since waits for the
+/// next round (its own watch event reconciled it).
 ///
 /// kube-runtime's `reconcile_all_on` queues every object at once, and its scheduler keeps the
 /// memory of its largest queue for good: at 10,000 Users the operator's RSS went from 46 to
 /// 51 MiB at the first resync and stayed there (docs/performance.md, Memory). Paced, the queue
 /// holds a batch or two.
-fn paced_resync(
-    users: Store<User>,
+fn paced_resync<K: Watched>(
+    cache: Store<K>,
     period: Duration,
-) -> impl futures::Stream<Item = ObjectRef<User>> + Send + 'static {
+) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
     let start = tokio::time::Instant::now() + period;
     futures::stream::unfold(start, move |start| {
-        let users = users.clone();
+        let cache = cache.clone();
         async move {
             tokio::time::sleep_until(start).await;
-            let names: Vec<String> = users.state().iter().map(|u| u.name_any()).collect();
-            Some((paced(names, period * 9 / 10), start + period))
+            let objects: Vec<ObjectRef<K>> = cache
+                .state()
+                .iter()
+                .map(|o| ObjectRef::from_obj(o.as_ref()))
+                .collect();
+            Some((paced(objects, period * 9 / 10), start + period))
         }
     })
     .flatten()
 }
 
-/// `names` as ObjectRefs, [`RESYNC_BATCH`] at a time, the batches evenly spread over `span`
-/// (the first at once).
-fn paced(
-    names: Vec<String>,
+/// `objects`, [`RESYNC_BATCH`] at a time, the batches evenly spread over `span` (the first at
+/// once).
+fn paced<K: Watched>(
+    objects: Vec<ObjectRef<K>>,
     span: Duration,
-) -> impl futures::Stream<Item = ObjectRef<User>> + Send + 'static {
-    let batches = names.len().div_ceil(RESYNC_BATCH).max(1);
+) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
+    let batches = objects.len().div_ceil(RESYNC_BATCH).max(1);
     let gap = span / u32::try_from(batches).unwrap_or(u32::MAX);
-    let mut names = names.into_iter();
+    let mut objects = objects.into_iter();
     futures::stream::unfold(true, move |first| {
-        let batch: Vec<_> = names.by_ref().take(RESYNC_BATCH).collect();
+        let batch: Vec<_> = objects.by_ref().take(RESYNC_BATCH).collect();
         async move {
             if batch.is_empty() {
                 return None;
@@ -561,10 +567,7 @@ fn paced(
             if !first {
                 tokio::time::sleep(gap).await;
             }
-            Some((
-                futures::stream::iter(batch.into_iter().map(|n| ObjectRef::new(&n))),
-                false,
-            ))
+            Some((futures::stream::iter(batch), false))
         }
     })
     .flatten()

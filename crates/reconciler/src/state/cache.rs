@@ -254,8 +254,34 @@ pub struct CachedShareStatus {
     pub observed_generation: Option<i64>,
     /// `renewedAt`.
     pub renewed_at: Option<Time>,
-    /// The `Ready` condition (its `lastTransitionTime` carries over while its status stays).
-    pub ready: Option<Condition>,
+    /// The `Ready` condition, in short.
+    pub ready: Option<CachedReady>,
+}
+
+/// What [`CachedShareStatus`] keeps of the `Ready` condition: its status, its reason, a print of
+/// its message (a new refusal is told from a repeated one), and its `lastTransitionTime`
+/// (which carries over while the status stays).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CachedReady {
+    /// `status` is `"True"`.
+    pub status: bool,
+    /// `reason`.
+    pub reason: Box<str>,
+    /// [`print`] of `message`.
+    pub message: u64,
+    /// `lastTransitionTime`.
+    pub last_transition_time: Time,
+}
+
+impl From<Condition> for CachedReady {
+    fn from(condition: Condition) -> Self {
+        Self {
+            status: condition.status == "True",
+            reason: condition.reason.into_boxed_str(),
+            message: print(&condition.message),
+            last_transition_time: condition.last_transition_time,
+        }
+    }
 }
 
 impl From<Share> for CachedShare {
@@ -278,7 +304,8 @@ impl From<Share> for CachedShare {
             ready: status
                 .conditions
                 .into_iter()
-                .find(|c| c.type_ == CONDITION_READY),
+                .find(|c| c.type_ == CONDITION_READY)
+                .map(CachedReady::from),
         });
         Self {
             metadata: ObjectMeta {
@@ -484,7 +511,7 @@ mod tests {
         assert!(cached.metadata.managed_fields.is_none());
         let status = cached.status.unwrap();
         assert_eq!(status.print, print);
-        assert_eq!(status.ready.unwrap().reason, "Active");
+        assert_eq!(&*status.ready.unwrap().reason, "Active");
         assert_eq!(cached.spec, share.spec);
     }
 }
