@@ -402,6 +402,14 @@ async fn group_change(plane: &ControlPlane, admin: &Client, count: usize) {
     let mut changed = names.clone();
     changed.pop();
     changed.push(user_name(members));
+    // A watch of Share bindings, listed before the change, sees each binding bind the newcomer.
+    let config = watcher::Config::default().labels("homestead.dev/share");
+    let mut events = watcher(Api::<RoleBinding>::all(admin.clone()), config).boxed();
+    while let Some(event) = events.try_next().await.unwrap() {
+        if matches!(event, watcher::Event::InitDone) {
+            break;
+        }
+    }
     let from = Timestamp::now();
     let started = Instant::now();
     groups
@@ -412,26 +420,19 @@ async fn group_change(plane: &ControlPlane, admin: &Client, count: usize) {
         )
         .await
         .unwrap();
-    let bindings: Api<RoleBinding> = Api::all(admin.clone());
-    loop {
-        let list = bindings
-            .list(&ListParams::default().labels("homestead.dev/share"))
+    let mut updated = HashSet::new();
+    while updated.len() < shares {
+        let event = tokio::time::timeout(Duration::from_secs(120), events.try_next())
             .await
-            .unwrap();
-        let updated = list
-            .items
-            .iter()
-            .filter(|b| b.name_any().starts_with("homestead-share-group-"))
-            .filter(|b| b.subjects.iter().flatten().any(|s| s.name == newcomer))
-            .count();
-        if updated == shares {
-            break;
+            .expect("every group binding updated within 120 s")
+            .unwrap()
+            .expect("the watch goes on");
+        if let watcher::Event::Apply(b) = event
+            && b.name_any().starts_with("homestead-share-group-")
+            && b.subjects.iter().flatten().any(|s| s.name == newcomer)
+        {
+            updated.insert(b.name_any());
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "{updated} of {shares} bindings updated"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let took = started.elapsed();
     tokio::time::sleep(Duration::from_secs(5)).await;

@@ -187,20 +187,28 @@ impl Cluster {
     }
 }
 
-/// The subjects of `binding` in one line: `bob@example.com, carol@example.com`.
+/// The most subjects an Event note or access log line names; more are counted.
+const NAMED_SUBJECTS: usize = 20;
+
+/// The subjects of `binding` in one line: `bob@example.com, carol@example.com`, at most
+/// [`NAMED_SUBJECTS`] of them, then `and N more`.
 fn subjects(binding: &RoleBinding) -> String {
-    binding
-        .subjects
+    let all = binding.subjects.as_deref().unwrap_or_default();
+    let named: Vec<&str> = all
         .iter()
-        .flatten()
+        .take(NAMED_SUBJECTS)
         .map(|s| s.name.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
+        .collect();
+    match all.len().saturating_sub(NAMED_SUBJECTS) {
+        0 => named.join(", "),
+        more => format!("{} and {more} more", named.join(", ")),
+    }
 }
 
 /// One line of the access log (target `homestead::access`, level INFO), its fields a stable
 /// schema: `action` (`grant` or `revoke`), `namespace`, `share`, `role`, `subjects` (user
-/// names, comma-separated; empty for a revocation), `expires_at` (RFC 3339), `share_reason`
+/// names, comma-separated, at most 20 then `and N more`; empty for a revocation),
+/// `expires_at` (RFC 3339), `share_reason`
 /// (the Share's `spec.reason`), `created_by` (the Share's `homestead.dev/created-by`) and
 /// `detail` (what was done, or why it was revoked).
 fn log_access(share: &CachedShare, action: &str, role: &str, subjects: &str, detail: &str) {
