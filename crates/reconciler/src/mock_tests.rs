@@ -471,6 +471,22 @@ async fn a_replica_that_cannot_confirm_the_lease_writes_nothing() {
     assert!(sent.is_empty(), "a fenced replica made requests: {sent:?}");
 }
 
+/// A retained namespace's run that finds the fence closed (the replica paused past its last
+/// confirmation of the Lease) looks again later: a binding that appeared meanwhile would
+/// otherwise stay until the next one appears (soak seed 832573, docs/soak.md).
+#[tokio::test]
+async fn a_retained_namespace_run_that_cannot_write_looks_again() {
+    let (ctx, _server, _writers) = Context::test_fenced(crate::act::fence::Fence::closed());
+    let retained: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(json!({
+        "metadata": { "name": "user-grace", "labels": { "homestead.dev/retained-from": "grace" } }
+    }))
+    .unwrap();
+    let action = crate::flows::offboard::keep_retained_revoked(&retained, &ctx)
+        .await
+        .unwrap();
+    assert_eq!(action, Action::requeue(Duration::from_secs(5)));
+}
+
 #[tokio::test]
 async fn a_fence_that_closes_stops_the_next_write() {
     let (ctx, _server, _writers) = Context::test_fenced(crate::act::fence::Fence::closed());

@@ -390,13 +390,36 @@ fn tenants_with_users(model: &Model) -> Vec<usize> {
         .collect()
 }
 
+/// The tenants whose User has `admin` (they may share their home), and the identities of the
+/// live Users (who may be grantees).
+fn sharers_and_grantees(model: &Model) -> (Vec<usize>, Vec<String>) {
+    let live: Vec<(&String, &ModelUser)> = model
+        .users
+        .iter()
+        .filter(|(_, u)| u.deleting_at.is_none())
+        .collect();
+    let sharers = (0..TENANTS.len())
+        .filter(|&i| {
+            live.iter().any(|(name, u)| {
+                u.username == TENANTS[i] && u.expected_role(name, model) == "admin"
+            })
+        })
+        .collect();
+    let grantees = live.iter().map(|(_, u)| u.username.clone()).collect();
+    (sharers, grantees)
+}
+
 fn tenant_op(rng: &mut fastrand::Rng, model: &Model) -> Option<Op> {
     let tenant = *pick(rng, &tenants_with_users(model))?;
+    let (sharers, grantees) = sharers_and_grantees(model);
     Some(match rng.u32(..100) {
         0..40 => tenant_bindings(rng, tenant),
         40..52 => Op::TenantShare {
-            tenant,
-            grantee: PEOPLE[rng.usize(..PEOPLE.len())].to_owned(),
+            // One whose role lets them share, if any.
+            tenant: pick(rng, &sharers).copied().unwrap_or(tenant),
+            grantee: pick(rng, &grantees)
+                .cloned()
+                .unwrap_or_else(|| PEOPLE[0].to_owned()),
             // admin is above the default limit (edit): refused, nothing granted.
             role: ROLES[rng.usize(..ROLES.len())].to_owned(),
             seconds: rng.u64(2..60),
@@ -406,7 +429,7 @@ fn tenant_op(rng: &mut fastrand::Rng, model: &Model) -> Option<Op> {
             other: rng.usize(..TENANTS.len()),
         },
         57..62 => Op::TenantRewriteShare {
-            tenant,
+            tenant: pick(rng, &sharers).copied().unwrap_or(tenant),
             subject: PEOPLE[rng.usize(..PEOPLE.len())].to_owned(),
         },
         62..74 => Op::TenantRewriteHomestead {

@@ -19,6 +19,9 @@ use crate::plan::desired::{Traits, retained_namespace};
 use crate::plan::ownership::is_owned_by;
 use crate::plan::status::{Outcome, terminating_message};
 use crate::plan::validate::namespace_name;
+
+/// When a run that found this replica unable to write looks again.
+pub const NOT_LEADER_RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
 use crate::state::cache::CachedNamespace;
 use homestead_api::Reason;
 
@@ -155,14 +158,17 @@ async fn retain_namespace(
 /// The operator runs it whenever such a Namespace appears and whenever a RoleBinding in one does,
 /// for as long as the Namespace exists; Homestead never grants anything there.
 ///
-/// Returns `Action::await_change()`: the next RoleBinding brings the next run.
+/// Returns `Action::await_change()`: the next RoleBinding brings the next run; but while this
+/// replica may not write (its fence closed for a moment: the process was paused past its last
+/// confirmation of the Lease), a look again after 5 s, since dropping the run would leave a
+/// binding that appeared meanwhile in place until the next one appears (found by the soak,
+/// docs/soak.md).
 ///
 /// # Errors
-/// [`Error::NotLeader`] on a replica that does not hold the Lease; [`Error::Kube`] when a
-/// delete fails (the caller retries).
+/// [`Error::Kube`] when a delete fails (the caller retries).
 pub async fn keep_retained_revoked(namespace: &Namespace, ctx: &Context) -> Result<Action> {
     if !ctx.ready_to_write().await {
-        return Ok(Action::await_change());
+        return Ok(Action::requeue(NOT_LEADER_RECHECK));
     }
     let name = namespace.name_any();
     let from = namespace

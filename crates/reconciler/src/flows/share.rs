@@ -15,6 +15,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use tracing::{instrument, warn};
 
+use super::offboard::NOT_LEADER_RECHECK;
 use super::provision::RESYNC;
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -38,7 +39,7 @@ use crate::state::cache::CachedShare;
 #[instrument(skip_all, fields(share = %share.name_any(), namespace = share.namespace().unwrap_or_default()))]
 pub async fn reconcile_share(share: Arc<CachedShare>, ctx: Arc<Context>) -> Result<Action> {
     if !ctx.ready_to_write().await {
-        return Ok(Action::requeue(Duration::from_secs(5)));
+        return Ok(Action::requeue(NOT_LEADER_RECHECK));
     }
     let now = Timestamp::now();
     let caches = ctx.caches();
