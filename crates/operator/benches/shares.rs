@@ -24,10 +24,9 @@
 mod common;
 
 use std::collections::HashSet;
-use std::future::Future;
 use std::time::{Duration, Instant};
 
-use common::{install, operator_pid, spawn_operator_with};
+use common::{IN_FLIGHT, each, install, memory_mib, operator_pid, spawn_operator_with};
 use futures::{StreamExt, TryStreamExt};
 use homestead_api::{
     ANNOTATION_CREATED_BY, CONDITION_READY, DirectoryGroup, FIELD_MANAGER, GranteeStatus, Share,
@@ -43,8 +42,6 @@ use kube::runtime::watcher::{self, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-/// Objects created at once, by the floor client and by the benchmark.
-const IN_FLIGHT: usize = 64;
 /// Label telling the sides' Shares apart (`floor-a`, `homestead`, `floor-b`, `group`).
 const SIDE: &str = "bench-side";
 /// Members of the group named by [`GROUP_SHARES`] Shares.
@@ -80,20 +77,6 @@ fn bench_share(side: &str, owner: usize, to: Value) -> Share {
                   "reason": "benchmark: working together" },
     }))
     .unwrap()
-}
-
-/// Runs `f(i)` for `0..count`, `IN_FLIGHT` at a time; panics on the first error.
-async fn each<F, Fut>(count: usize, f: F)
-where
-    F: Fn(usize) -> Fut,
-    Fut: Future<Output = kube::Result<()>>,
-{
-    futures::stream::iter(0..count)
-        .map(f)
-        .buffer_unordered(IN_FLIGHT)
-        .try_collect::<Vec<()>>()
-        .await
-        .unwrap();
 }
 
 /// Starts a watch of the Shares of `side` and returns once it has listed; the task ends when
@@ -177,14 +160,10 @@ impl Operator {
     }
 
     fn memory_mib(&self, field: &str) -> f64 {
-        let pid = operator_pid(&self.address).expect("operator running");
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        let kib: f64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap();
-        kib / 1024.0
+        memory_mib(
+            operator_pid(&self.address).expect("operator running"),
+            field,
+        )
     }
 }
 
@@ -298,24 +277,31 @@ async fn delete_side(admin: &Client, side: &str) {
     watch.await.unwrap();
 }
 
-/// Homestead's Shares: created like the floor's, timed until all are `Ready=True`.
-async fn homestead(admin: &Client, count: usize) -> Duration {
-    let watch = watch_shares(admin, "homestead", count).await;
-    let started = Instant::now();
+/// Creates the Shares of `side` in the homes of Users `0..count`, Share `i` to `to(i)`, as the
+/// admin.
+async fn create_shares(admin: &Client, side: &str, count: usize, to: impl Fn(usize) -> Value) {
     each(count, |i| {
-        let admin = admin.clone();
+        let (admin, share) = (admin.clone(), bench_share(side, i, to(i)));
         async move {
-            let share = bench_share(
-                "homestead",
-                i,
-                json!([{ "user": user_name((i + 1) % count) }]),
-            );
             Api::<Share>::namespaced(admin, &share.namespace().unwrap())
                 .create(&PostParams::default(), &share)
                 .await?;
             Ok(())
         }
     })
+    .await;
+}
+
+/// Homestead's Shares: created like the floor's, timed until all are `Ready=True`.
+async fn homestead(admin: &Client, count: usize) -> Duration {
+    let watch = watch_shares(admin, "homestead", count).await;
+    let started = Instant::now();
+    create_shares(
+        admin,
+        "homestead",
+        count,
+        |i| json!([{ "user": user_name((i + 1) % count) }]),
+    )
     .await;
     watch.await.unwrap();
     started.elapsed()
@@ -384,16 +370,12 @@ async fn group_change(plane: &ControlPlane, admin: &Client, count: usize) {
     let group = DirectoryGroup::new("bench-team", group.spec);
     groups.create(&PostParams::default(), &group).await.unwrap();
     let watch = watch_shares(admin, "group", shares).await;
-    each(shares, |i| {
-        let admin = admin.clone();
-        async move {
-            let share = bench_share("group", i, json!([{ "group": "bench-team" }]));
-            Api::<Share>::namespaced(admin, &share.namespace().unwrap())
-                .create(&PostParams::default(), &share)
-                .await?;
-            Ok(())
-        }
-    })
+    create_shares(
+        admin,
+        "group",
+        shares,
+        |_| json!([{ "group": "bench-team" }]),
+    )
     .await;
     watch.await.unwrap();
     tokio::time::sleep(Duration::from_secs(5)).await;

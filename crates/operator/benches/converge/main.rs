@@ -52,10 +52,9 @@ mod measure;
 mod report;
 
 use std::collections::{BTreeMap, HashSet};
-use std::future::Future;
 use std::time::{Duration, Instant};
 
-use common::{install, operator_pid, reconciles, spawn_operator_with};
+use common::{IN_FLIGHT, each, install, memory_mib, operator_pid, reconciles, spawn_operator_with};
 use futures::{StreamExt, TryStreamExt};
 use homestead_api::{
     AppliedProfile, FIELD_MANAGER, FINALIZER, LABEL_MANAGED_BY, MANAGED_BY, Profile, User,
@@ -81,8 +80,6 @@ use homestead::*;
 use measure::*;
 use report::*;
 
-/// Users created, deleted or provisioned at once, by the floor client and by the benchmark.
-const IN_FLIGHT: usize = 64;
 /// Label telling the two runs' Users apart (`floor` or `homestead`).
 const RUN_LABEL: &str = "bench-run";
 /// Steady state observed after convergence, in seconds.
@@ -239,20 +236,6 @@ async fn profile_counts(admin: &Client, count: usize) {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-}
-
-/// Runs `f(i)` for `0..count`, `IN_FLIGHT` at a time; panics on the first error.
-async fn each<F, Fut>(count: usize, f: F)
-where
-    F: Fn(usize) -> Fut,
-    Fut: Future<Output = kube::Result<()>>,
-{
-    futures::stream::iter(0..count)
-        .map(f)
-        .buffer_unordered(IN_FLIGHT)
-        .try_collect::<Vec<()>>()
-        .await
-        .unwrap();
 }
 
 /// Watches the Users of `run` until `done` holds for every one of `count` (or, with `count`

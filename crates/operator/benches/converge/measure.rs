@@ -9,17 +9,6 @@ use super::*;
 /// CPU seconds per process, as [`cpu_seconds`] reads them.
 pub(crate) type Cpu = BTreeMap<&'static str, f64>;
 
-/// A field of `/proc/<pid>/status` in MiB (`VmRSS`: resident now; `VmHWM`: peak).
-pub(crate) fn memory_mib(pid: u32, field: &str) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap();
-    kib / 1024.0
-}
-
 /// CPU time (user and system) of the control-plane processes of `plane`, of the operator
 /// under benchmark (`operator`, its pid, while one runs) and of this benchmark process, in
 /// seconds, by process name. Nothing else counts, an operator of `just up` included.

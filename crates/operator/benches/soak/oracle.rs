@@ -709,21 +709,10 @@ fn shares_converged(snap: &Snapshot, namespace: &str, owner: &User) -> Vec<Strin
             .bindings
             .iter()
             .find(|b| b.namespace().as_deref() == Some(namespace) && b.name_any() == binding);
-        let mut want: Vec<String> = share
-            .spec
-            .to
-            .iter()
-            .filter_map(|g| g.user.as_deref())
-            .filter_map(|name| snap.users.iter().find(|u| u.name_any() == name))
-            .filter(|u| {
-                u.metadata.deletion_timestamp.is_none()
-                    && u.spec.suspension().is_none()
-                    && u.spec.valid_until.as_ref().is_none_or(|t| t.0 > now)
-            })
-            .map(|u| u.spec.identity.username.clone())
+        let want: Vec<String> = active_grantees(share, snap, now)
+            .into_iter()
+            .map(str::to_owned)
             .collect();
-        want.sort();
-        want.dedup();
         // A second either side of expiry is not judged.
         let left = share.spec.expires_at.0.duration_since(now).as_secs();
         if left.abs() < 2 {
@@ -804,6 +793,28 @@ fn service_account_named(namespace: &str, name: &str) -> (String, Vec<String>) {
     )
 }
 
+/// The identities of `share`'s User grantees that have access at `now` (in `snap`: not
+/// suspended, deactivated, expired or offboarding), sorted, each once.
+fn active_grantees<'a>(
+    share: &Share,
+    snap: &'a Snapshot,
+    now: k8s_openapi::jiff::Timestamp,
+) -> BTreeSet<&'a str> {
+    share
+        .spec
+        .to
+        .iter()
+        .filter_map(|g| g.user.as_deref())
+        .filter_map(|name| snap.users.iter().find(|u| u.name_any() == name))
+        .filter(|u| {
+            u.metadata.deletion_timestamp.is_none()
+                && u.spec.suspension().is_none()
+                && u.spec.valid_until.as_ref().is_none_or(|t| t.0 > now)
+        })
+        .map(|u| u.spec.identity.username.as_str())
+        .collect()
+}
+
 /// Why the RoleBinding `b` of a Share (labelled `homestead.dev/share`) grants what its Share
 /// does not (design rule 22): no such Share, a Share past `expiresAt`, another role, or a
 /// subject who is not the identity of one of its User grantees with access now (not suspended,
@@ -835,20 +846,7 @@ fn share_binding_problem(b: &RoleBinding, snap: &Snapshot) -> Option<String> {
             share.spec.role
         ));
     }
-    let now = k8s_openapi::jiff::Timestamp::now();
-    let active: BTreeSet<&str> = share
-        .spec
-        .to
-        .iter()
-        .filter_map(|g| g.user.as_deref())
-        .filter_map(|name| snap.users.iter().find(|u| u.name_any() == name))
-        .filter(|u| {
-            u.metadata.deletion_timestamp.is_none()
-                && u.spec.suspension().is_none()
-                && u.spec.valid_until.as_ref().is_none_or(|t| t.0 > now)
-        })
-        .map(|u| u.spec.identity.username.as_str())
-        .collect();
+    let active = active_grantees(share, snap, k8s_openapi::jiff::Timestamp::now());
     let strangers: Vec<&str> = b
         .subjects
         .iter()

@@ -4,6 +4,7 @@
 
 #![allow(dead_code, missing_docs)]
 
+use std::future::Future;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
@@ -767,4 +768,33 @@ pub fn spawn_scim(name: &'static str, extra: &[&str]) -> ScimService {
         token,
         _process: process,
     }
+}
+
+/// Objects a benchmark creates, deletes or provisions at once.
+pub const IN_FLIGHT: usize = 64;
+
+/// Runs `f(i)` for `0..count`, [`IN_FLIGHT`] at a time; panics on the first error.
+pub async fn each<F, Fut>(count: usize, f: F)
+where
+    F: Fn(usize) -> Fut,
+    Fut: Future<Output = kube::Result<()>>,
+{
+    use futures::{StreamExt, TryStreamExt};
+    futures::stream::iter(0..count)
+        .map(f)
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect::<Vec<()>>()
+        .await
+        .unwrap();
+}
+
+/// A field of `/proc/<pid>/status` in MiB (`VmRSS`: resident now; `VmHWM`: peak).
+pub fn memory_mib(pid: u32, field: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    kib / 1024.0
 }
