@@ -60,8 +60,8 @@ const NAME_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
     ),
     printcolumn(
         name = "Expires",
-        type_ = "date",
-        description = "When the access ends",
+        type_ = "string",
+        description = "When the access ends (RFC 3339; a date column would show a future time as <invalid>)",
         json_path = ".spec.expiresAt"
     ),
     printcolumn(
