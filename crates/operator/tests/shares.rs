@@ -955,3 +955,48 @@ async fn homestead_access_names_every_source_with_the_auditor_role_alone() {
         "a header, bob's own home and the share: {text}"
     );
 }
+
+/// HR shares a person's home on their behalf (`homestead-hr` holds `share-any-home`), with its
+/// own name as the creator, and the grantee gets the access; a tenant with `admin` in their own
+/// home has no `share-any-home` there or anywhere.
+#[tokio::test]
+async fn hr_shares_a_home_on_its_owners_behalf() {
+    let client = admin().await;
+    let _ = hr().await;
+    person(&client, "sr-owner", json!({}), "Provisioned").await;
+    person(&client, "sr-bob", json!({}), "Provisioned").await;
+    let ns = "user-sr-owner";
+    let (_, out) = kubectl_as(
+        HR,
+        &[
+            "auth",
+            "can-i",
+            "share-any-home",
+            "shares.homestead.dev",
+            "-n",
+            ns,
+        ],
+        "",
+    );
+    assert_eq!(
+        out.lines().next().unwrap_or_default().trim(),
+        "yes",
+        "HR (own token)"
+    );
+    let owner = "sr-owner@example.com";
+    assert_eq!(
+        can(owner, "share-any-home", "shares.homestead.dev", ns),
+        "no"
+    );
+    let doc = share_doc(
+        ns,
+        "by-hr",
+        "[{user: sr-bob}]",
+        "view",
+        Duration::from_secs(3600),
+        HR,
+    );
+    let (ok, out) = kubectl_as(HR, &["create", "-f", "-"], &doc);
+    assert!(ok, "HR shares a home: {out}");
+    wait_can("sr-bob@example.com", ns, "yes").await;
+}
