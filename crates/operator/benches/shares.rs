@@ -26,14 +26,14 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use common::{IN_FLIGHT, each, install, memory_mib, operator_pid, spawn_operator_with};
+use common::{IN_FLIGHT, Operator, each, install, memory_mib};
 use futures::{StreamExt, TryStreamExt};
 use homestead_api::{
     ANNOTATION_CREATED_BY, CONDITION_READY, DirectoryGroup, FIELD_MANAGER, GranteeStatus, Share,
     ShareReason, ShareStatus, User,
 };
 use homestead_reconciler::plan::share::{ShareRef, desired_binding};
-use homestead_testenv::{ADMIN, ControlPlane, OPERATOR, Supervised, free_port};
+use homestead_testenv::{ADMIN, ControlPlane, OPERATOR};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -133,38 +133,6 @@ fn is_ready(share: &Share) -> bool {
         .as_ref()
         .and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION_READY))
         .is_some_and(|c| c.status == "True")
-}
-
-/// The operator under benchmark: the release binary, default flags.
-struct Operator {
-    _process: Supervised,
-    address: String,
-}
-
-impl Operator {
-    async fn start(pod: &str) -> Self {
-        let address = format!("127.0.0.1:{}", free_port().unwrap());
-        let started = Instant::now();
-        let process = spawn_operator_with("homestead", pod, &address, &[]);
-        while !process.log_tail(usize::MAX).contains("caches synced") {
-            assert!(
-                started.elapsed() < Duration::from_secs(300),
-                "operator not synced"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Self {
-            _process: process,
-            address,
-        }
-    }
-
-    fn memory_mib(&self, field: &str) -> f64 {
-        memory_mib(
-            operator_pid(&self.address).expect("operator running"),
-            field,
-        )
-    }
 }
 
 /// Provisions `count` Users with Homestead running and waits until all are `Ready=True`.
@@ -438,7 +406,7 @@ async fn main() {
     let admin = plane.client(ADMIN).await.unwrap();
     let operator_client = plane.client(OPERATOR).await.unwrap();
     println!("{count} Users, {count} Shares, {IN_FLIGHT} in flight, one local control plane\n");
-    let operator = Operator::start("bench-shares").await;
+    let operator = Operator::start("bench-shares").await.0;
     homes(&admin, count).await;
     drop(operator);
     let floor_a = floor(&admin, &operator_client, "floor-a", count).await;
@@ -447,12 +415,12 @@ async fn main() {
         floor_a.as_secs_f64()
     );
     delete_side(&admin, "floor-a").await;
-    let operator = Operator::start("bench-shares").await;
+    let operator = Operator::start("bench-shares").await.0;
     tokio::time::sleep(Duration::from_secs(10)).await;
     println!(
         "homestead: restarted with {count} Users and no Share: RSS {:.1} MiB, peak {:.1} MiB",
-        operator.memory_mib("VmRSS"),
-        operator.memory_mib("VmHWM")
+        memory_mib(operator.pid(), "VmRSS"),
+        memory_mib(operator.pid(), "VmHWM")
     );
     let from = Timestamp::now();
     let ours = homestead(&admin, count).await;
@@ -460,8 +428,8 @@ async fn main() {
     println!(
         "homestead: {count} Shares Ready in {:.2} s; operator RSS {:.1} MiB, peak {:.1} MiB since start",
         ours.as_secs_f64(),
-        operator.memory_mib("VmRSS"),
-        operator.memory_mib("VmHWM")
+        memory_mib(operator.pid(), "VmRSS"),
+        memory_mib(operator.pid(), "VmHWM")
     );
     let writes = operator_writes(plane, from, to);
     println!(
@@ -472,7 +440,7 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(10)).await;
     println!(
         "homestead: 10 s later: RSS {:.1} MiB",
-        operator.memory_mib("VmRSS")
+        memory_mib(operator.pid(), "VmRSS")
     );
     let quiet = Timestamp::now();
     tokio::time::sleep(Duration::from_secs(30)).await;
@@ -485,8 +453,8 @@ async fn main() {
     group_change(plane, &admin, count).await;
     println!(
         "homestead: operator RSS {:.1} MiB, peak {:.1} MiB since start",
-        operator.memory_mib("VmRSS"),
-        operator.memory_mib("VmHWM")
+        memory_mib(operator.pid(), "VmRSS"),
+        memory_mib(operator.pid(), "VmHWM")
     );
     drop(operator);
     let floor_b = floor(&admin, &operator_client, "floor-b", count).await;

@@ -499,6 +499,28 @@ mod tests {
     /// The chart's `values.yaml` passes every operator and SCIM flag explicitly; its defaults
     /// must be the flags' own, so an install by Helm and one from `manifests/` (which passes
     /// few flags) behave alike.
+    /// The operator's arguments in the plain install (rendered from the chart by `just
+    /// generate`) parse, and give the flags' defaults: a flag the chart passes in a form clap
+    /// refuses (say `--share-enabled` without `=true`) would crash every operator Pod.
+    #[test]
+    fn the_deployments_arguments_parse() {
+        let manifests = include_str!("../../../manifests/deployment.yaml");
+        let args: Vec<String> = manifests
+            .lines()
+            .skip_while(|l| l.trim() != "args:")
+            .skip(1)
+            .map_while(|l| l.trim().strip_prefix("- ").map(str::to_owned))
+            .collect();
+        assert!(args.iter().any(|a| a.starts_with("--share-")), "{args:?}");
+        let cli = Cli::try_parse_from(std::iter::once("homestead".to_owned()).chain(args))
+            .expect("the Deployment's arguments parse");
+        let defaults = Cli::try_parse_from(["homestead"]).unwrap();
+        assert_eq!(
+            cli.policy.config().unwrap().sharing,
+            defaults.policy.config().unwrap().sharing
+        );
+    }
+
     #[test]
     fn the_charts_defaults_are_the_flags_defaults() {
         let values: serde_json::Value =

@@ -58,41 +58,6 @@ pub(crate) async fn homestead_offboard(client: &Client, count: usize) -> Duratio
     started.elapsed()
 }
 
-/// The operator under benchmark: a release binary with default flags.
-pub(crate) struct Operator {
-    /// Stops the operator when dropped.
-    pub(crate) _process: Supervised,
-    pub(crate) address: String,
-}
-
-impl Operator {
-    /// Starts it and returns once it logged that every cache is synced, with the time that took.
-    pub(crate) async fn start(pod: &str) -> (Self, Duration) {
-        let address = format!("127.0.0.1:{}", free_port().unwrap());
-        let started = Instant::now();
-        let process = spawn_operator_with("homestead", pod, &address, &[]);
-        while !process.log_tail(usize::MAX).contains("caches synced") {
-            assert!(
-                started.elapsed() < Duration::from_secs(300),
-                "operator not synced:\n{}",
-                process.log_tail(40)
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        (
-            Self {
-                _process: process,
-                address,
-            },
-            started.elapsed(),
-        )
-    }
-
-    pub(crate) fn pid(&self) -> u32 {
-        operator_pid(&self.address).expect("operator running")
-    }
-}
-
 /// Homestead's provisioning of every User from a freshly started operator.
 pub(crate) struct Provisioning {
     /// Start to all caches synced, with no User.

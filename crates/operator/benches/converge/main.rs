@@ -54,7 +54,7 @@ mod report;
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
-use common::{IN_FLIGHT, each, install, memory_mib, operator_pid, reconciles, spawn_operator_with};
+use common::{IN_FLIGHT, Operator, each, install, memory_mib, reconciles};
 use futures::{StreamExt, TryStreamExt};
 use homestead_api::{
     AppliedProfile, FIELD_MANAGER, FINALIZER, LABEL_MANAGED_BY, MANAGED_BY, Profile, User,
@@ -63,7 +63,7 @@ use homestead_api::{Change, Reason};
 use homestead_reconciler::plan::config::PodSecurity;
 use homestead_reconciler::plan::desired::{Traits, desired_namespace, desired_role_binding};
 use homestead_reconciler::plan::status::{Outcome, desired_status, events_for};
-use homestead_testenv::{ADMIN, ControlPlane, OPERATOR, Supervised, free_port};
+use homestead_testenv::{ADMIN, ControlPlane, OPERATOR};
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::rbac::v1::RoleBinding;

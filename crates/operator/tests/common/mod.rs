@@ -798,3 +798,38 @@ pub fn memory_mib(pid: u32, field: &str) -> f64 {
         .unwrap();
     kib / 1024.0
 }
+
+/// The operator under benchmark: a release binary with default flags.
+pub struct Operator {
+    /// Stops the operator when dropped.
+    pub _process: Supervised,
+    pub address: String,
+}
+
+impl Operator {
+    /// Starts it and returns once it logged that every cache is synced, with the time that took.
+    pub async fn start(pod: &str) -> (Self, Duration) {
+        let address = format!("127.0.0.1:{}", free_port().unwrap());
+        let started = Instant::now();
+        let process = spawn_operator_with("homestead", pod, &address, &[]);
+        while !process.log_tail(usize::MAX).contains("caches synced") {
+            assert!(
+                started.elapsed() < Duration::from_secs(300),
+                "operator not synced:\n{}",
+                process.log_tail(40)
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        (
+            Self {
+                _process: process,
+                address,
+            },
+            started.elapsed(),
+        )
+    }
+
+    pub fn pid(&self) -> u32 {
+        operator_pid(&self.address).expect("operator running")
+    }
+}
