@@ -469,7 +469,13 @@ async fn wait_until_quiet(soak: &Soak, oracle: &Oracle, started: f64) {
             (model.faulty(), expiring)
         };
         let snap = oracle.snapshot().await;
-        let quiet = match (&snap, faulty || expiring) {
+        // A Share that has not yet expired (tenants share for 2-60 s) will write its expiry.
+        let since =
+            k8s_openapi::jiff::Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(1);
+        let sharing = snap
+            .as_ref()
+            .is_ok_and(|snap| snap.shares.iter().any(|s| s.spec.expires_at.0 > since));
+        let quiet = match (&snap, faulty || expiring || sharing) {
             (Ok(snap), false) => {
                 last = differences(snap, &soak.model.lock().unwrap().clone());
                 last.is_empty()
