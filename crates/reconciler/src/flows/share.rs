@@ -45,6 +45,9 @@ pub async fn reconcile_share(share: Arc<CachedShare>, ctx: Arc<Context>) -> Resu
     let caches = ctx.caches();
     let namespace = share.namespace().unwrap_or_default();
     let (home, owner) = home_of(&ctx, &namespace, now);
+    // A Share to large groups waits for its turn before it resolves their members: the
+    // subjects, the binding and its JSON are what a large write holds in memory.
+    let _permit = ctx.large_write(grantees_at_most(&share, caches)).await;
     let decision = {
         let looked_up = LookedUp::of(&share, caches);
         decide(
@@ -59,7 +62,6 @@ pub async fn reconcile_share(share: Arc<CachedShare>, ctx: Arc<Context>) -> Resu
     let cluster = ctx.cluster();
     let written = match (&owner, decision.grants()) {
         (Some(owner), true) => {
-            let _permit = ctx.large_write(decision.subjects.len()).await;
             let desired = desired_binding(share_ref(&share), &owner.name_any(), &decision.subjects);
             cluster.keep_share_binding(&share, &desired, cached).await?
         }
@@ -147,6 +149,20 @@ fn home_of(ctx: &Context, namespace: &str, now: Timestamp) -> (Home, Option<Arc<
 }
 
 /// The grantees of a Share as the caches hold them, owned while [`decide`] borrows them.
+/// How many subjects `share`'s binding can have at most, from the caches: one per User grantee
+/// and the listed members of each DirectoryGroup grantee.
+fn grantees_at_most(share: &CachedShare, caches: &Caches) -> usize {
+    share
+        .spec
+        .to
+        .iter()
+        .map(|grantee| match &grantee.group {
+            Some(group) => caches.group(group).map_or(0, |g| g.spec.members.len()),
+            None => 1,
+        })
+        .sum()
+}
+
 struct LookedUp {
     entries: Vec<Entry>,
 }

@@ -54,8 +54,7 @@ impl Index {
 
     fn insert(&mut self, share: &CachedShare) {
         let (namespace, name) = (share.namespace().unwrap_or_default(), share.name_any());
-        self.remove(&namespace, &name);
-        let key: Key = Arc::new((namespace.clone().into(), name.into()));
+        let key: Key = Arc::new((namespace.as_str().into(), name.as_str().into()));
         let grantees: Grantees = share
             .spec
             .to
@@ -66,17 +65,26 @@ impl Index {
                 (None, None) => None,
             })
             .collect();
+        if self.indexed.get(&key) == Some(&grantees) {
+            // A status update, or a change of anything but the grantees: indexed as it is.
+            return;
+        }
+        self.remove(&namespace, &name);
+        // Most lists hold one Share: room for exactly one, not the four a first push reserves.
+        let new_list = || Vec::with_capacity(1);
         for (is_group, grantee) in &grantees {
             let map = if *is_group {
                 &mut self.groups
             } else {
                 &mut self.users
             };
-            map.entry(grantee.clone()).or_default().push(key.clone());
+            map.entry(grantee.clone())
+                .or_insert_with(new_list)
+                .push(key.clone());
         }
         self.namespaces
             .entry(namespace.into())
-            .or_default()
+            .or_insert_with(new_list)
             .push(key.clone());
         self.indexed.insert(key, grantees);
     }
@@ -167,6 +175,8 @@ mod tests {
             group: Some("analysts".into()),
         };
         let first = share("s", "user-alice", vec![bob.clone(), analysts]);
+        index.observe(&watcher::Event::Apply(first.clone()));
+        // Seen again (its status written): still indexed once.
         index.observe(&watcher::Event::Apply(first.clone()));
         assert_eq!(index.of_user("bob", None).len(), 1);
         assert_eq!(index.of_user("alice", Some("user-alice")).len(), 1);
