@@ -3,6 +3,7 @@
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
+COPY .cargo .cargo
 COPY crates crates
 RUN cargo build --release --locked -p homestead --bin homestead
 

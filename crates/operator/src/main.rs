@@ -40,3 +40,20 @@ async fn main() -> anyhow::Result<std::process::ExitCode> {
             .map(|()| std::process::ExitCode::SUCCESS),
     }
 }
+
+#[cfg(all(test, feature = "jemalloc"))]
+mod tests {
+    use tikv_jemalloc_ctl::opt;
+
+    /// `.cargo/config.toml` embeds jemalloc's options at build time (docs/performance.md,
+    /// "Memory"); a typo there would only print a warning on stderr and leave the defaults.
+    #[test]
+    fn jemalloc_runs_with_the_options_the_repository_embeds() {
+        if std::env::var_os("_RJEM_MALLOC_CONF").is_some() {
+            return; // Overridden at run time on purpose.
+        }
+        assert!(opt::background_thread::read().unwrap());
+        assert_eq!(opt::narenas::read().unwrap(), 1);
+        assert_eq!(opt::tcache_max::read().unwrap(), 1024);
+    }
+}
