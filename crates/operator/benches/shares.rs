@@ -406,20 +406,46 @@ async fn main() {
     let admin = plane.client(ADMIN).await.unwrap();
     let operator_client = plane.client(OPERATOR).await.unwrap();
     println!("{count} Users, {count} Shares, {IN_FLIGHT} in flight, one local control plane\n");
+    // A heap profile (docs/performance.md, "Memory"): no floors, the operator under heaptrack
+    // from its restart, killed after the Shares and the group change, so that what heaptrack
+    // calls leaked is what it held then (and its peak, the peak of both).
+    let profile = std::env::var_os("HOMESTEAD_BENCH_HEAPTRACK").is_some();
     let operator = Operator::start("bench-shares").await.0;
     homes(&admin, count).await;
     drop(operator);
-    let floor_a = floor(&admin, &operator_client, "floor-a", count).await;
-    println!(
-        "floor A: {count} Shares Ready in {:.2} s",
-        floor_a.as_secs_f64()
-    );
-    delete_side(&admin, "floor-a").await;
+    // HOMESTEAD_BENCH_QUICK=1: Homestead alone, no floors (memory, writes, the group change).
+    let quick = std::env::var_os("HOMESTEAD_BENCH_QUICK").is_some();
+    if profile {
+        let operator = Operator::start("bench-shares").await.0;
+        homestead(&admin, count).await;
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        group_change(plane, &admin, count).await;
+        let pid = operator.pid();
+        println!("profile: RSS {:.1} MiB", memory_mib(pid, "VmRSS"));
+        std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        return;
+    }
+    let floor_a = if quick {
+        Duration::ZERO
+    } else {
+        let floor_a = floor(&admin, &operator_client, "floor-a", count).await;
+        println!(
+            "floor A: {count} Shares Ready in {:.2} s",
+            floor_a.as_secs_f64()
+        );
+        delete_side(&admin, "floor-a").await;
+        floor_a
+    };
     let operator = Operator::start("bench-shares").await.0;
     tokio::time::sleep(Duration::from_secs(10)).await;
     println!(
-        "homestead: restarted with {count} Users and no Share: RSS {:.1} MiB, peak {:.1} MiB",
+        "homestead: restarted with {count} Users and no Share: RSS {:.1} MiB ({:.1} MiB of it the binary and libraries), peak {:.1} MiB",
         memory_mib(operator.pid(), "VmRSS"),
+        memory_mib(operator.pid(), "RssFile"),
         memory_mib(operator.pid(), "VmHWM")
     );
     let from = Timestamp::now();
@@ -457,6 +483,9 @@ async fn main() {
         memory_mib(operator.pid(), "VmHWM")
     );
     drop(operator);
+    if quick {
+        return;
+    }
     let floor_b = floor(&admin, &operator_client, "floor-b", count).await;
     println!(
         "floor B: {count} Shares Ready in {:.2} s",

@@ -194,19 +194,33 @@ pub fn spawn_operator_with(
     let kubeconfig = plane
         .write_kubeconfig(OPERATOR, &plane.dir().join("operator.kubeconfig"))
         .unwrap();
+    // HOMESTEAD_BENCH_HEAPTRACK=FILE: run the operator under heaptrack, its profile in FILE (a
+    // bench's heap profile, docs/performance.md "Memory"; build without jemalloc for it).
+    let (program, wrapped) = match std::env::var("HOMESTEAD_BENCH_HEAPTRACK") {
+        Ok(file) => (
+            Path::new("heaptrack"),
+            vec![
+                "-o".into(),
+                file,
+                env!("CARGO_BIN_EXE_homestead").to_owned(),
+            ],
+        ),
+        Err(_) => (Path::new(env!("CARGO_BIN_EXE_homestead")), vec![]),
+    };
     plane
         .spawn(
             name,
-            Path::new(env!("CARGO_BIN_EXE_homestead")),
-            &[
-                "--log-format=text".into(),
-                format!("--metrics-address={metrics_address}"),
-                format!("--reserved-namespace={RESERVED_BY_FLAG}"),
-                format!("--allowed-namespace={ALLOWED_NAMESPACES}"),
-            ]
-            .into_iter()
-            .chain(extra.iter().map(|&flag| flag.to_owned()))
-            .collect::<Vec<_>>(),
+            program,
+            &wrapped
+                .into_iter()
+                .chain([
+                    "--log-format=text".into(),
+                    format!("--metrics-address={metrics_address}"),
+                    format!("--reserved-namespace={RESERVED_BY_FLAG}"),
+                    format!("--allowed-namespace={ALLOWED_NAMESPACES}"),
+                ])
+                .chain(extra.iter().map(|&flag| flag.to_owned()))
+                .collect::<Vec<_>>(),
             &[
                 ("KUBECONFIG", kubeconfig.display().to_string()),
                 ("POD_NAMESPACE", "homestead-system".into()),
@@ -518,7 +532,9 @@ pub fn operator_pid(metrics_address: &str) -> Option<u32> {
         .find_map(|e| {
             let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
             let cmdline = String::from_utf8_lossy(&cmdline);
-            (cmdline.contains(&needle) && !cmdline.starts_with("bash"))
+            // The operator itself, not a shell or heaptrack running it.
+            let program = cmdline.split('\0').next().unwrap_or_default();
+            (cmdline.contains(&needle) && program.ends_with("homestead"))
                 .then(|| e.file_name().to_string_lossy().parse().ok())?
         })
 }
