@@ -1,5 +1,6 @@
 //! What the API server reads from its directory: its CA and serving certificate, the kubelet
-//! client certificate, the front-proxy files, the audit policy and the token file.
+//! client certificate, the front-proxy files (aggregation layer), the audit policy and the token
+//! file.
 
 use std::path::{Path, PathBuf};
 
@@ -9,6 +10,12 @@ use crate::network;
 /// The common name of the client certificate kube-apiserver presents to kubelet (for logs and
 /// exec), when the cluster has a node.
 pub const APISERVER_KUBELET_CLIENT: &str = "homestead-testenv:apiserver-kubelet-client";
+
+/// The common name of the front-proxy client certificate: what kube-apiserver's aggregation
+/// layer presents to an extension API server (with the caller in `X-Remote-User` and
+/// `X-Remote-Group`), and the one name `--requestheader-allowed-names` accepts, as kubeadm
+/// names it.
+pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
 
 /// The audit policy: RoleBinding writes with their request bodies (who was granted what), every
 /// other request at level `Metadata`.
@@ -46,6 +53,21 @@ pub(crate) fn write_files(dir: &Path, tokens_csv: &str, node: bool) -> Result<Ap
         Ok(path)
     };
     let serving = rcgen::generate_simple_self_signed(SERVING_NAMES.map(str::to_owned).to_vec())?;
+    let front_proxy = {
+        let ca = certificate_authority("Homestead local front-proxy CA")?;
+        let key = rcgen::KeyPair::generate()?;
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, FRONT_PROXY_CLIENT);
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params.signed_by(&key, &ca)?;
+        FrontProxyFiles {
+            ca: write("front-proxy-ca.crt", &ca.pem())?,
+            cert: write("front-proxy-client.crt", &cert.pem())?,
+            key: write("front-proxy-client.key", &key.serialize_pem())?,
+        }
+    };
     let service_account = rcgen::KeyPair::generate()?;
     let kubelet_client = if node {
         let ca = certificate_authority("Homestead local kubelet client CA")?;
@@ -70,6 +92,7 @@ pub(crate) fn write_files(dir: &Path, tokens_csv: &str, node: bool) -> Result<Ap
         service_account_pub: write("service-account.pub", &service_account.public_key_pem())?,
         tokens: write("tokens.csv", tokens_csv)?,
         audit_policy: write("audit-policy.yaml", AUDIT_POLICY)?,
+        front_proxy,
         kubelet_client,
     })
 }
@@ -108,8 +131,25 @@ pub struct ApiServerFiles {
     pub tokens: PathBuf,
     /// Audit policy ([`AUDIT_POLICY`]).
     pub audit_policy: PathBuf,
+    /// The aggregation layer's front-proxy CA and client certificate.
+    pub front_proxy: FrontProxyFiles,
     /// With a node: the CA kubelet trusts for clients, and the API server's certificate.
     pub kubelet_client: Option<KubeletClientFiles>,
+}
+
+/// The aggregation layer's credentials
+/// (<https://kubernetes.io/docs/tasks/extend-kubernetes/configure-aggregation-layer/>): an
+/// extension API server trusts the caller named in the request headers only from a client
+/// certificate signed by `ca` (published in `kube-system/extension-apiserver-authentication`)
+/// with the common name [`FRONT_PROXY_CLIENT`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrontProxyFiles {
+    /// The CA (PEM) of `--requestheader-client-ca-file`.
+    pub ca: PathBuf,
+    /// kube-apiserver's client certificate (PEM) for extension API servers.
+    pub cert: PathBuf,
+    /// Its private key (PEM).
+    pub key: PathBuf,
 }
 
 /// The API server's credentials for kubelet's API (logs, exec, port-forward).

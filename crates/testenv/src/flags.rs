@@ -4,7 +4,7 @@
 use std::net::TcpListener;
 use std::path::Path;
 
-use crate::certificates::ApiServerFiles;
+use crate::certificates::{ApiServerFiles, FRONT_PROXY_CLIENT};
 use crate::error::{Result, io};
 use crate::network;
 
@@ -109,6 +109,21 @@ pub fn apiserver_args(dir: &Path, ports: Ports, files: &ApiServerFiles) -> Vec<S
         // Never rotate (the default rotates at 100 MB, and a benchmark writes more).
         "--audit-log-maxsize=1000000".to_owned(),
         "--v=1".to_owned(),
+        // The aggregation layer, as kubeadm configures it: an APIService's requests go to its
+        // server with the front-proxy client certificate and the caller in these headers.
+        format!(
+            "--requestheader-client-ca-file={}",
+            path(&files.front_proxy.ca)
+        ),
+        format!("--requestheader-allowed-names={FRONT_PROXY_CLIENT}"),
+        "--requestheader-username-headers=X-Remote-User".to_owned(),
+        "--requestheader-group-headers=X-Remote-Group".to_owned(),
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-".to_owned(),
+        format!("--proxy-client-cert-file={}", path(&files.front_proxy.cert)),
+        format!("--proxy-client-key-file={}", path(&files.front_proxy.key)),
+        // To an APIService's Pod through its Service's endpoints, not the ClusterIP (which
+        // needs kube-proxy on the API server's host).
+        "--enable-aggregator-routing=true".to_owned(),
     ];
     match &files.kubelet_client {
         None => args.extend(
@@ -176,7 +191,7 @@ pub fn controller_manager_args(kubeconfig: &Path, files: &ApiServerFiles) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::certificates::KubeletClientFiles;
+    use crate::certificates::{FrontProxyFiles, KubeletClientFiles};
 
     fn assert_has_all(args: &[String], wants: &[&str]) {
         for want in wants {
@@ -218,8 +233,31 @@ mod tests {
             service_account_pub: "/cp/sa.pub".into(),
             tokens: "/cp/tokens.csv".into(),
             audit_policy: "/cp/audit.yaml".into(),
+            front_proxy: FrontProxyFiles {
+                ca: "/cp/front-proxy-ca.crt".into(),
+                cert: "/cp/front-proxy-client.crt".into(),
+                key: "/cp/front-proxy-client.key".into(),
+            },
             kubelet_client: None,
         }
+    }
+
+    #[test]
+    fn apiserver_proxies_aggregated_apis_with_the_front_proxy_certificate() {
+        let args = apiserver_args(Path::new("/cp"), ports(), &files());
+        assert_has_all(
+            &args,
+            &[
+                "--requestheader-client-ca-file=/cp/front-proxy-ca.crt",
+                "--requestheader-allowed-names=front-proxy-client",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                "--proxy-client-cert-file=/cp/front-proxy-client.crt",
+                "--proxy-client-key-file=/cp/front-proxy-client.key",
+                "--enable-aggregator-routing=true",
+            ],
+        );
     }
 
     fn files_with_node() -> ApiServerFiles {

@@ -23,7 +23,10 @@ pub mod node;
 mod process;
 
 pub use binaries::binaries;
-pub use certificates::{APISERVER_KUBELET_CLIENT, ApiServerFiles, KubeletClientFiles};
+pub use certificates::{
+    APISERVER_KUBELET_CLIENT, ApiServerFiles, FRONT_PROXY_CLIENT, FrontProxyFiles,
+    KubeletClientFiles,
+};
 pub use control_plane::{ControlPlane, Node, Options};
 pub use credentials::{
     ADMIN, Identity, OPERATOR, SCIM, ScimCredentials, kubeconfig, scim_credentials, token_file,

@@ -1,15 +1,17 @@
 //! Proves, on the real servers, that the local control plane does what the integration tests of
 //! the operator rely on: namespace deletion, garbage collection, RBAC enforcement, aggregated
-//! roles, default ServiceAccounts, clean stop.
+//! roles, default ServiceAccounts, the aggregation layer's front proxy, clean stop.
 
 use std::path::Path;
 use std::time::Duration;
 
 use homestead_testenv::{ADMIN, ControlPlane, Identity, Options};
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::wait::{await_condition, conditions};
 
 /// A tenant with no permissions at all until a test grants some.
@@ -227,6 +229,77 @@ async fn aggregated_roles_carry_their_rules_and_namespaces_get_a_service_account
         .delete("testenv-sa", &DeleteParams::default())
         .await
         .unwrap();
+}
+
+/// The aggregation layer (docs/design.md, the homes API): kube-apiserver publishes the
+/// front-proxy CA and the one allowed name where an extension API server reads them, and a
+/// request with the front-proxy client certificate is taken as whoever `X-Remote-User` and
+/// `X-Remote-Group` name, which is why an extension server must accept those headers from that
+/// certificate alone.
+#[tokio::test]
+async fn the_front_proxy_is_published_and_speaks_for_the_caller() {
+    let plane = shared();
+    let admin = plane.client(ADMIN).await.unwrap();
+    let published: ConfigMap = Api::namespaced(admin, "kube-system")
+        .get("extension-apiserver-authentication")
+        .await
+        .unwrap();
+    let data = published.data.unwrap_or_default();
+    let ca = std::fs::read_to_string(plane.dir().join("front-proxy-ca.crt")).unwrap();
+    assert_eq!(
+        data.get("requestheader-client-ca-file").map(|s| s.trim()),
+        Some(ca.trim())
+    );
+    assert_eq!(
+        data.get("requestheader-allowed-names").map(String::as_str),
+        Some(r#"["front-proxy-client"]"#)
+    );
+
+    let mut kubeconfig: Kubeconfig = plane.kubeconfig(ADMIN).unwrap();
+    for named in &mut kubeconfig.auth_infos {
+        let auth = named.auth_info.get_or_insert_default();
+        auth.token = None;
+        auth.client_certificate = Some(
+            plane
+                .dir()
+                .join("front-proxy-client.crt")
+                .display()
+                .to_string(),
+        );
+        auth.client_key = Some(
+            plane
+                .dir()
+                .join("front-proxy-client.key")
+                .display()
+                .to_string(),
+        );
+    }
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .unwrap();
+    config.headers = vec![
+        (
+            "X-Remote-User".try_into().unwrap(),
+            "alice@example.com".try_into().unwrap(),
+        ),
+        (
+            "X-Remote-Group".try_into().unwrap(),
+            "analysts".try_into().unwrap(),
+        ),
+    ];
+    let proxied = kube::Client::try_from(config).unwrap();
+    let review: SelfSubjectReview = Api::all(proxied)
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .unwrap();
+    let user = review.status.and_then(|s| s.user_info).unwrap_or_default();
+    assert_eq!(user.username.as_deref(), Some("alice@example.com"));
+    assert!(
+        user.groups.iter().flatten().any(|g| g == "analysts"),
+        "groups: {:?}",
+        user.groups
+    );
 }
 
 /// Command lines of running processes that mention `dir`.
