@@ -54,33 +54,24 @@ pub(crate) fn write_files(dir: &Path, tokens_csv: &str, node: bool) -> Result<Ap
     };
     let serving = rcgen::generate_simple_self_signed(SERVING_NAMES.map(str::to_owned).to_vec())?;
     let front_proxy = {
-        let ca = certificate_authority("Homestead local front-proxy CA")?;
-        let key = rcgen::KeyPair::generate()?;
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, FRONT_PROXY_CLIENT);
-        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-        let cert = params.signed_by(&key, &ca)?;
+        let [ca, cert, key] =
+            client_certificate("Homestead local front-proxy CA", FRONT_PROXY_CLIENT)?;
         FrontProxyFiles {
-            ca: write("front-proxy-ca.crt", &ca.pem())?,
-            cert: write("front-proxy-client.crt", &cert.pem())?,
-            key: write("front-proxy-client.key", &key.serialize_pem())?,
+            ca: write("front-proxy-ca.crt", &ca)?,
+            cert: write("front-proxy-client.crt", &cert)?,
+            key: write("front-proxy-client.key", &key)?,
         }
     };
     let service_account = rcgen::KeyPair::generate()?;
     let kubelet_client = if node {
-        let ca = certificate_authority("Homestead local kubelet client CA")?;
-        let key = rcgen::KeyPair::generate()?;
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, APISERVER_KUBELET_CLIENT);
-        let cert = params.signed_by(&key, &ca)?;
+        let [ca, cert, key] = client_certificate(
+            "Homestead local kubelet client CA",
+            APISERVER_KUBELET_CLIENT,
+        )?;
         Some(KubeletClientFiles {
-            ca: write("kubelet-client-ca.crt", &ca.pem())?,
-            cert: write("kubelet-client.crt", &cert.pem())?,
-            key: write("kubelet-client.key", &key.serialize_pem())?,
+            ca: write("kubelet-client-ca.crt", &ca)?,
+            cert: write("kubelet-client.crt", &cert)?,
+            key: write("kubelet-client.key", &key)?,
         })
     } else {
         None
@@ -95,6 +86,21 @@ pub(crate) fn write_files(dir: &Path, tokens_csv: &str, node: bool) -> Result<Ap
         front_proxy,
         kubelet_client,
     })
+}
+
+/// A fresh CA named `ca_name` and a client certificate (extended key usage `clientAuth`) for
+/// `common_name` signed by it: the PEMs of the CA's certificate, the client's certificate and
+/// its private key.
+fn client_certificate(ca_name: &str, common_name: &str) -> Result<[String; 3]> {
+    let ca = certificate_authority(ca_name)?;
+    let key = rcgen::KeyPair::generate()?;
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, common_name);
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = params.signed_by(&key, &ca)?;
+    Ok([ca.pem(), cert.pem(), key.serialize_pem()])
 }
 
 /// A fresh self-signed CA named `common_name`, for signing certificates only.
