@@ -7,6 +7,7 @@
 mod access;
 mod cli;
 mod connections;
+mod homes;
 mod import;
 mod leadership;
 mod operator;
