@@ -1,4 +1,4 @@
-//! Who is asking the homes API (docs/security.md, "The homes API").
+//! Who is asking the homes API (docs/homes.md, "Who is asking").
 //!
 //! kube-apiserver's aggregation layer authenticates and authorizes every request for
 //! `homes.homestead.dev`, then proxies it to this server over TLS, presenting its front-proxy

@@ -1,4 +1,4 @@
 //! `homestead homes-api`: the aggregated API `homes.homestead.dev/v1alpha1`, which tells every
-//! person the homes they can use (docs/homes.md).
+//! person the homes they can use (docs/homes.md; in progress).
 
 pub mod auth;
