@@ -1,0 +1,278 @@
+//! What the homes API shows a person (docs/homes.md, "What a person sees"): the namespaces they
+//! can use through Homestead, each with its role, the way in (their own home, a Share, a
+//! group's Share), until when, and their home's state. Pure: the caller's User, the groups that
+//! count them, the Shares naming either, and the time.
+
+use homestead_api::{CONDITION_READY, DirectoryGroup, Reason, Share, User};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+
+/// How the caller has a namespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Via {
+    /// It is their own home.
+    OwnHome,
+    /// A Share (by name) names their User.
+    Share(String),
+    /// A Share names a DirectoryGroup that counts them as a member.
+    Group {
+        /// The DirectoryGroup's name.
+        group: String,
+        /// The Share's name.
+        share: String,
+    },
+}
+
+impl Via {
+    /// The way in, for people: `own home`, `share <name>`, `group <group> (share <name>)`.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::OwnHome => "own home".to_owned(),
+            Self::Share(share) => format!("share {share}"),
+            Self::Group { group, share } => format!("group {group} (share {share})"),
+        }
+    }
+}
+
+/// The state of the caller's own home, as their User's `Ready` reason says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HomeState {
+    /// Provisioned, access as declared.
+    Active,
+    /// Suspended (`spec.suspended` or the directory): the namespace is kept, access revoked.
+    Suspended,
+    /// Past `spec.validUntil`: the namespace is kept, access revoked.
+    Expired,
+    /// Anything else (refused, failing, terminating): no access to count on.
+    NotReady,
+}
+
+/// One namespace the caller can use, and how.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Home {
+    /// The namespace.
+    pub namespace: String,
+    /// The ClusterRole the caller has there.
+    pub role: String,
+    /// The way in.
+    pub via: Via,
+    /// When it ends, if it does: a Share's `expiresAt`, or the User's `validUntil` for their own
+    /// home.
+    pub until: Option<Time>,
+    /// The caller's own home's state (for a shared home: [`HomeState::Active`], since only
+    /// Shares that grant access now are listed).
+    pub state: HomeState,
+}
+
+/// The state of `user`'s home from its `Ready` condition.
+pub fn state_of(user: &User) -> HomeState {
+    match user.ready_condition().map(|c| c.reason.parse::<Reason>()) {
+        Some(Ok(Reason::Provisioned)) => HomeState::Active,
+        Some(Ok(Reason::Suspended)) => HomeState::Suspended,
+        Some(Ok(Reason::Expired)) => HomeState::Expired,
+        _ => HomeState::NotReady,
+    }
+}
+
+/// Whether `share` grants access at `now`: `Ready=True` for its current generation and
+/// `expiresAt` not yet passed.
+fn grants(share: &Share, now: Timestamp) -> bool {
+    let Some(status) = share.status.as_ref() else {
+        return false;
+    };
+    let ready = status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == CONDITION_READY && c.status == "True");
+    ready
+        && status.observed_generation == share.metadata.generation
+        && share.spec.expires_at.0 > now
+}
+
+/// The homes of `user` (the caller's User) at `now`, sorted by namespace then way in: their own
+/// home in `own_role`, once provisioned (shown while suspended or expired too, with that state);
+/// and, only while their own access stands ([`HomeState::Active`]: a suspended, expired or
+/// offboarded grantee loses every share), each Share of `shares` that grants access now and
+/// names `user` or one of `groups` (the DirectoryGroups that count `user` as a member).
+pub fn homes_of(
+    user: &User,
+    own_role: &str,
+    groups: &[&DirectoryGroup],
+    shares: &[&Share],
+    now: Timestamp,
+) -> Vec<Home> {
+    let state = state_of(user);
+    let mut homes = Vec::new();
+    if let Some(namespace) = user.status.as_ref().and_then(|s| s.namespace.clone()) {
+        homes.push(Home {
+            namespace,
+            role: own_role.to_owned(),
+            via: Via::OwnHome,
+            until: user.spec.valid_until.clone(),
+            state,
+        });
+    }
+    if state == HomeState::Active {
+        let name = user.name_any();
+        for share in shares.iter().filter(|s| grants(s, now)) {
+            let namespace = share.namespace().unwrap_or_default();
+            for grantee in &share.spec.to {
+                let via = match (&grantee.user, &grantee.group) {
+                    (Some(grantee), _) if *grantee == name => Via::Share(share.name_any()),
+                    (None, Some(group)) if groups.iter().any(|g| g.name_any() == *group) => {
+                        Via::Group {
+                            group: group.clone(),
+                            share: share.name_any(),
+                        }
+                    }
+                    _ => continue,
+                };
+                homes.push(Home {
+                    namespace: namespace.clone(),
+                    role: share.spec.role.clone(),
+                    via,
+                    until: Some(share.spec.expires_at.clone()),
+                    state: HomeState::Active,
+                });
+            }
+        }
+    }
+    homes.sort_by(|a, b| (&a.namespace, a.via.describe()).cmp(&(&b.namespace, b.via.describe())));
+    homes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use homestead_api::{Grantee, ShareSpec, ShareStatus, UserStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+    use k8s_openapi::jiff::SignedDuration;
+
+    fn now() -> Timestamp {
+        "2026-12-01T00:00:00Z".parse().unwrap()
+    }
+
+    fn user(name: &str, reason: &str) -> User {
+        let mut user = User::test(name).with_ready(true, reason);
+        user.status
+            .get_or_insert_with(UserStatus::default)
+            .namespace = Some(format!("user-{name}"));
+        user
+    }
+
+    fn share(name: &str, home: &str, to: Grantee, role: &str, hours: i64, ready: bool) -> Share {
+        let mut share = Share::new(
+            name,
+            ShareSpec {
+                to: vec![to],
+                role: role.into(),
+                expires_at: Time(now() + SignedDuration::from_hours(hours)),
+                reason: "review".into(),
+            },
+        );
+        share.metadata.namespace = Some(home.into());
+        share.metadata.generation = Some(1);
+        share.status = Some(ShareStatus {
+            observed_generation: Some(1),
+            conditions: vec![Condition {
+                type_: CONDITION_READY.into(),
+                status: if ready { "True" } else { "False" }.into(),
+                reason: if ready { "Active" } else { "Refused" }.into(),
+                message: String::new(),
+                last_transition_time: Time(now()),
+                observed_generation: Some(1),
+            }],
+            ..ShareStatus::default()
+        });
+        share
+    }
+
+    fn to_user(name: &str) -> Grantee {
+        Grantee {
+            user: Some(name.into()),
+            group: None,
+        }
+    }
+
+    fn to_group(name: &str) -> Grantee {
+        Grantee {
+            user: None,
+            group: Some(name.into()),
+        }
+    }
+
+    fn seen(homes: &[Home]) -> Vec<(String, String, String)> {
+        homes
+            .iter()
+            .map(|h| (h.namespace.clone(), h.role.clone(), h.via.describe()))
+            .collect()
+    }
+
+    #[test]
+    fn a_person_sees_their_home_and_the_shares_that_grant_them_access_now() {
+        let bob = user("bob", "Provisioned");
+        let analysts = DirectoryGroup::test("analysts", "Analysts").with_members(&["bob"]);
+        let shares = [
+            share("review", "user-alice", to_user("bob"), "view", 24, true),
+            share("q4", "team-data", to_group("analysts"), "edit", 48, true),
+            // Not for bob, expired, or refused: none of these show.
+            share("other", "user-carol", to_user("dave"), "view", 24, true),
+            share("old", "user-carol", to_user("bob"), "view", -1, true),
+            share("too-much", "user-erin", to_user("bob"), "admin", 24, false),
+        ];
+        let homes = homes_of(
+            &bob,
+            "admin",
+            &[&analysts],
+            &shares.iter().collect::<Vec<_>>(),
+            now(),
+        );
+        assert_eq!(
+            seen(&homes),
+            [
+                (
+                    "team-data".into(),
+                    "edit".into(),
+                    "group analysts (share q4)".into()
+                ),
+                ("user-alice".into(), "view".into(), "share review".into()),
+                ("user-bob".into(), "admin".into(), "own home".into()),
+            ]
+        );
+        assert_eq!(homes[1].until, Some(shares[0].spec.expires_at.clone()));
+        assert!(homes.iter().all(|h| h.state == HomeState::Active));
+    }
+
+    #[test]
+    fn a_suspended_person_sees_their_home_suspended_and_no_share() {
+        let bob = user("bob", "Suspended");
+        let shares = [share(
+            "review",
+            "user-alice",
+            to_user("bob"),
+            "view",
+            24,
+            true,
+        )];
+        let homes = homes_of(
+            &bob,
+            "admin",
+            &[],
+            &shares.iter().collect::<Vec<_>>(),
+            now(),
+        );
+        assert_eq!(
+            seen(&homes),
+            [("user-bob".into(), "admin".into(), "own home".into())]
+        );
+        assert_eq!(homes[0].state, HomeState::Suspended);
+        assert_eq!(state_of(&user("x", "Expired")), HomeState::Expired);
+    }
+
+    #[test]
+    fn a_person_with_nothing_sees_nothing() {
+        let nobody = User::test("nobody");
+        assert!(homes_of(&nobody, "admin", &[], &[], now()).is_empty());
+    }
+}
