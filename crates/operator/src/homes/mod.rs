@@ -2,3 +2,4 @@
 //! person the homes they can use (docs/homes.md; in progress).
 
 pub mod auth;
+pub mod resource;

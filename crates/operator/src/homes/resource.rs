@@ -1,0 +1,260 @@
+//! The wire forms of `homes.homestead.dev/v1alpha1` (docs/homes.md): a `Home` object, a
+//! `HomeList`, the server-side `Table` kubectl asks for
+//! (<https://kubernetes.io/docs/reference/using-api/api-concepts/#receiving-resources-as-tables>),
+//! and the discovery documents an aggregated API server serves
+//! (<https://kubernetes.io/docs/concepts/overview/kubernetes-api/#discovery-api>).
+
+use homestead_reconciler::plan::homes::{Home, HomeState, Via};
+use homestead_reconciler::plan::share::role_within;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    APIGroup, APIGroupList, APIResource, APIResourceList, GroupVersionForDiscovery, Time,
+};
+use serde_json::{Value, json};
+
+/// The API group.
+pub const GROUP: &str = "homes.homestead.dev";
+/// Its one version.
+pub const VERSION: &str = "v1alpha1";
+/// `GROUP/VERSION`.
+pub const GROUP_VERSION: &str = "homes.homestead.dev/v1alpha1";
+
+fn state(state: HomeState) -> &'static str {
+    match state {
+        HomeState::Active => "Active",
+        HomeState::Suspended => "Suspended",
+        HomeState::Expired => "Expired",
+        HomeState::NotReady => "NotReady",
+    }
+}
+
+/// One namespace the caller can use, all ways in merged: the highest role among them
+/// (`role_within`), every way in, and the latest end (none if any way in does not end).
+#[derive(Debug, PartialEq)]
+pub struct Merged {
+    /// The namespace, and the object's name.
+    pub namespace: String,
+    /// The highest role.
+    pub role: String,
+    /// Every way in, joined by `, `.
+    pub via: String,
+    /// When the last way in ends; `None` if one never does.
+    pub until: Option<Time>,
+    /// The caller's own home's state if it is their home, else `Active`.
+    pub state: HomeState,
+}
+
+/// `homes` (sorted by namespace) merged into one per namespace.
+pub fn merged(homes: &[Home]) -> Vec<Merged> {
+    let mut merged: Vec<Merged> = Vec::new();
+    for home in homes {
+        match merged.last_mut() {
+            Some(last) if last.namespace == home.namespace => {
+                if role_within(&last.role, &home.role) {
+                    last.role.clone_from(&home.role);
+                }
+                last.via = format!("{}, {}", last.via, home.via.describe());
+                last.until = match (last.until.take(), &home.until) {
+                    (Some(a), Some(b)) => Some(if b.0 > a.0 { b.clone() } else { a }),
+                    _ => None,
+                };
+                if home.via == Via::OwnHome {
+                    last.state = home.state;
+                }
+            }
+            _ => merged.push(Merged {
+                namespace: home.namespace.clone(),
+                role: home.role.clone(),
+                via: home.via.describe(),
+                until: home.until.clone(),
+                state: home.state,
+            }),
+        }
+    }
+    merged
+}
+
+/// One `Home` object.
+pub fn object(home: &Merged) -> Value {
+    json!({
+        "apiVersion": GROUP_VERSION,
+        "kind": "Home",
+        "metadata": { "name": home.namespace },
+        "role": home.role,
+        "via": home.via,
+        "until": home.until,
+        "state": state(home.state),
+    })
+}
+
+/// A `HomeList`.
+pub fn list(homes: &[Merged]) -> Value {
+    json!({
+        "apiVersion": GROUP_VERSION,
+        "kind": "HomeList",
+        "metadata": { "resourceVersion": "" },
+        "items": homes.iter().map(object).collect::<Vec<_>>(),
+    })
+}
+
+/// The server-side `Table` (`meta.k8s.io/v1`) of `homes`: NAME, ROLE, VIA, UNTIL, and STATE
+/// (priority 1: `-o wide` only), each row carrying its object's metadata.
+pub fn table(homes: &[Merged]) -> Value {
+    let column = |name: &str, priority: i32, description: &str| {
+        json!({ "name": name, "type": "string", "format": if name == "Name" { "name" } else { "" },
+                "priority": priority, "description": description })
+    };
+    let rows: Vec<Value> = homes
+        .iter()
+        .map(|home| {
+            let until = home
+                .until
+                .as_ref()
+                .map_or("-".to_owned(), |t| t.0.to_string());
+            json!({
+                "cells": [home.namespace, home.role, home.via, until, state(home.state)],
+                "object": {
+                    "apiVersion": "meta.k8s.io/v1",
+                    "kind": "PartialObjectMetadata",
+                    "metadata": { "name": home.namespace },
+                },
+            })
+        })
+        .collect();
+    json!({
+        "apiVersion": "meta.k8s.io/v1",
+        "kind": "Table",
+        "metadata": { "resourceVersion": "" },
+        "columnDefinitions": [
+            column("Name", 0, "The namespace."),
+            column("Role", 0, "The ClusterRole you have there (the highest, with several ways in)."),
+            column("Via", 0, "Your ways in: own home, a share, a group's share."),
+            column("Until", 0, "When the last way in ends, if it does."),
+            column("State", 1, "Your own home's state."),
+        ],
+        "rows": rows,
+    })
+}
+
+/// `/apis/homes.homestead.dev/v1alpha1`: one resource, `homes`, cluster-scoped, read-only.
+pub fn resource_list() -> APIResourceList {
+    APIResourceList {
+        group_version: GROUP_VERSION.to_owned(),
+        resources: vec![APIResource {
+            name: "homes".to_owned(),
+            singular_name: "home".to_owned(),
+            kind: "Home".to_owned(),
+            namespaced: false,
+            verbs: ["get", "list", "watch"].map(str::to_owned).to_vec(),
+            ..APIResource::default()
+        }],
+    }
+}
+
+/// `/apis/homes.homestead.dev`: the group and its one version.
+pub fn group() -> APIGroup {
+    let version = GroupVersionForDiscovery {
+        group_version: GROUP_VERSION.to_owned(),
+        version: VERSION.to_owned(),
+    };
+    APIGroup {
+        name: GROUP.to_owned(),
+        preferred_version: Some(version.clone()),
+        versions: vec![version],
+        server_address_by_client_cidrs: None,
+    }
+}
+
+/// `/apis`: the groups this server serves (the one).
+pub fn group_list() -> APIGroupList {
+    APIGroupList {
+        groups: vec![group()],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn homes() -> Vec<Home> {
+        let until = Time("2026-12-03T00:00:00Z".parse().unwrap());
+        vec![
+            Home {
+                namespace: "team-data".into(),
+                role: "edit".into(),
+                via: Via::Group {
+                    group: "analysts".into(),
+                    share: "q4".into(),
+                },
+                until: Some(until),
+                state: HomeState::Active,
+            },
+            Home {
+                namespace: "team-data".into(),
+                role: "view".into(),
+                via: Via::Share("review".into()),
+                until: Some(Time("2026-12-04T00:00:00Z".parse().unwrap())),
+                state: HomeState::Active,
+            },
+            Home {
+                namespace: "user-alice".into(),
+                role: "admin".into(),
+                via: Via::OwnHome,
+                until: None,
+                state: HomeState::Suspended,
+            },
+        ]
+    }
+
+    #[test]
+    fn a_namespace_with_several_ways_in_is_one_home_with_the_highest_role() {
+        let merged = merged(&homes());
+        assert_eq!(merged.len(), 2);
+        assert_eq!(merged[0].role, "edit");
+        assert_eq!(merged[0].via, "group analysts (share q4), share review");
+        assert_eq!(merged[1].state, HomeState::Suspended);
+        let list = list(&merged);
+        assert_eq!(list["items"][0]["metadata"]["name"], "team-data");
+        assert_eq!(
+            list["items"][0]["until"], "2026-12-04T00:00:00Z",
+            "the later end"
+        );
+        assert_eq!(
+            list["items"][1]["until"],
+            Value::Null,
+            "an own home does not end"
+        );
+    }
+
+    #[test]
+    fn the_table_has_kubectls_columns_and_a_row_per_home() {
+        let table = table(&merged(&homes()));
+        let columns: Vec<&str> = table["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(columns, ["Name", "Role", "Via", "Until", "State"]);
+        assert_eq!(
+            table["rows"][1]["cells"],
+            json!(["user-alice", "admin", "own home", "-", "Suspended"])
+        );
+        assert_eq!(table["rows"][0]["object"]["metadata"]["name"], "team-data");
+    }
+
+    #[test]
+    fn discovery_serves_one_read_only_cluster_scoped_resource() {
+        let resources = resource_list();
+        assert_eq!(resources.group_version, "homes.homestead.dev/v1alpha1");
+        assert_eq!(resources.resources.len(), 1);
+        assert!(!resources.resources[0].namespaced);
+        assert_eq!(resources.resources[0].verbs, ["get", "list", "watch"]);
+        assert_eq!(
+            group_list().groups[0]
+                .preferred_version
+                .as_ref()
+                .map(|v| v.version.as_str()),
+            Some("v1alpha1")
+        );
+    }
+}
