@@ -3,3 +3,4 @@
 
 pub mod auth;
 pub mod resource;
+pub mod routes;
