@@ -218,6 +218,24 @@ pub enum Command {
     /// role, its source (own home, a Share with its reason and creator, a directory group, or
     /// `unmanaged`) and until when. Reads only: the `homestead-auditor` ClusterRole suffices.
     Access(AccessArgs),
+    /// Serve the aggregated API `homes.homestead.dev/v1alpha1` (`kubectl get homes`): each
+    /// person's homes, to that person alone, for requests kube-apiserver proxies with its
+    /// front-proxy certificate (docs/homes.md; in progress).
+    HomesApi(HomesApiArgs),
+}
+
+/// `homestead homes-api`.
+#[derive(Debug, clap::Args)]
+pub struct HomesApiArgs {
+    /// Where to serve HTTPS.
+    #[arg(long, env = "HOMESTEAD_HOMES_ADDRESS", default_value = "0.0.0.0:8443")]
+    pub address: SocketAddr,
+    /// The serving certificate (PEM), trusted by the APIService's `caBundle`.
+    #[arg(long, env = "HOMESTEAD_HOMES_TLS_CERT")]
+    pub tls_cert: std::path::PathBuf,
+    /// Its private key (PEM).
+    #[arg(long, env = "HOMESTEAD_HOMES_TLS_KEY")]
+    pub tls_key: std::path::PathBuf,
 }
 
 /// `homestead access`.

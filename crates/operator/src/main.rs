@@ -33,6 +33,9 @@ async fn main() -> anyhow::Result<std::process::ExitCode> {
     match cli.command.take() {
         Some(cli::Command::Import(args)) => import::run(args).await,
         Some(cli::Command::Access(args)) => access::run(args).await,
+        Some(cli::Command::HomesApi(args)) => homes::run(args)
+            .await
+            .map(|()| std::process::ExitCode::SUCCESS),
         Some(cli::Command::Scim(args)) => scim::run(args)
             .await
             .map(|()| std::process::ExitCode::SUCCESS),

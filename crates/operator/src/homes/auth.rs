@@ -157,7 +157,7 @@ impl RequestHeaderAuth {
         let leaf = peer.first().ok_or(Unauthenticated::NoCertificate)?;
         if !self.allowed_names.is_empty() {
             let name = common_name(leaf).ok_or(Unauthenticated::NameNotAllowed)?;
-            if !self.allowed_names.iter().any(|allowed| *allowed == name) {
+            if !self.allowed_names.contains(&name) {
                 return Err(Unauthenticated::NameNotAllowed);
             }
         }

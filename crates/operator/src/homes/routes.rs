@@ -17,7 +17,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use serde_json::json;
 
-use super::auth::{Caller, RequestHeaderAuth};
+use super::auth::{Caller, RequestHeaderAuth, Unauthenticated};
 use super::resource;
 
 /// What the routes read: the front-proxy settings and the caches.
@@ -40,6 +40,15 @@ fn json(code: StatusCode, value: &impl serde::Serialize) -> Response {
     }
 }
 
+/// The 401 for a request that is not the API server's.
+fn unauthorized(refused: Unauthenticated) -> Response {
+    status(
+        StatusCode::UNAUTHORIZED,
+        "Unauthorized",
+        &refused.to_string(),
+    )
+}
+
 /// A `Status` (`v1`) response: `code`, its `reason` and a `message`, as the API server sends.
 fn status(code: StatusCode, reason: &str, message: &str) -> Response {
     let body = json!({
@@ -50,18 +59,16 @@ fn status(code: StatusCode, reason: &str, message: &str) -> Response {
 }
 
 impl Homes {
-    /// The caller of a request, or the 401 to answer.
-    fn caller(&self, tls: Option<&TlsInfo>, headers: &HeaderMap) -> Result<Caller, Response> {
+    /// The caller of a request.
+    fn caller(
+        &self,
+        tls: Option<&TlsInfo>,
+        headers: &HeaderMap,
+    ) -> Result<Caller, Unauthenticated> {
         let peer = tls
             .map(|t| t.peer_certificates.as_slice())
             .unwrap_or_default();
-        self.auth.caller(peer, headers).map_err(|refused| {
-            status(
-                StatusCode::UNAUTHORIZED,
-                "Unauthorized",
-                &refused.to_string(),
-            )
-        })
+        self.auth.caller(peer, headers)
     }
 
     /// The caller's homes, merged by namespace: through the User that holds their identity
@@ -121,7 +128,7 @@ async fn list(
 ) -> Response {
     let caller = match homes.caller(tls.as_deref().map(AsRef::as_ref), &headers) {
         Ok(caller) => caller,
-        Err(refused) => return refused,
+        Err(refused) => return unauthorized(refused),
     };
     let mine = homes.homes_of(&caller);
     if wants_table(&headers) {
@@ -139,7 +146,7 @@ async fn get_one(
 ) -> Response {
     let caller = match homes.caller(tls.as_deref().map(AsRef::as_ref), &headers) {
         Ok(caller) => caller,
-        Err(refused) => return refused,
+        Err(refused) => return unauthorized(refused),
     };
     let mine = homes.homes_of(&caller);
     match mine.into_iter().find(|home| home.namespace == name) {
@@ -165,7 +172,7 @@ async fn discovery(
     Path(path): Path<String>,
 ) -> Response {
     if let Err(refused) = homes.caller(tls.as_deref().map(AsRef::as_ref), &headers) {
-        return refused;
+        return unauthorized(refused);
     }
     match path.trim_end_matches('/') {
         "" => json(StatusCode::OK, &resource::group_list()),
