@@ -1,0 +1,231 @@
+//! The homes API (docs/homes.md; in progress) on the real control plane with the operator
+//! running: `homestead homes-api` straight on its port, as kube-apiserver's front proxy reaches
+//! it (its client certificate, the caller in `X-Remote-User`), and as an attacker who reaches the
+//! port directly with forged headers (no certificate, or one from another CA).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use homestead_api::User;
+use homestead_testenv::{ADMIN, Supervised};
+use kube::Client;
+use kube::api::{Api, DeleteParams, PostParams};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use serde_json::{Value, json};
+
+struct HomesApi {
+    address: String,
+    ca: PathBuf,
+    _process: Supervised,
+}
+
+/// Starts `homestead homes-api` on a free loopback port with a serving certificate of its own
+/// (read as the admin for now: its own ServiceAccount and RBAC come with the chart), and waits
+/// until it serves.
+fn spawn_homes_api() -> HomesApi {
+    let plane = env().plane;
+    let dir = plane.dir().join("homes-api");
+    std::fs::create_dir_all(&dir).unwrap();
+    let serving = homestead_testenv::scim_credentials(&dir).unwrap();
+    let address = format!("127.0.0.1:{}", homestead_testenv::free_port().unwrap());
+    let kubeconfig = plane
+        .write_kubeconfig(ADMIN, &dir.join("homes.kubeconfig"))
+        .unwrap();
+    let process = plane
+        .spawn(
+            "homes-api",
+            Path::new(env!("CARGO_BIN_EXE_homestead")),
+            &[
+                "--log-format=text".to_owned(),
+                "homes-api".to_owned(),
+                format!("--address={address}"),
+                format!("--tls-cert={}", serving.cert.display()),
+                format!("--tls-key={}", serving.key.display()),
+            ],
+            &[
+                ("KUBECONFIG", kubeconfig.display().to_string()),
+                ("RUST_LOG", "info".to_owned()),
+            ],
+        )
+        .unwrap();
+    wait_until_ready(&process, || {
+        process
+            .log_tail(usize::MAX)
+            .contains("serving homes.homestead.dev")
+    });
+    HomesApi {
+        address,
+        ca: serving.ca,
+        _process: process,
+    }
+}
+
+/// A GET of `path` on the homes API naming `user` in `X-Remote-User`, over TLS with the client
+/// certificate and key `client` (PEM files), or none: the HTTP status and the body as JSON, or
+/// the TLS error.
+fn get(
+    api: &HomesApi,
+    path: &str,
+    client: Option<(&Path, &Path)>,
+    user: &str,
+) -> Result<(u16, Value), String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(&api.ca).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
+    let config = match client {
+        Some((cert, key)) => builder
+            .with_client_auth_cert(
+                CertificateDer::pem_file_iter(cert)
+                    .unwrap()
+                    .collect::<Result<Vec<_>, _>>()
+                    .unwrap(),
+                PrivateKeyDer::from_pem_file(key).unwrap(),
+            )
+            .unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    let connection =
+        rustls::ClientConnection::new(Arc::new(config), ServerName::try_from("127.0.0.1").unwrap())
+            .unwrap();
+    let socket = TcpStream::connect(&api.address).map_err(|e| e.to_string())?;
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut tls = rustls::StreamOwned::new(connection, socket);
+    write!(
+        tls,
+        "GET {path} HTTP/1.0\r\nHost: {}\r\nX-Remote-User: {user}\r\nX-Remote-Group: system:authenticated\r\n\r\n",
+        api.address
+    )
+    .map_err(|e| e.to_string())?;
+    let mut response = String::new();
+    tls.read_to_string(&mut response)
+        .map_err(|e| e.to_string())?;
+    let code = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| format!("no HTTP status in {response:?}"))?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b)
+        .unwrap_or_default();
+    Ok((code, serde_json::from_str(body).unwrap_or(Value::Null)))
+}
+
+/// Creates the User `name` (identity `<name>@example.com`), replacing one left by an earlier
+/// run, and waits until it is `Provisioned`.
+async fn person(client: &Client, name: &str) {
+    let api: Api<User> = Api::all(client.clone());
+    if api.get_opt(name).await.unwrap().is_some() {
+        let _ = api.delete(name, &DeleteParams::default()).await;
+        wait_gone(&api, name, 60).await;
+    }
+    let user: User = serde_json::from_value(json!({
+        "apiVersion": homestead_api::API_VERSION, "kind": "User",
+        "metadata": { "name": name },
+        "spec": { "identity": { "username": format!("{name}@example.com") } },
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &user).await.unwrap();
+    wait_reason(client, name, "Provisioned").await;
+}
+
+const HOMES: &str = "/apis/homes.homestead.dev/v1alpha1/homes";
+
+fn names(list: &Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .map(|i| {
+                    i["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn each_person_sees_their_homes_and_forged_headers_get_nothing() {
+    let client = admin().await;
+    person(&client, "ho-alice").await;
+    person(&client, "ho-bob").await;
+    let until = (k8s_openapi::jiff::Timestamp::now()
+        + k8s_openapi::jiff::SignedDuration::from_hours(24))
+    .round(k8s_openapi::jiff::Unit::Second)
+    .unwrap();
+    let doc = format!(
+        "apiVersion: {api}\nkind: Share\nmetadata:\n  name: review\n  namespace: user-ho-alice\n  annotations:\n    homestead.dev/created-by: \"ho-alice@example.com\"\nspec:\n  to: [{{user: ho-bob}}]\n  role: view\n  expiresAt: \"{until}\"\n  reason: review\n",
+        api = homestead_api::API_VERSION
+    );
+    let (ok, out) = kubectl(&["--as=ho-alice@example.com", "create", "-f", "-"], &doc);
+    assert!(ok, "alice shares her home with bob: {out}");
+    let api = spawn_homes_api();
+    let dir = env().plane.dir();
+    let proxy = (
+        dir.join("front-proxy-client.crt"),
+        dir.join("front-proxy-client.key"),
+    );
+    let proxy = Some((proxy.0.as_path(), proxy.1.as_path()));
+
+    let bob = eventually("bob's homes to show alice's share", 60, || async {
+        let (code, list) = get(&api, HOMES, proxy, "ho-bob@example.com").ok()?;
+        (code == 200 && names(&list).len() == 2).then_some(list)
+    })
+    .await;
+    assert_eq!(names(&bob), ["user-ho-alice", "user-ho-bob"]);
+    assert_eq!(bob["items"][0]["role"], "view");
+    assert_eq!(bob["items"][0]["via"], "share review");
+    let (code, alice) = get(&api, HOMES, proxy, "ho-alice@example.com").unwrap();
+    assert_eq!(
+        (code, names(&alice)),
+        (200, vec!["user-ho-alice".to_owned()])
+    );
+    let (code, _) = get(
+        &api,
+        &format!("{HOMES}/user-ho-bob"),
+        proxy,
+        "ho-alice@example.com",
+    )
+    .unwrap();
+    assert_eq!(code, 404, "another's home is not found, not forbidden");
+    let (_, nobody) = get(&api, HOMES, proxy, "nobody@example.com").unwrap();
+    assert_eq!(nobody["items"], json!([]));
+
+    // The attacker on the port: forged headers without a certificate get 401 ...
+    let (code, status) = get(&api, HOMES, None, "ho-bob@example.com").unwrap();
+    assert_eq!(
+        (code, status["reason"].as_str()),
+        (401, Some("Unauthorized"))
+    );
+    // ... and a certificate from another CA does not get through the TLS handshake.
+    let elsewhere = env().plane.dir().join("homes-api").join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let forged = homestead_testenv::scim_credentials(&elsewhere).unwrap();
+    let forged = (forged.cert, forged.key);
+    let refused = get(
+        &api,
+        HOMES,
+        Some((&forged.0, &forged.1)),
+        "ho-bob@example.com",
+    );
+    assert!(
+        refused.is_err(),
+        "a certificate from another CA is refused in the handshake: {refused:?}"
+    );
+}
