@@ -111,16 +111,8 @@ fn get(
     let mut response = String::new();
     tls.read_to_string(&mut response)
         .map_err(|e| e.to_string())?;
-    let code = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .ok_or_else(|| format!("no HTTP status in {response:?}"))?;
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b)
-        .unwrap_or_default();
-    Ok((code, serde_json::from_str(body).unwrap_or(Value::Null)))
+    let (code, body) = status_and_body(&response)?;
+    Ok((code, serde_json::from_str(&body).unwrap_or(Value::Null)))
 }
 
 /// Creates the User `name` (identity `<name>@example.com`), replacing one left by an earlier

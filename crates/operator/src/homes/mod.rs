@@ -12,26 +12,17 @@ use anyhow::Context as _;
 use axum_server::tls_rustls::RustlsConfig;
 use futures::StreamExt;
 use homestead_api::{DirectoryGroup, Share, User};
+use homestead_reconciler::runtime::watches::Watched;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use serde::de::DeserializeOwned;
 
 use crate::cli::HomesApiArgs;
 
 /// A reflector cache of every `K`, kept by a task of its own; the store is ready once listed.
-fn cache<K>(client: &Client) -> reflector::Store<K>
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
+fn cache<K: Watched>(client: &Client) -> reflector::Store<K> {
     let (reader, writer) = reflector::store();
     let stream = watcher(Api::<K>::all(client.clone()), watcher::Config::default())
         .default_backoff()

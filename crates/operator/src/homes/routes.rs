@@ -126,11 +126,10 @@ async fn list(
     tls: Option<Extension<Arc<TlsInfo>>>,
     headers: HeaderMap,
 ) -> Response {
-    let caller = match homes.caller(tls.as_deref().map(AsRef::as_ref), &headers) {
-        Ok(caller) => caller,
+    let mine = match homes.caller(tls.as_deref().map(AsRef::as_ref), &headers) {
+        Ok(caller) => homes.homes_of(&caller),
         Err(refused) => return unauthorized(refused),
     };
-    let mine = homes.homes_of(&caller);
     if wants_table(&headers) {
         json(StatusCode::OK, &resource::table(&mine))
     } else {
@@ -144,11 +143,10 @@ async fn get_one(
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let caller = match homes.caller(tls.as_deref().map(AsRef::as_ref), &headers) {
-        Ok(caller) => caller,
+    let mine = match homes.caller(tls.as_deref().map(AsRef::as_ref), &headers) {
+        Ok(caller) => homes.homes_of(&caller),
         Err(refused) => return unauthorized(refused),
     };
-    let mine = homes.homes_of(&caller);
     match mine.into_iter().find(|home| home.namespace == name) {
         Some(home) if wants_table(&headers) => json(
             StatusCode::OK,

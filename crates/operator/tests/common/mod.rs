@@ -594,6 +594,11 @@ pub fn https_request(
     let mut response = String::new();
     // The server may close without close_notify; what was read is the whole response.
     let _ = tls.read_to_string(&mut response);
+    status_and_body(&response)
+}
+
+/// The status code and body of a whole HTTP/1 `response`.
+pub fn status_and_body(response: &str) -> Result<(u16, String), String> {
     let code = response
         .split_whitespace()
         .nth(1)

@@ -67,9 +67,9 @@ pub struct Controllers {
     pub caches: Caches,
 }
 
-/// What a kind must be for the operator to watch it: a cluster-wide [`Resource`] decoded from
-/// the API server's JSON, shared between tasks.
-trait Watched:
+/// What a kind must be for the operator (or the homes API) to watch it: a cluster-wide
+/// [`Resource`] decoded from the API server's JSON, shared between tasks.
+pub trait Watched:
     Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
 {
 }
