@@ -130,7 +130,7 @@ _cluster *flags:
     [ -f {{state}}/ready ] || { echo "the local cluster did not start:"; tail -50 {{state}}/testenv.log; exit 1; }
     if [ -f {{state}}/node.error ]; then echo "no node, so no Pods run: $(cat {{state}}/node.error)"; fi
 
-# Start the local cluster (control plane, and a node unless this machine cannot run one: it says why), install the CRD, rbac/ (admission policy included) and the operator (as its own identity, allowing namespaces user-*, research-* and legacy-*), and apply manifests/samples/.
+# Start the local cluster (control plane, and a node unless this machine cannot run one: it says why), install the CRD, rbac/ (admission policy included) and the operator (as its own identity, allowing namespaces user-*, research-* and legacy-*), the SCIM service and the homes API (registered as an APIService), and apply manifests/samples/.
 up: control-plane
     #!/usr/bin/env bash
     set -euo pipefail
@@ -159,6 +159,8 @@ up: control-plane
       --tls-cert {{state}}/scim-tls.crt --tls-key {{state}}/scim-tls.key > {{state}}/scim.log 2>&1 &
     echo $! > {{state}}/scim.pid
     for _ in $(seq 60); do curl -fs --cacert {{state}}/scim-ca.crt https://{{scim_address}}/readyz >/dev/null 2>&1 && break; sleep 0.5; done
+    # The homes API (kubectl get homes), as its own identity, registered as an APIService.
+    tools/homes-api/up-local.sh {{state}} {{target}}/debug/homestead
     {{kubectl}} apply -f manifests/samples/
     # Wait until every sample User has a Ready condition (True or False, as the README's tour expects).
     for _ in $(seq 120); do
@@ -170,6 +172,7 @@ up: control-plane
     echo "Homestead is up. Try:"
     echo "  export PATH=\$PWD/{{state}}/bin:\$PATH KUBECONFIG=\$PWD/{{state}}/admin.kubeconfig"
     echo "  kubectl get users; kubectl get namespaces; kubectl describe user alice"
+    echo "  kubectl --as alice@example.com get homes    # where alice may work (the homes API)"
     echo "  curl http://{{metrics_address}}/metrics"
     echo "SCIM 2.0 for identity providers: https://{{scim_address}}/scim/v2 (bearer token in {{state}}/scim-token, CA in {{state}}/scim-ca.crt):"
     echo "  curl --cacert {{state}}/scim-ca.crt -H \"Authorization: Bearer \$(cat {{state}}/scim-token)\" https://{{scim_address}}/scim/v2/Users"
@@ -216,7 +219,7 @@ scim-check:
 down:
     #!/usr/bin/env bash
     set -euo pipefail
-    for name in scim operator testenv; do
+    for name in homes-api scim operator testenv; do
       pidfile={{state}}/$name.pid
       [ -f "$pidfile" ] || continue
       pid=$(cat "$pidfile")

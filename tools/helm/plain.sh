@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Writes the plain install (rbac/ and manifests/, for `kubectl apply -k`) from the Helm chart,
 # its one source: `helm template` of charts/homestead with its default values (the SCIM service
-# enabled), each template into the file that has carried its objects, a header saying so, and
+# and the homes API enabled), each template into the file that has carried its objects, a header saying so, and
 # the labels only Helm means (helm.sh/chart) and its `# Source:` lines left out. With --check,
 # fails if a committed file differs from what it would write. Run by `just generate`.
 set -euo pipefail
@@ -21,12 +21,14 @@ routes=(
   "deployment.yaml all manifests/deployment.yaml"
   "scim.yaml ServiceAccount,ClusterRole,ClusterRoleBinding,ValidatingAdmissionPolicy,ValidatingAdmissionPolicyBinding manifests/scim/rbac.yaml"
   "scim.yaml Deployment,Service,PodDisruptionBudget manifests/scim/deployment.yaml"
+  "homes-api.yaml ServiceAccount,ClusterRole,ClusterRoleBinding,RoleBinding manifests/homes-api/rbac.yaml"
 )
 
 # render TEMPLATE KINDS: the template's documents of KINDS, Helm-only labels and comments out.
 render() {
   "$helm" template homestead "$root/charts/homestead" --namespace homestead-system \
-    --set scim.enabled=true --kube-version 1.34.4 --show-only "templates/$1" |
+    --set scim.enabled=true --set homesApi.enabled=true --set homesApi.caBundle=Cg== \
+    --kube-version 1.34.4 --show-only "templates/$1" |
     awk -v kinds=",$2," '
       function flush() {
         if (doc != "" && (kinds == ",all," || index(kinds, "," kind ",") > 0)) {

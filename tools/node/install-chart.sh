@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Installs Homestead on a local cluster with a node the way a platform team installs it: the
 # image built here (tools/image/build.sh, no registry) loaded into the node's containerd, the
-# SCIM service's Secrets, then the Helm chart with two operator replicas, the SCIM service and
-# Homestead's own NetworkPolicies.
+# SCIM service's and the homes API's Secrets, then the Helm chart with two operator replicas,
+# the SCIM service, the homes API (registered as an APIService) and Homestead's own
+# NetworkPolicies.
 # Waits until every Pod is Ready through its probes. Used by `just deploy` and the node tests.
 #
 #   install-chart.sh <kubeconfig> <containerd-socket> <homestead-binary> <state-dir> [helm args...]
 #
 # Writes into <state-dir> (once; kept across installs): scim-ca.crt, and the SCIM service's
 # certificate (for homestead-scim.homestead-system.svc) and bearer token scim-token, which the
-# Secrets homestead-scim-tls and homestead-scim-tokens carry. Prints the image reference.
+# Secrets homestead-scim-tls and homestead-scim-tokens carry; homes-api-ca.crt and the homes
+# API's certificate (for homestead-homes-api.homestead-system.svc, in homestead-homes-api-tls).
+# Prints the image reference.
 set -euo pipefail
 [ $# -ge 4 ] || { echo "usage: $0 <kubeconfig> <containerd-socket> <homestead-binary> <state-dir> [helm args...]" >&2; exit 2; }
 kubeconfig=$1 socket=$2 binary=$3 state=$4
@@ -43,7 +46,23 @@ if [ ! -f "$state/scim-service.key" ]; then
   openssl rand -hex 32 >"$state/scim-service-token"
   chmod 600 "$state"/scim-service*.key "$state/scim-service-token"
 fi
+# The homes API's CA and serving certificate (kube-apiserver verifies it for <Service>.<ns>.svc).
+if [ ! -f "$state/homes-api.key" ]; then
+  name=homestead-homes-api.$namespace.svc
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
+    -subj "/CN=Homestead local homes API CA" -keyout "$state/homes-api-ca.key" \
+    -out "$state/homes-api-ca.crt" 2>/dev/null
+  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$name" \
+    -keyout "$state/homes-api.key" -out "$state/homes-api.csr" 2>/dev/null
+  openssl x509 -req -in "$state/homes-api.csr" -CA "$state/homes-api-ca.crt" \
+    -CAkey "$state/homes-api-ca.key" -CAcreateserial -days 30 \
+    -extfile <(printf 'subjectAltName=DNS:%s,DNS:%s.cluster.local' "$name" "$name") \
+    -out "$state/homes-api.crt" 2>/dev/null
+  chmod 600 "$state"/homes-api*.key
+fi
 kubectl create namespace "$namespace" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl -n "$namespace" create secret tls homestead-homes-api-tls --cert "$state/homes-api.crt" \
+  --key "$state/homes-api.key" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl -n "$namespace" create secret tls homestead-scim-tls --cert "$state/scim-service.crt" \
   --key "$state/scim-service.key" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl -n "$namespace" create secret generic homestead-scim-tokens \
@@ -58,6 +77,7 @@ read -r api_address api_port <<<"$api"
 "$helm" upgrade --install homestead "$root/charts/homestead" --kubeconfig "$kubeconfig" \
   --namespace "$namespace" --set image.repository=homestead.local/homestead \
   --set image.tag="$tag" --set image.pullPolicy=Never --set scim.enabled=true \
+  --set homesApi.enabled=true --set homesApi.caBundle="$(base64 -w0 "$state/homes-api-ca.crt")" \
   --set networkPolicy.enabled=true --set "networkPolicy.apiServerPorts={$api_port}" \
   --set "networkPolicy.apiServerCIDRs={$api_address/32}" \
   --wait --timeout 180s "$@" >&2

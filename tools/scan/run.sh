@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scans what the Helm chart renders, every optional part on (the SCIM service, NetworkPolicies,
+# Scans what the Helm chart renders, every optional part on (the SCIM service, the homes API, NetworkPolicies,
 # monitoring): kubeconform against the JSON schemas of the Kubernetes the project pins (made
 # from that module's own OpenAPI spec by openapi2jsonschema, cached; CRDs, ServiceMonitors and
 # PrometheusRules are not in it, and the chart tests dry-run them against a real API server),
@@ -25,7 +25,8 @@ trap 'rm -rf "$out"' EXIT
 "$helm" template homestead "$root/charts/homestead" --namespace homestead-system \
   --set scim.enabled=true --set networkPolicy.enabled=true \
   --set monitoring.serviceMonitor.enabled=true --set monitoring.prometheusRule.enabled=true \
-  --set monitoring.dashboard.enabled=true >"$out/chart.yaml"
+  --set monitoring.dashboard.enabled=true --set homesApi.enabled=true \
+  --set homesApi.caBundle=Y2E= >"$out/chart.yaml"
 # The pinned Kubernetes version and its OpenAPI spec, from the control plane's own go.mod.
 kubernetes=$(cd "$root/tools/control-plane" && GOFLAGS=-mod=mod go mod download -json k8s.io/kubernetes)
 version=$(sed -n 's/^[[:space:]]*"Version": "\(.*\)",$/\1/p' <<<"$kubernetes")

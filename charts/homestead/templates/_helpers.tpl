@@ -29,6 +29,15 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
+{{/* Labels of the homes API's objects. */}}
+{{- define "homestead.homesApiLabels" -}}
+app.kubernetes.io/name: {{ include "homestead.name" . }}-homes-api
+app.kubernetes.io/part-of: homestead
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
 {{/* The container image: [registry/]repository, then @digest if set, else :tag (default: the
 chart's appVersion). */}}
 {{- define "homestead.image" -}}

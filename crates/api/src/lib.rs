@@ -525,6 +525,12 @@ pub struct UserStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<AppliedProfile>,
 
+    /// The ClusterRole the person's RoleBinding grants in their home: `spec.role`, or the one
+    /// their Profile chose. Kept while access is revoked (suspended, expired), so it says what
+    /// would be restored; the homes API shows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+
     /// The latest observations of the User's state; `Ready` is always present once Homestead
     /// has seen the User. A condition's `lastTransitionTime` changes only when its status does.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -236,6 +236,14 @@ pub struct HomesApiArgs {
     /// Its private key (PEM).
     #[arg(long, env = "HOMESTEAD_HOMES_TLS_KEY")]
     pub tls_key: std::path::PathBuf,
+    /// Address of the plain HTTP server for /metrics, /healthz and /readyz (ready once the
+    /// caches are listed).
+    #[arg(
+        long,
+        env = "HOMESTEAD_HOMES_METRICS_ADDRESS",
+        default_value = "0.0.0.0:8080"
+    )]
+    pub metrics_address: SocketAddr,
 }
 
 /// `homestead access`.

@@ -123,7 +123,7 @@ fn default_identity() -> String {
 }
 
 /// Cancels `shutdown` on SIGTERM (what the kubelet sends) or SIGINT (Ctrl-C).
-async fn cancel_on_signal(shutdown: CancellationToken) {
+pub async fn cancel_on_signal(shutdown: CancellationToken) {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .expect("installing a SIGTERM handler");
     tokio::select! {

@@ -28,19 +28,30 @@ type ShareMetrics = Arc<dyn Fn() + Send + Sync>;
 pub struct Health {
     ready: Arc<AtomicBool>,
     registry: Registry,
-    metrics: Metrics,
+    /// The operator's metrics, which `/metrics` brings up to date before a scrape; `None` for
+    /// another server (the homes API's) that only serves its registry.
+    metrics: Option<Metrics>,
     users: Arc<OnceLock<Store<User>>>,
     shares: Arc<OnceLock<ShareMetrics>>,
     fence: Arc<OnceLock<Arc<Fence>>>,
 }
 
 impl Health {
-    /// A not-yet-ready state serving `registry`.
+    /// A not-yet-ready state serving `registry`, with the operator's `metrics`.
     pub fn new(registry: Registry, metrics: Metrics) -> Self {
+        Self {
+            metrics: Some(metrics),
+            ..Self::serving(registry)
+        }
+    }
+
+    /// A not-yet-ready state serving `registry` alone (no operator metrics to bring up to
+    /// date).
+    pub fn serving(registry: Registry) -> Self {
         Self {
             ready: Arc::default(),
             registry,
-            metrics,
+            metrics: None,
             users: Arc::default(),
             shares: Arc::default(),
             fence: Arc::default(),
@@ -71,14 +82,16 @@ impl Health {
 }
 
 async fn metrics(State(health): State<Health>) -> impl IntoResponse {
-    if let Some(store) = health.users.get() {
-        health.metrics.observe_users(&store.state());
+    if let Some(metrics) = &health.metrics {
+        if let Some(store) = health.users.get() {
+            metrics.observe_users(&store.state());
+        }
+        if let Some(observe) = health.shares.get() {
+            observe();
+        }
+        let leading = health.fence.get().is_some_and(|f| f.is_held());
+        metrics.leader.set(i64::from(leading));
     }
-    if let Some(observe) = health.shares.get() {
-        observe();
-    }
-    let leading = health.fence.get().is_some_and(|f| f.is_held());
-    health.metrics.leader.set(i64::from(leading));
     let mut body = Vec::new();
     let encoder = TextEncoder::new();
     match encoder.encode(&health.registry.gather(), &mut body) {

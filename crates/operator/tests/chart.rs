@@ -177,6 +177,29 @@ fn values_that_would_grant_cluster_admin_are_refused() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("allowedRoles"));
 }
 
+/// The homes API is registered only with the CA that kube-apiserver verifies it by: never
+/// without one (which would need `insecureSkipTLSVerify`), never with something that is not
+/// base64.
+#[test]
+fn the_homes_api_needs_its_ca_bundle() {
+    let out = render(&["homesApi.enabled=true"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("homesApi.caBundle"));
+    let out = render(&["homesApi.enabled=true", "homesApi.caBundle=not base64!"]);
+    assert!(!out.status.success());
+    let chart = documents(&template(&[
+        "homesApi.enabled=true",
+        "homesApi.caBundle=Y2E=",
+    ]));
+    let service = chart
+        .iter()
+        .find(|o| o["kind"] == "APIService")
+        .expect("an APIService");
+    assert_eq!(service["spec"]["caBundle"], "Y2E=");
+    assert_eq!(service["spec"]["service"]["name"], "homestead-homes-api");
+    assert!(service["spec"].get("insecureSkipTLSVerify").is_none());
+}
+
 #[test]
 fn values_that_would_break_the_policies_cel_are_refused() {
     // Each goes into a CEL string literal of an admission policy.

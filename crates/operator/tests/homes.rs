@@ -1,5 +1,6 @@
-//! The homes API (docs/homes.md; in progress) on the real control plane with the operator
-//! running: `homestead homes-api` straight on its port, as kube-apiserver's front proxy reaches
+//! The homes API (docs/homes.md) on the real control plane with the operator running:
+//! `homestead homes-api` as its own identity under `manifests/homes-api/rbac.yaml`, straight on
+//! its port, as kube-apiserver's front proxy reaches
 //! it (its client certificate, the caller in `X-Remote-User`), and as an attacker who reaches the
 //! port directly with forged headers (no certificate, or one from another CA).
 
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use common::*;
 use homestead_api::User;
-use homestead_testenv::{ADMIN, Supervised};
+use homestead_testenv::{HOMES_API, Supervised};
 use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
 use rustls::pki_types::pem::PemObject;
@@ -23,20 +24,29 @@ use serde_json::{Value, json};
 struct HomesApi {
     address: String,
     ca: PathBuf,
+    /// Where it serves `/metrics` (plain HTTP).
+    metrics: String,
     _process: Supervised,
 }
 
-/// Starts `homestead homes-api` on a free loopback port with a serving certificate of its own
-/// (read as the admin for now: its own ServiceAccount and RBAC come with the chart), and waits
-/// until it serves.
+/// Starts `homestead homes-api` on a free loopback port with a serving certificate of its own,
+/// as its own identity under the RBAC the chart gives it (`manifests/homes-api/rbac.yaml`: read
+/// Users, Shares, DirectoryGroups and the front-proxy settings), and waits until it serves.
 fn spawn_homes_api() -> HomesApi {
     let plane = env().plane;
     let dir = plane.dir().join("homes-api");
     std::fs::create_dir_all(&dir).unwrap();
     let serving = homestead_testenv::scim_credentials(&dir).unwrap();
     let address = format!("127.0.0.1:{}", homestead_testenv::free_port().unwrap());
+    let metrics = format!("127.0.0.1:{}", homestead_testenv::free_port().unwrap());
+    let rbac = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../manifests/homes-api/rbac.yaml"
+    );
+    let (ok, out) = kubectl(&["apply", "-f", rbac], "");
+    assert!(ok, "{out}");
     let kubeconfig = plane
-        .write_kubeconfig(ADMIN, &dir.join("homes.kubeconfig"))
+        .write_kubeconfig(HOMES_API, &dir.join("homes.kubeconfig"))
         .unwrap();
     let process = plane
         .spawn(
@@ -46,6 +56,7 @@ fn spawn_homes_api() -> HomesApi {
                 "--log-format=text".to_owned(),
                 "homes-api".to_owned(),
                 format!("--address={address}"),
+                format!("--metrics-address={metrics}"),
                 format!("--tls-cert={}", serving.cert.display()),
                 format!("--tls-key={}", serving.key.display()),
             ],
@@ -63,6 +74,7 @@ fn spawn_homes_api() -> HomesApi {
     HomesApi {
         address,
         ca: serving.ca,
+        metrics,
         _process: process,
     }
 }
@@ -219,5 +231,24 @@ async fn each_person_sees_their_homes_and_forged_headers_get_nothing() {
     assert!(
         refused.is_err(),
         "a certificate from another CA is refused in the handshake: {refused:?}"
+    );
+
+    // Every answer above is counted by verb and code, and the lists are timed.
+    let (code, metrics) = http_get(&api.metrics, "/metrics").expect("the metrics port serves");
+    assert_eq!(code, 200);
+    let count = |labels: &str| {
+        metrics
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(&format!("homestead_homes_api_requests_total{{{labels}}} "))
+            })
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    };
+    assert_eq!(count(r#"code="404",verb="get""#), Some(1.0), "{metrics}");
+    assert_eq!(count(r#"code="401",verb="list""#), Some(1.0), "{metrics}");
+    assert!(count(r#"code="200",verb="list""#) >= Some(2.0), "{metrics}");
+    assert!(
+        metrics.contains(r#"homestead_homes_api_request_duration_seconds_count{verb="list"}"#),
+        "{metrics}"
     );
 }

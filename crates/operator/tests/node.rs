@@ -46,6 +46,11 @@ fn cluster() -> &'static ControlPlane {
             .identity(Identity::new(IRIS))
             .identity(Identity::new(MAL))
             .identity(Identity::new(SYB))
+            .identity(Identity::new(HOLLY))
+            .identity(Identity::new(HANK))
+            .identity(Identity::new(GINA))
+            .identity(Identity::new(SUE))
+            .identity(Identity::new(NOAH))
     })
 }
 
@@ -899,4 +904,341 @@ async fn a_tenant_can_neither_take_anothers_traffic_nor_open_isolated_egress() {
     for user in ["node-mal", "node-bea", "node-dan", "node-syb"] {
         kubectl(&["delete", "user", user, "--wait=false"]);
     }
+}
+
+/// A person whose home is shared, who shares it.
+const HOLLY: &str = "node-holly@example.com";
+/// A person Holly shares her home with.
+const HANK: &str = "node-hank@example.com";
+/// A person in the directory group Holly shares her home with.
+const GINA: &str = "node-gina@example.com";
+/// A person who is suspended while a share names them.
+const SUE: &str = "node-sue@example.com";
+/// A person with no User: nothing to see.
+const NOAH: &str = "node-noah@example.com";
+
+/// A Share of `home` by `owner` (their own token) to `to` (grantees) in `role`, ending in
+/// `seconds`.
+fn share(owner: &str, home: &str, name: &str, to: Value, role: &str, seconds: i64) {
+    let ends =
+        k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_secs(seconds);
+    let share = json!({
+        "apiVersion": homestead_api::API_VERSION, "kind": "Share",
+        "metadata": {"name": name, "namespace": home,
+                     "annotations": {"homestead.dev/created-by": owner}},
+        "spec": {"to": to, "role": role, "reason": "issue 49 node test",
+                 "expiresAt": ends.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()},
+    });
+    let (ok, out) = kubectl_as(owner, &["create", "-f", "-"], &share.to_string());
+    assert!(ok, "{out}");
+}
+
+/// `kubectl get homes ARGS` as `identity` with their own token: whether it succeeded, and
+/// stdout then stderr.
+fn homes_as(identity: &str, args: &[&str]) -> (bool, String) {
+    let mut all = vec!["get", "homes"];
+    all.extend_from_slice(args);
+    kubectl_as(identity, &all, "")
+}
+
+/// The NAME, ROLE and VIA... columns of `kubectl get homes` as `identity`, one string per row
+/// with its cells joined by single spaces (the header left out).
+fn home_rows(identity: &str, args: &[&str]) -> Vec<String> {
+    let (ok, out) = homes_as(identity, args);
+    assert!(ok, "kubectl get homes as {identity}: {out}");
+    out.lines()
+        .skip(1)
+        .map(|line| line.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+/// Issue 49 through the real API server: kube-apiserver authenticates each person (their own
+/// token), authorizes `homes` by the chart's ClusterRole for `system:authenticated`, and proxies
+/// to the homes API's Pods with its front-proxy certificate. Each person sees exactly their
+/// homes (own, a share to them, a share to their group); a suspended person sees their home
+/// suspended and no share; a person with nothing sees nothing; another's home by name is 404;
+/// `-o wide|yaml|name` work; a watch sees a share appear and end.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_person_sees_exactly_their_homes_with_plain_kubectl() {
+    chart();
+    eventually("the homes APIService to be Available", 90, || {
+        let out = kubectl(&[
+            "get",
+            "apiservice",
+            "v1alpha1.homes.homestead.dev",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Available\")].status}",
+        ]);
+        (out == "True").then_some(())
+    })
+    .await;
+    for (name, identity) in [
+        ("node-holly", HOLLY),
+        ("node-hank", HANK),
+        ("node-gina", GINA),
+        ("node-sue", SUE),
+    ] {
+        create_user(name, identity, json!({"role": "admin"}));
+    }
+    let group = json!({
+        "apiVersion": homestead_api::API_VERSION, "kind": "DirectoryGroup",
+        "metadata": {"name": "node-readers"},
+        "spec": {"displayName": "Node readers", "members": ["node-gina"]},
+    });
+    let (ok, out) = apply_as(ADMIN, &group);
+    assert!(ok, "{out}");
+    for name in ["node-holly", "node-hank", "node-gina", "node-sue"] {
+        wait_ready(name, "True/Provisioned").await;
+    }
+    share(
+        HOLLY,
+        "user-node-holly",
+        "review",
+        json!([{"user": "node-hank"}, {"user": "node-sue"}, {"group": "node-readers"}]),
+        "view",
+        7 * 86_400,
+    );
+
+    // Hank: his own home, and Holly's through the share.
+    let hank = eventually("Hank to see Holly's share", 30, || {
+        let rows = home_rows(HANK, &[]);
+        (rows.len() == 2).then_some(rows)
+    })
+    .await;
+    assert!(
+        hank[0].starts_with("user-node-hank admin own home - "),
+        "{hank:?}"
+    );
+    assert!(
+        hank[1].starts_with("user-node-holly view share review "),
+        "{hank:?}"
+    );
+    // Gina: through her group.
+    let gina = home_rows(GINA, &[]);
+    assert!(
+        gina.iter()
+            .any(|r| r.starts_with("user-node-holly view group node-readers (share review)")),
+        "{gina:?}"
+    );
+    // Holly sees her own home only, and not Hank's, by name: 404 as for no home at all.
+    let holly = home_rows(HOLLY, &[]);
+    assert_eq!(holly.len(), 1, "{holly:?}");
+    let (ok, out) = homes_as(HOLLY, &["user-node-hank"]);
+    assert!(
+        !ok && out.contains("NotFound") && !out.contains("Forbidden"),
+        "{out}"
+    );
+    // Noah has no User: an empty list, not an error.
+    let (ok, out) = homes_as(NOAH, &[]);
+    assert!(ok && out.contains("No resources found"), "{out}");
+    // -o wide adds STATE; -o yaml says who is asking; -o name names the objects.
+    let wide = home_rows(HANK, &["-o", "wide"]);
+    assert!(wide[0].ends_with(" Active"), "{wide:?}");
+    let (ok, yaml) = homes_as(HANK, &["user-node-hank", "-o", "yaml"]);
+    assert!(
+        ok && yaml.contains("kind: Home") && yaml.contains("user: node-hank"),
+        "{yaml}"
+    );
+    let (ok, names) = homes_as(HANK, &["-o", "name"]);
+    assert!(ok, "{names}");
+    assert_eq!(
+        names.lines().collect::<Vec<_>>(),
+        [
+            "home.homes.homestead.dev/user-node-hank",
+            "home.homes.homestead.dev/user-node-holly"
+        ]
+    );
+
+    // Sue is suspended: her home shows as such, and Holly's share to her is gone.
+    kubectl(&[
+        "patch",
+        "user",
+        "node-sue",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"suspended":true}}"#,
+    ]);
+    wait_ready("node-sue", "True/Suspended").await;
+    let sue = eventually("Sue's home to show suspended", 30, || {
+        let rows = home_rows(SUE, &["-o", "wide"]);
+        (rows.len() == 1 && rows[0].ends_with(" Suspended")).then_some(rows)
+    })
+    .await;
+    assert!(
+        sue[0].starts_with("user-node-sue admin own home"),
+        "{sue:?}"
+    );
+
+    // A watch (Hank's own token): Gina shares her home with him for 20 s; the watch sees it
+    // appear, then go when it ends.
+    let mut watch = cluster()
+        .kubectl(HANK)
+        .unwrap()
+        .args(["get", "homes", "--watch-only", "--output-watch-events"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = watch.stdout.take().unwrap();
+    let lines = std::thread::spawn(move || {
+        let mut all = String::new();
+        let _ = stdout.read_to_string(&mut all);
+        all
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    share(
+        GINA,
+        "user-node-gina",
+        "quick",
+        json!([{"user": "node-hank"}]),
+        "edit",
+        20,
+    );
+    eventually("Gina's share to end", 60, || {
+        let rows = home_rows(HANK, &[]);
+        (rows.len() == 2).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    watch.kill().unwrap();
+    let _ = watch.wait();
+    let events: Vec<String> = lines
+        .join()
+        .unwrap()
+        .lines()
+        .map(|line| {
+            line.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    println!("Hank's watch: {events:?}");
+    assert!(
+        events.contains(&"ADDED user-node-gina edit".to_owned()),
+        "{events:?}"
+    );
+    assert!(
+        events.contains(&"DELETED user-node-gina edit".to_owned()),
+        "{events:?}"
+    );
+    for name in ["node-holly", "node-hank", "node-gina", "node-sue"] {
+        kubectl(&["delete", "user", name, "--wait=false"]);
+    }
+}
+
+/// Issue 49, as the attacker: the homes API's Pods, reached directly (not through the API
+/// server), refuse forged `X-Remote-User` headers: without a client certificate (401) and with
+/// one from another CA (the TLS handshake fails); and a person's Pod cannot even open a
+/// connection to them (the NetworkPolicy admits the API server alone).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_homes_api_refuses_forged_headers_and_other_pods() {
+    chart();
+    let pods = kubectl(&[
+        "-n",
+        SYSTEM,
+        "get",
+        "pods",
+        "-l",
+        "app.kubernetes.io/name=homestead-homes-api",
+        "-o",
+        "jsonpath={.items[*].status.podIP}",
+    ]);
+    let ips: Vec<&str> = pods.split_whitespace().collect();
+    assert_eq!(ips.len(), 2, "two replicas: {pods}");
+    let url = format!(
+        "https://{}:8443/apis/homes.homestead.dev/v1alpha1/homes",
+        ips[0]
+    );
+    // No client certificate: 401, whatever the headers say.
+    let out = std::process::Command::new("curl")
+        .args(["-sk", "-o", "/dev/null", "-w", "%{http_code}"])
+        .args(["-H", "X-Remote-User: node-holly@example.com"])
+        .args(["-H", "X-Remote-Group: system:masters"])
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "401");
+    // A client certificate from a CA of the attacker's own: no TLS session at all.
+    let dir = cluster().dir().join("homes-attacker");
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("client.key");
+    let cert = dir.join("client.crt");
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .args([
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=front-proxy-client",
+            "-keyout",
+        ])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let out = std::process::Command::new("curl")
+        .args(["-sk", "-o", "/dev/null", "-w", "%{http_code}"])
+        .arg("--cert")
+        .arg(&cert)
+        .arg("--key")
+        .arg(&key)
+        .args(["-H", "X-Remote-User: node-holly@example.com"])
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "a handshake with another CA's certificate: {out:?}"
+    );
+    assert_ne!(String::from_utf8_lossy(&out.stdout), "200");
+
+    // From a person's Pod: the connection itself is refused by the NetworkPolicy.
+    create_user("node-mia", "node-mia@example.com", json!({"role": "admin"}));
+    wait_ready("node-mia", "True/Provisioned").await;
+    let ns = "user-node-mia";
+    let (ok, out) = apply_as(ADMIN, &client_pod(ns, "prober"));
+    assert!(ok, "{out}");
+    running(ns, "prober").await;
+    // The toolbox's kubectl as the HTTP client: 401 if it got through; refused (kube-router
+    // rejects) or timed out if not. This machine got 401 from the same address and port above,
+    // so the port is open to the API server's address and to nobody else.
+    let server = format!("--server=https://{}:8443", ips[0]);
+    let (ok, out) = kubectl_as(
+        ADMIN,
+        &[
+            "-n",
+            ns,
+            "exec",
+            "prober",
+            "--",
+            "kubectl",
+            &server,
+            "--insecure-skip-tls-verify",
+            "--token=forged",
+            "--request-timeout=5s",
+            "get",
+            "--raw",
+            "/apis/homes.homestead.dev/v1alpha1/homes",
+        ],
+        "",
+    );
+    assert!(
+        !ok && !out.contains("Unauthorized")
+            && ["refused", "timeout", "deadline"]
+                .iter()
+                .any(|w| out.contains(w)),
+        "a tenant's Pod reached the homes API: {out}"
+    );
+    kubectl(&["delete", "user", "node-mia", "--wait=false"]);
 }

@@ -366,7 +366,8 @@ async fn failures_back_off_per_user_and_a_success_resets_it() {
         "user-alice",
         Reason::Provisioned,
         "namespace \"user-alice\" provisioned; \"alice@example.com\" has ClusterRole \"admin\" there",
-    );
+    )
+    .with_role("admin");
     converged.status = Some(desired_status(&converged, &outcome, Time(Timestamp::now())));
     let (result, sent) = run(ctx.clone(), server, converged, vec![]).await;
     assert_eq!(result.unwrap(), Action::await_change());

@@ -16,7 +16,7 @@ use kube::{Client, Config};
 use crate::binaries::binaries;
 use crate::certificates::{ApiServerFiles, write_files};
 use crate::credentials::{
-    ADMIN, FIELD_MANAGER, Identity, OPERATOR, SCIM, kubeconfig, random_hex, token_file,
+    ADMIN, FIELD_MANAGER, HOMES_API, Identity, OPERATOR, SCIM, kubeconfig, random_hex, token_file,
 };
 use crate::error::{Error, Result, io};
 use crate::flags::{Ports, apiserver_args, controller_manager_args, etcd_args};
@@ -30,7 +30,8 @@ pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// whether the cluster gets a node.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Identities that get a token; [`ADMIN`], [`OPERATOR`] and [`SCIM`] are always present.
+    /// Identities that get a token; [`ADMIN`], [`OPERATOR`], [`SCIM`] and [`HOMES_API`] are
+    /// always present.
     pub identities: Vec<Identity>,
     /// CRDs to install and wait for (`Established=True`) before [`ControlPlane::start`] returns.
     pub crds: Vec<CustomResourceDefinition>,
@@ -47,6 +48,9 @@ impl Default for Options {
                     .in_group("system:serviceaccounts")
                     .in_group("system:serviceaccounts:homestead-system"),
                 Identity::new(SCIM)
+                    .in_group("system:serviceaccounts")
+                    .in_group("system:serviceaccounts:homestead-system"),
+                Identity::new(HOMES_API)
                     .in_group("system:serviceaccounts")
                     .in_group("system:serviceaccounts:homestead-system"),
             ],

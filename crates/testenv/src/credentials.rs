@@ -23,6 +23,10 @@ pub const OPERATOR: &str = "system:serviceaccount:homestead-system:homestead";
 /// `homestead-system`, with the ServiceAccount groups, so `manifests/scim/` applies to it.
 pub const SCIM: &str = "system:serviceaccount:homestead-system:homestead-scim";
 
+/// The homes API's identity, the user name of ServiceAccount `homestead-homes-api` in
+/// `homestead-system`, with the ServiceAccount groups, so `manifests/homes-api/` applies to it.
+pub const HOMES_API: &str = "system:serviceaccount:homestead-system:homestead-homes-api";
+
 /// Field manager of the writes the test environment itself makes (CRD installation).
 pub(crate) const FIELD_MANAGER: &str = "homestead-testenv";
 

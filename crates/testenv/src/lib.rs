@@ -29,7 +29,8 @@ pub use certificates::{
 };
 pub use control_plane::{ControlPlane, Node, Options};
 pub use credentials::{
-    ADMIN, Identity, OPERATOR, SCIM, ScimCredentials, kubeconfig, scim_credentials, token_file,
+    ADMIN, HOMES_API, Identity, OPERATOR, SCIM, ScimCredentials, kubeconfig, scim_credentials,
+    token_file,
 };
 pub use error::{Error, Result};
 pub use flags::{

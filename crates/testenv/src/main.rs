@@ -1,6 +1,7 @@
 //! `homestead-testenv up`: runs the local control plane in the foreground until SIGINT or
 //! SIGTERM, for `just up` / `just down`. It writes, into the state directory (default
-//! `.homestead`): `admin.kubeconfig`, `operator.kubeconfig` and `scim.kubeconfig`; for the SCIM
+//! `.homestead`): `admin.kubeconfig`, `operator.kubeconfig`, `scim.kubeconfig` and
+//! `homes-api.kubeconfig`; for the SCIM
 //! service `scim-ca.crt`, `scim-tls.crt`, `scim-tls.key` and a bearer token in `scim-token`;
 //! `bin` (a symlink to the
 //! directory with the matching `kubectl`), `testenv.pid`, `testenv.dir` (the control plane's
@@ -12,7 +13,9 @@
 use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
-use homestead_testenv::{ADMIN, ControlPlane, OPERATOR, Options, SCIM, scim_credentials};
+use homestead_testenv::{
+    ADMIN, ControlPlane, HOMES_API, OPERATOR, Options, SCIM, scim_credentials,
+};
 
 #[derive(Parser)]
 #[command(about = "Run Homestead's local Kubernetes control plane")]
@@ -65,6 +68,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     plane.write_kubeconfig(ADMIN, &state_dir.join("admin.kubeconfig"))?;
     plane.write_kubeconfig(OPERATOR, &state_dir.join("operator.kubeconfig"))?;
     plane.write_kubeconfig(SCIM, &state_dir.join("scim.kubeconfig"))?;
+    plane.write_kubeconfig(HOMES_API, &state_dir.join("homes-api.kubeconfig"))?;
     scim_credentials(&state_dir)?;
     let bin = state_dir.join("bin");
     let _ = std::fs::remove_file(&bin);
@@ -123,6 +127,7 @@ fn remove_state(state_dir: &Path) {
         "admin.kubeconfig",
         "operator.kubeconfig",
         "scim.kubeconfig",
+        "homes-api.kubeconfig",
         "scim-ca.crt",
         "scim-tls.crt",
         "scim-tls.key",

@@ -211,8 +211,9 @@ pub(crate) async fn floor_user(
     } else {
         "provisioned".to_owned()
     };
-    let outcome =
-        Outcome::new(&ns, Reason::Provisioned, message.clone()).with_profile(bench_profile(1));
+    let outcome = Outcome::new(&ns, Reason::Provisioned, message.clone())
+        .with_profile(bench_profile(1))
+        .with_role("edit");
     let status = json!({
         "apiVersion": homestead_api::API_VERSION, "kind": "User",
         "status": desired_status(&user, &outcome, Time(Timestamp::now())),

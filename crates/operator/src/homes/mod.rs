@@ -1,12 +1,14 @@
 //! `homestead homes-api`: the aggregated API `homes.homestead.dev/v1alpha1`, which tells every
-//! person the homes they can use (docs/homes.md; in progress: no watch, OpenAPI, metrics or
-//! chart yet).
+//! person the homes they can use (docs/homes.md).
 
 pub mod auth;
+pub mod metrics;
+pub mod openapi;
 pub mod resource;
 pub mod routes;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use axum_server::tls_rustls::RustlsConfig;
@@ -16,19 +18,26 @@ use homestead_reconciler::runtime::watches::Watched;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client};
+use prometheus::Registry;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use crate::cli::HomesApiArgs;
+use crate::server::{Health, Server};
 
-/// A reflector cache of every `K`, kept by a task of its own; the store is ready once listed.
-fn cache<K: Watched>(client: &Client) -> reflector::Store<K> {
+/// A reflector cache of every `K`, kept by a task of its own that bumps `changes` on every
+/// event it takes in; the store is ready once listed.
+fn cache<K: Watched>(client: &Client, changes: Arc<watch::Sender<u64>>) -> reflector::Store<K> {
     let (reader, writer) = reflector::store();
     let stream = watcher(Api::<K>::all(client.clone()), watcher::Config::default())
         .default_backoff()
-        .reflect(writer)
-        .applied_objects();
-    tokio::spawn(stream.for_each(|_| async {}));
+        .reflect(writer);
+    tokio::spawn(stream.for_each(move |_| {
+        changes.send_modify(|count| *count += 1);
+        async {}
+    }));
     reader
 }
 
@@ -40,6 +49,17 @@ fn cache<K: Watched>(client: &Client) -> reflector::Store<K> {
 /// key, or an address that cannot be bound.
 pub async fn run(args: HomesApiArgs) -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
+    let registry = Registry::new();
+    registry.register(Box::new(
+        prometheus::process_collector::ProcessCollector::for_self(),
+    ))?;
+    let requests = metrics::RequestMetrics::new(&registry)?;
+    let health = Health::serving(registry);
+    let shutdown = CancellationToken::new();
+    tokio::spawn(crate::operator::cancel_on_signal(shutdown.clone()));
+    let server = Server::bind(args.metrics_address).await?;
+    let server = tokio::spawn(server.serve(health.clone(), shutdown.clone()));
+
     let client = Client::try_default()
         .await
         .context("loading the kubeconfig")?;
@@ -58,12 +78,14 @@ pub async fn run(args: HomesApiArgs) -> anyhow::Result<()> {
         .with_client_cert_verifier(auth.client_verifier()?)
         .with_single_cert(certs, key)
         .context("the serving certificate and key")?;
-    let homes = Arc::new(routes::Homes {
+    let changes = Arc::new(watch::Sender::new(1));
+    let homes = Arc::new(routes::Homes::new(
         auth,
-        users: cache::<User>(&client),
-        shares: cache::<Share>(&client),
-        groups: cache::<DirectoryGroup>(&client),
-    });
+        cache::<User>(&client, changes.clone()),
+        cache::<Share>(&client, changes.clone()),
+        cache::<DirectoryGroup>(&client, changes.clone()),
+        changes,
+    ));
     for ready in [
         homes.users.wait_until_ready().await.is_ok(),
         homes.shares.wait_until_ready().await.is_ok(),
@@ -71,9 +93,25 @@ pub async fn run(args: HomesApiArgs) -> anyhow::Result<()> {
     ] {
         anyhow::ensure!(ready, "a cache stopped before its first list");
     }
+    health.set_ready(true);
     tracing::info!(address = %args.address, "serving homes.homestead.dev/v1alpha1");
+    let handle = axum_server::Handle::new();
+    let stopping = handle.clone();
+    let stopped = shutdown.clone();
+    tokio::spawn(async move {
+        stopped.cancelled().await;
+        // Watches end, so their clients (the API server, for people) list again elsewhere.
+        stopping.graceful_shutdown(Some(Duration::from_secs(10)));
+    });
+    let app = routes::router(homes).layer(axum::middleware::from_fn_with_state(
+        requests,
+        metrics::track,
+    ));
     axum_server::bind_rustls(args.address, RustlsConfig::from_config(Arc::new(config)))
-        .serve(routes::router(homes).into_make_service())
+        .handle(handle)
+        .serve(app.into_make_service())
         .await
-        .context("serving the homes API")
+        .context("serving the homes API")?;
+    shutdown.cancel();
+    server.await?.context("serving /metrics")
 }

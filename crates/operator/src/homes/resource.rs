@@ -9,6 +9,7 @@ use homestead_reconciler::plan::share::role_within;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     APIGroup, APIGroupList, APIResource, APIResourceList, GroupVersionForDiscovery, Time,
 };
+use k8s_openapi::jiff::Timestamp;
 use serde_json::{Value, json};
 
 /// The API group.
@@ -41,6 +42,18 @@ pub struct Merged {
     pub until: Option<Time>,
     /// The caller's own home's state if it is their home, else `Active`.
     pub state: HomeState,
+    /// Since when: the earliest way in.
+    pub since: Option<Time>,
+}
+
+/// The caller, as every `Home` names them (what `kubectl get homes -o yaml` shows of
+/// "who am I"): their User and the Profile their home was reconciled with.
+#[derive(Debug, Default, PartialEq)]
+pub struct Person {
+    /// The User's `metadata.name`.
+    pub user: String,
+    /// The Profile's name, if one applies.
+    pub profile: Option<String>,
 }
 
 /// `homes` (sorted by namespace) merged into one per namespace.
@@ -60,6 +73,10 @@ pub fn merged(homes: &[Home]) -> Vec<Merged> {
                 if home.via == Via::OwnHome {
                     last.state = home.state;
                 }
+                last.since = match (last.since.take(), &home.since) {
+                    (Some(a), Some(b)) => Some(if b.0 < a.0 { b.clone() } else { a }),
+                    (a, b) => a.or_else(|| b.clone()),
+                };
             }
             _ => merged.push(Merged {
                 namespace: home.namespace.clone(),
@@ -67,38 +84,64 @@ pub fn merged(homes: &[Home]) -> Vec<Merged> {
                 via: home.via.describe(),
                 until: home.until.clone(),
                 state: home.state,
+                since: home.since.clone(),
             }),
         }
     }
     merged
 }
 
-/// One `Home` object.
-pub fn object(home: &Merged) -> Value {
+/// The object's metadata: its name, and its creation as the earliest way in (kubectl's AGE).
+fn metadata(home: &Merged) -> Value {
+    json!({ "name": home.namespace, "creationTimestamp": home.since })
+}
+
+/// One `Home` object of `person`.
+pub fn object(home: &Merged, person: &Person) -> Value {
     json!({
         "apiVersion": GROUP_VERSION,
         "kind": "Home",
-        "metadata": { "name": home.namespace },
+        "metadata": metadata(home),
         "role": home.role,
         "via": home.via,
         "until": home.until,
         "state": state(home.state),
+        "user": person.user,
+        "profile": person.profile,
     })
 }
 
-/// A `HomeList`.
-pub fn list(homes: &[Merged]) -> Value {
+/// A `HomeList` of `person`'s homes.
+pub fn list(homes: &[Merged], person: &Person) -> Value {
     json!({
         "apiVersion": GROUP_VERSION,
         "kind": "HomeList",
         "metadata": { "resourceVersion": "" },
-        "items": homes.iter().map(object).collect::<Vec<_>>(),
+        "items": homes.iter().map(|home| object(home, person)).collect::<Vec<_>>(),
     })
 }
 
-/// The server-side `Table` (`meta.k8s.io/v1`) of `homes`: NAME, ROLE, VIA, UNTIL, and STATE
-/// (priority 1: `-o wide` only), each row carrying its object's metadata.
-pub fn table(homes: &[Merged]) -> Value {
+/// A duration as kubectl prints an age (`45s`, `12m`, `5h`, `40d`, `2y`; apimachinery's
+/// `ShortHumanDuration`): whole units, the largest that keeps the number readable.
+pub fn age(seconds: i64) -> String {
+    let seconds = seconds.max(0);
+    let (minutes, hours, days) = (seconds / 60, seconds / 3600, seconds / 86_400);
+    if seconds < 60 {
+        format!("{seconds}s")
+    } else if minutes < 60 {
+        format!("{minutes}m")
+    } else if hours < 48 {
+        format!("{hours}h")
+    } else if days < 730 {
+        format!("{days}d")
+    } else {
+        format!("{}y", days / 365)
+    }
+}
+
+/// The server-side `Table` (`meta.k8s.io/v1`) of `homes` at `now`: NAME, ROLE, VIA, UNTIL,
+/// AGE, and STATE (priority 1: `-o wide` only), each row carrying its object's metadata.
+pub fn table(homes: &[Merged], now: Timestamp) -> Value {
     let column = |name: &str, priority: i32, description: &str| {
         json!({ "name": name, "type": "string", "format": if name == "Name" { "name" } else { "" },
                 "priority": priority, "description": description })
@@ -110,12 +153,15 @@ pub fn table(homes: &[Merged]) -> Value {
                 .until
                 .as_ref()
                 .map_or("-".to_owned(), |t| t.0.to_string());
+            let age = home.since.as_ref().map_or("<unknown>".to_owned(), |t| {
+                age(now.duration_since(t.0).as_secs())
+            });
             json!({
-                "cells": [home.namespace, home.role, home.via, until, state(home.state)],
+                "cells": [home.namespace, home.role, home.via, until, age, state(home.state)],
                 "object": {
                     "apiVersion": "meta.k8s.io/v1",
                     "kind": "PartialObjectMetadata",
-                    "metadata": { "name": home.namespace },
+                    "metadata": metadata(home),
                 },
             })
         })
@@ -129,6 +175,7 @@ pub fn table(homes: &[Merged]) -> Value {
             column("Role", 0, "The ClusterRole you have there (the highest, with several ways in)."),
             column("Via", 0, "Your ways in: own home, a share, a group's share."),
             column("Until", 0, "When the last way in ends, if it does."),
+            column("Age", 0, "Since your first way in."),
             column("State", 1, "Your own home's state."),
         ],
         "rows": rows,
@@ -187,6 +234,7 @@ mod tests {
                 },
                 until: Some(until),
                 state: HomeState::Active,
+                since: Some(Time("2026-11-20T00:00:00Z".parse().unwrap())),
             },
             Home {
                 namespace: "team-data".into(),
@@ -194,6 +242,7 @@ mod tests {
                 via: Via::Share("review".into()),
                 until: Some(Time("2026-12-04T00:00:00Z".parse().unwrap())),
                 state: HomeState::Active,
+                since: Some(Time("2026-11-18T00:00:00Z".parse().unwrap())),
             },
             Home {
                 namespace: "user-alice".into(),
@@ -201,6 +250,7 @@ mod tests {
                 via: Via::OwnHome,
                 until: None,
                 state: HomeState::Suspended,
+                since: None,
             },
         ]
     }
@@ -212,7 +262,22 @@ mod tests {
         assert_eq!(merged[0].role, "edit");
         assert_eq!(merged[0].via, "group analysts (share q4), share review");
         assert_eq!(merged[1].state, HomeState::Suspended);
-        let list = list(&merged);
+        assert_eq!(
+            merged[0].since,
+            Some(Time("2026-11-18T00:00:00Z".parse().unwrap())),
+            "the earlier way in"
+        );
+        let person = Person {
+            user: "bob".into(),
+            profile: Some("engineer".into()),
+        };
+        let list = list(&merged, &person);
+        assert_eq!(list["items"][0]["user"], "bob");
+        assert_eq!(list["items"][0]["profile"], "engineer");
+        assert_eq!(
+            list["items"][0]["metadata"]["creationTimestamp"],
+            "2026-11-18T00:00:00Z"
+        );
         assert_eq!(list["items"][0]["metadata"]["name"], "team-data");
         assert_eq!(
             list["items"][0]["until"], "2026-12-04T00:00:00Z",
@@ -227,19 +292,37 @@ mod tests {
 
     #[test]
     fn the_table_has_kubectls_columns_and_a_row_per_home() {
-        let table = table(&merged(&homes()));
+        let now = "2026-11-28T00:00:00Z".parse().unwrap();
+        let table = table(&merged(&homes()), now);
         let columns: Vec<&str> = table["columnDefinitions"]
             .as_array()
             .unwrap()
             .iter()
             .map(|c| c["name"].as_str().unwrap())
             .collect();
-        assert_eq!(columns, ["Name", "Role", "Via", "Until", "State"]);
+        assert_eq!(columns, ["Name", "Role", "Via", "Until", "Age", "State"]);
         assert_eq!(
             table["rows"][1]["cells"],
-            json!(["user-alice", "admin", "own home", "-", "Suspended"])
+            json!([
+                "user-alice",
+                "admin",
+                "own home",
+                "-",
+                "<unknown>",
+                "Suspended"
+            ])
         );
+        assert_eq!(table["rows"][0]["cells"][4], "10d");
         assert_eq!(table["rows"][0]["object"]["metadata"]["name"], "team-data");
+    }
+
+    #[test]
+    fn ages_read_as_kubectl_prints_them() {
+        let ages: Vec<String> = [0, 59, 60, 3599, 3600, 47 * 3600, 48 * 3600, 800 * 86_400]
+            .into_iter()
+            .map(age)
+            .collect();
+        assert_eq!(ages, ["0s", "59s", "1m", "59m", "1h", "47h", "2d", "2y"]);
     }
 
     #[test]

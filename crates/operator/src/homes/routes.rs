@@ -1,24 +1,36 @@
-//! The homes API's routes (docs/homes.md): discovery, and `homes` read from the caches for the
-//! caller alone. Every route but the probes first authenticates the front proxy
-//! ([`super::auth`]); a request that is not the API server's gets 401 with a `Status`.
+//! The homes API's routes (docs/homes.md): discovery, OpenAPI, and `homes` read from the caches
+//! for the caller alone (list, get, watch; JSON or a server-side Table). Every route first
+//! authenticates the front proxy ([`super::auth`]); a request that is not the API server's gets
+//! 401 with a `Status`.
 
+use std::collections::BTreeMap;
+use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Router};
 use axum_server::tls::TlsInfo;
+use futures::StreamExt;
 use homestead_api::{DirectoryGroup, Share, User};
 use homestead_reconciler::plan::homes::homes_of;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
-use serde_json::json;
+use serde_json::{Value, json};
+use tokio::sync::watch;
 
 use super::auth::{Caller, RequestHeaderAuth, Unauthenticated};
-use super::resource;
+use super::openapi;
+use super::resource::{self, Merged, Person};
+
+/// How long a watch runs when the client names no `timeoutSeconds` (kube-apiserver's default
+/// `--min-request-timeout`), and the longest it may ask for.
+const WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
 
 /// What the routes read: the front-proxy settings and the caches.
 pub struct Homes {
@@ -30,6 +42,9 @@ pub struct Homes {
     pub shares: Store<Share>,
     /// Every DirectoryGroup.
     pub groups: Store<DirectoryGroup>,
+    /// A count of the caches' changes, bumped on every watch event any of them takes in:
+    /// what a `watch` waits on, and the lists' `resourceVersion`.
+    pub changes: Arc<watch::Sender<u64>>,
 }
 
 /// A JSON response of `value` with `code`.
@@ -58,7 +73,33 @@ fn status(code: StatusCode, reason: &str, message: &str) -> Response {
     json(code, &body)
 }
 
+/// Whether two usernames are the same person's: equal but for case, as the operator compares
+/// identities (no allocation: this runs once per User per request).
+fn same_username(a: &str, b: &str) -> bool {
+    a.chars()
+        .flat_map(char::to_lowercase)
+        .eq(b.chars().flat_map(char::to_lowercase))
+}
+
 impl Homes {
+    /// The routes' state over the caches, and the count their tasks bump (start it at 1: a
+    /// list's `resourceVersion` is never empty or `0`, which mean "from the start" to a watch).
+    pub fn new(
+        auth: RequestHeaderAuth,
+        users: Store<User>,
+        shares: Store<Share>,
+        groups: Store<DirectoryGroup>,
+        changes: Arc<watch::Sender<u64>>,
+    ) -> Self {
+        Self {
+            auth,
+            users,
+            shares,
+            groups,
+            changes,
+        }
+    }
+
     /// The caller of a request.
     fn caller(
         &self,
@@ -71,19 +112,19 @@ impl Homes {
         self.auth.caller(peer, headers)
     }
 
-    /// The caller's homes, merged by namespace: through the User that holds their identity
-    /// (compared without case; the oldest, as the operator decides), the DirectoryGroups that
-    /// count that User, and the Shares naming either.
-    fn homes_of(&self, caller: &Caller) -> Vec<resource::Merged> {
-        let wanted = caller.username.to_lowercase();
+    /// The caller's homes at `now`, merged by namespace, and who they are: through the User
+    /// that holds their identity (compared without case; the oldest, as the operator decides),
+    /// the DirectoryGroups that count that User, and the Shares naming either. Nobody's: an
+    /// empty list.
+    fn homes_of(&self, caller: &Caller, now: Timestamp) -> (Person, Vec<Merged>) {
         let Some(user) = self
             .users
             .state()
             .into_iter()
-            .filter(|u| u.spec.identity.username.to_lowercase() == wanted)
+            .filter(|u| same_username(&u.spec.identity.username, &caller.username))
             .min_by_key(|u| (u.creation_timestamp().map(|t| t.0), u.name_any()))
         else {
-            return Vec::new();
+            return (Person::default(), Vec::new());
         };
         let groups: Vec<Arc<DirectoryGroup>> = self
             .groups
@@ -107,8 +148,18 @@ impl Homes {
             })
             .collect();
         let shares: Vec<&Share> = shares.iter().map(AsRef::as_ref).collect();
-        let homes = homes_of(&user, user.spec.role(), &groups, &shares, Timestamp::now());
-        resource::merged(&homes)
+        let person = Person {
+            profile: user
+                .status
+                .as_ref()
+                .and_then(|s| s.profile.as_ref())
+                .map(|p| p.name.clone()),
+            user: name,
+        };
+        (
+            person,
+            resource::merged(&homes_of(&user, &groups, &shares, now)),
+        )
     }
 }
 
@@ -121,20 +172,204 @@ fn wants_table(headers: &HeaderMap) -> bool {
         .any(|v| v.contains("as=Table"))
 }
 
+/// The query parameters of list and watch that the homes API honours (a subset of
+/// `meta/v1.ListOptions`); others are ignored.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListOptions {
+    /// `true` or `1`: a watch.
+    #[serde(default)]
+    watch: Option<String>,
+    /// Where a watch starts: empty or `0` sends every home first as `ADDED`; any other value
+    /// (a list's) starts from now.
+    #[serde(default)]
+    resource_version: Option<String>,
+    /// How long a watch runs, in seconds (at most 1800).
+    #[serde(default)]
+    timeout_seconds: Option<u64>,
+    /// Only `metadata.name=<name>` (what `kubectl get home <name> -w` sends).
+    #[serde(default)]
+    field_selector: Option<String>,
+}
+
+impl ListOptions {
+    fn is_watch(&self) -> bool {
+        matches!(self.watch.as_deref(), Some("true" | "1"))
+    }
+
+    /// The one name a field selector asks for, if it asks (`Err` for a selector other than
+    /// `metadata.name=` or `metadata.name==`).
+    fn name(&self) -> Result<Option<&str>, String> {
+        match self.field_selector.as_deref() {
+            None | Some("") => Ok(None),
+            Some(selector) => selector
+                .strip_prefix("metadata.name==")
+                .or_else(|| selector.strip_prefix("metadata.name="))
+                .filter(|name| !name.contains(','))
+                .map(Some)
+                .ok_or_else(|| {
+                    format!("field selector {selector:?}: only metadata.name= is supported")
+                }),
+        }
+    }
+}
+
+/// The homes of the caller that `name` (if any) selects.
+fn selected(homes: Vec<Merged>, name: Option<&str>) -> Vec<Merged> {
+    homes
+        .into_iter()
+        .filter(|home| name.is_none_or(|name| home.namespace == name))
+        .collect()
+}
+
 async fn list(
     State(homes): State<Arc<Homes>>,
     tls: Option<Extension<Arc<TlsInfo>>>,
+    Query(options): Query<ListOptions>,
     headers: HeaderMap,
 ) -> Response {
-    let mine = match homes.caller(tls.as_deref().map(AsRef::as_ref), &headers) {
-        Ok(caller) => homes.homes_of(&caller),
+    let caller = match homes.caller(tls.as_deref().map(AsRef::as_ref), &headers) {
+        Ok(caller) => caller,
         Err(refused) => return unauthorized(refused),
     };
-    if wants_table(&headers) {
-        json(StatusCode::OK, &resource::table(&mine))
-    } else {
-        json(StatusCode::OK, &resource::list(&mine))
+    let name = match options.name() {
+        Ok(name) => name.map(str::to_owned),
+        Err(message) => return status(StatusCode::BAD_REQUEST, "BadRequest", &message),
+    };
+    if options.is_watch() {
+        return watch_homes(homes, caller, &options, name, wants_table(&headers));
     }
+    // The count before reading: a change after it is one a watch from here will see.
+    let version = *homes.changes.borrow();
+    let now = Timestamp::now();
+    let (person, mine) = homes.homes_of(&caller, now);
+    let mine = selected(mine, name.as_deref());
+    let mut body = if wants_table(&headers) {
+        resource::table(&mine, now)
+    } else {
+        resource::list(&mine, &person)
+    };
+    body["metadata"]["resourceVersion"] = json!(version.to_string());
+    json(StatusCode::OK, &body)
+}
+
+/// One watch event, a line of JSON: `{"type": ..., "object": ...}`.
+fn event(kind: &str, home: &Merged, person: &Person, table: bool, now: Timestamp) -> Vec<u8> {
+    let object = if table {
+        resource::table(std::slice::from_ref(home), now)
+    } else {
+        resource::object(home, person)
+    };
+    let mut line =
+        serde_json::to_vec(&json!({ "type": kind, "object": object })).unwrap_or_default();
+    line.push(b'\n');
+    line
+}
+
+/// What a watch holds between events: the homes the client has been told of.
+struct Watching {
+    homes: Arc<Homes>,
+    caller: Caller,
+    name: Option<String>,
+    table: bool,
+    changes: watch::Receiver<u64>,
+    told: BTreeMap<String, Merged>,
+    deadline: tokio::time::Instant,
+}
+
+impl Watching {
+    /// The events that bring the client from what it was told to the homes at `now`.
+    fn catch_up(&mut self, now: Timestamp) -> Vec<u8> {
+        let (person, mine) = self.homes.homes_of(&self.caller, now);
+        let mut current: BTreeMap<String, Merged> = selected(mine, self.name.as_deref())
+            .into_iter()
+            .map(|home| (home.namespace.clone(), home))
+            .collect();
+        let mut out = Vec::new();
+        for (namespace, home) in &current {
+            match self.told.remove(namespace) {
+                None => out.extend(event("ADDED", home, &person, self.table, now)),
+                Some(before) if before != *home => {
+                    out.extend(event("MODIFIED", home, &person, self.table, now));
+                }
+                Some(_) => {}
+            }
+        }
+        for gone in self.told.values() {
+            out.extend(event("DELETED", gone, &person, self.table, now));
+        }
+        std::mem::swap(&mut self.told, &mut current);
+        out
+    }
+
+    /// When the next way in the client was told of ends, as a tokio instant.
+    fn next_end(&self) -> Option<tokio::time::Instant> {
+        let now = Timestamp::now();
+        self.told
+            .values()
+            .filter_map(|home| home.until.as_ref())
+            .map(|until| until.0.duration_since(now).as_secs_f64().max(0.0))
+            .reduce(f64::min)
+            // A little after the end, so that the end has passed when the homes are read.
+            .map(|seconds| tokio::time::Instant::now() + Duration::from_secs_f64(seconds + 0.05))
+    }
+
+    /// Waits for a cache change, the next end, or the deadline; `None` at the deadline or when
+    /// the caches stop.
+    async fn next(mut self) -> Option<(Result<Vec<u8>, Infallible>, Self)> {
+        loop {
+            let end = self.next_end().unwrap_or(self.deadline).min(self.deadline);
+            tokio::select! {
+                changed = self.changes.changed() => changed.ok()?,
+                () = tokio::time::sleep_until(end) => {
+                    if end >= self.deadline {
+                        return None;
+                    }
+                }
+            }
+            let events = self.catch_up(Timestamp::now());
+            if !events.is_empty() {
+                return Some((Ok(events), self));
+            }
+        }
+    }
+}
+
+/// A watch of the caller's homes (`?watch=true`): an event whenever a cache change or the end
+/// of a way in changes what they see, until `timeoutSeconds`.
+fn watch_homes(
+    homes: Arc<Homes>,
+    caller: Caller,
+    options: &ListOptions,
+    name: Option<String>,
+    table: bool,
+) -> Response {
+    let changes = homes.changes.subscribe();
+    let timeout = options
+        .timeout_seconds
+        .map_or(WATCH_TIMEOUT, Duration::from_secs)
+        .min(WATCH_TIMEOUT);
+    let mut watching = Watching {
+        homes,
+        caller,
+        name,
+        table,
+        changes,
+        told: BTreeMap::new(),
+        deadline: tokio::time::Instant::now() + timeout,
+    };
+    let from_start = matches!(options.resource_version.as_deref(), None | Some("" | "0"));
+    let first = watching.catch_up(Timestamp::now());
+    let first = if from_start { first } else { Vec::new() };
+    let events = futures::stream::once(async move { Ok::<_, Infallible>(first) })
+        .chain(futures::stream::unfold(watching, Watching::next))
+        .filter(|chunk| std::future::ready(!matches!(chunk, Ok(c) if c.is_empty())));
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from_stream(events),
+    )
+        .into_response()
 }
 
 async fn get_one(
@@ -143,16 +378,17 @@ async fn get_one(
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let mine = match homes.caller(tls.as_deref().map(AsRef::as_ref), &headers) {
-        Ok(caller) => homes.homes_of(&caller),
+    let now = Timestamp::now();
+    let (person, mine) = match homes.caller(tls.as_deref().map(AsRef::as_ref), &headers) {
+        Ok(caller) => homes.homes_of(&caller, now),
         Err(refused) => return unauthorized(refused),
     };
     match mine.into_iter().find(|home| home.namespace == name) {
         Some(home) if wants_table(&headers) => json(
             StatusCode::OK,
-            &resource::table(std::slice::from_ref(&home)),
+            &resource::table(std::slice::from_ref(&home), now),
         ),
-        Some(home) => json(StatusCode::OK, &resource::object(&home)),
+        Some(home) => json(StatusCode::OK, &resource::object(&home, &person)),
         // Not 403: that would confirm someone else's home exists.
         None => status(
             StatusCode::NOT_FOUND,
@@ -162,8 +398,9 @@ async fn get_one(
     }
 }
 
-/// Discovery needs the front proxy too: nothing is served to anyone else.
-async fn discovery(
+/// Discovery and OpenAPI documents; they need the front proxy too: nothing is served to anyone
+/// else.
+async fn document(
     State(homes): State<Arc<Homes>>,
     tls: Option<Extension<Arc<TlsInfo>>>,
     headers: HeaderMap,
@@ -172,22 +409,33 @@ async fn discovery(
     if let Err(refused) = homes.caller(tls.as_deref().map(AsRef::as_ref), &headers) {
         return unauthorized(refused);
     }
-    match path.trim_end_matches('/') {
-        "" => json(StatusCode::OK, &resource::group_list()),
-        resource::GROUP => json(StatusCode::OK, &resource::group()),
-        resource::GROUP_VERSION => json(StatusCode::OK, &resource::resource_list()),
-        _ => status(StatusCode::NOT_FOUND, "NotFound", "not found"),
-    }
+    let v3 = format!("openapi/v3/{}", openapi::V3_PATH);
+    let body: Value = match path.trim_matches('/') {
+        "apis" => json!(resource::group_list()),
+        p if p == format!("apis/{}", resource::GROUP) => json!(resource::group()),
+        p if p == format!("apis/{}", resource::GROUP_VERSION) => json!(resource::resource_list()),
+        "openapi/v2" => openapi::v2(),
+        "openapi/v3" => openapi::v3_index(),
+        p if p == v3 => openapi::v3(),
+        _ => return status(StatusCode::NOT_FOUND, "NotFound", "not found"),
+    };
+    json(StatusCode::OK, &body)
 }
 
-/// The routes over `homes`.
+/// The routes: discovery and OpenAPI documents, and the `homes` collection and its members.
 pub fn router(homes: Arc<Homes>) -> Router {
     Router::new()
         .route(
             "/apis",
-            get(|state, tls, headers| discovery(state, tls, headers, Path(String::new()))),
+            get(|state, tls, headers| document(state, tls, headers, Path("apis".to_owned()))),
         )
         .route("/apis/{*path}", get(api))
+        .route(
+            "/openapi/{*path}",
+            get(|state, tls, headers, Path(path): Path<String>| {
+                document(state, tls, headers, Path(format!("openapi/{path}")))
+            }),
+        )
         .with_state(homes)
 }
 
@@ -196,15 +444,16 @@ async fn api(
     state: State<Arc<Homes>>,
     tls: Option<Extension<Arc<TlsInfo>>>,
     Path(path): Path<String>,
+    query: Query<ListOptions>,
     headers: HeaderMap,
 ) -> Response {
     let prefix = format!("{}/homes", resource::GROUP_VERSION);
     match path.trim_end_matches('/').strip_prefix(&prefix) {
-        Some("") => list(state, tls, headers).await,
+        Some("") => list(state, tls, query, headers).await,
         Some(rest) if rest.starts_with('/') && !rest[1..].contains('/') => {
             get_one(state, tls, Path(rest[1..].to_owned()), headers).await
         }
-        _ => discovery(state, tls, headers, Path(path)).await,
+        _ => document(state, tls, headers, Path(format!("apis/{path}"))).await,
     }
 }
 
@@ -302,12 +551,13 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
-        let homes = Homes {
-            auth: RequestHeaderAuth::from_config_map(&data).unwrap(),
-            users: store(vec![user("alice"), user("bob")]),
-            shares: store(vec![share_to_bob()]),
-            groups: store(Vec::new()),
-        };
+        let homes = Homes::new(
+            RequestHeaderAuth::from_config_map(&data).unwrap(),
+            store(vec![user("alice"), user("bob")]),
+            store(vec![share_to_bob()]),
+            store(Vec::new()),
+            Arc::new(watch::Sender::new(1)),
+        );
         (router(Arc::new(homes)), cert.der().to_vec())
     }
 

@@ -91,6 +91,7 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
             let outcome = outcome
                 .with_changes(changes)
                 .with_profile(resolved.applied.clone())
+                .with_role(completed.spec.role())
                 .with_expiring(expiry.condition(completed));
             let unconfirmed = ctx.cluster().write_status(completed, outcome).await?;
             // Look again at the earliest of: a write the cache does not show yet, the

@@ -63,6 +63,17 @@ pub struct Home {
     /// The caller's own home's state (for a shared home: [`HomeState::Active`], since only
     /// Shares that grant access now are listed).
     pub state: HomeState,
+    /// Since when: the User's creation for their own home, the Share's for a share.
+    pub since: Option<Time>,
+}
+
+/// The ClusterRole of `user`'s own home: `status.role` (what the operator bound, a Profile's
+/// choice included), else `spec.role` or the default before the first reconcile.
+pub fn own_role(user: &User) -> &str {
+    user.status
+        .as_ref()
+        .and_then(|s| s.role.as_deref())
+        .unwrap_or_else(|| user.spec.role())
 }
 
 /// The state of `user`'s home from its `Ready` condition.
@@ -91,13 +102,12 @@ fn grants(share: &Share, now: Timestamp) -> bool {
 }
 
 /// The homes of `user` (the caller's User) at `now`, sorted by namespace then way in: their own
-/// home in `own_role`, once provisioned (shown while suspended or expired too, with that state);
+/// home in [`own_role`], once provisioned (shown while suspended or expired too, with that state);
 /// and, only while their own access stands ([`HomeState::Active`]: a suspended, expired or
 /// offboarded grantee loses every share), each Share of `shares` that grants access now and
 /// names `user` or one of `groups` (the DirectoryGroups that count `user` as a member).
 pub fn homes_of(
     user: &User,
-    own_role: &str,
     groups: &[&DirectoryGroup],
     shares: &[&Share],
     now: Timestamp,
@@ -107,10 +117,11 @@ pub fn homes_of(
     if let Some(namespace) = user.status.as_ref().and_then(|s| s.namespace.clone()) {
         homes.push(Home {
             namespace,
-            role: own_role.to_owned(),
+            role: own_role(user).to_owned(),
             via: Via::OwnHome,
             until: user.spec.valid_until.clone(),
             state,
+            since: user.metadata.creation_timestamp.clone(),
         });
     }
     if state == HomeState::Active {
@@ -134,6 +145,7 @@ pub fn homes_of(
                     via,
                     until: Some(share.spec.expires_at.clone()),
                     state: HomeState::Active,
+                    since: share.metadata.creation_timestamp.clone(),
                 });
             }
         }
@@ -223,7 +235,6 @@ mod tests {
         ];
         let homes = homes_of(
             &bob,
-            "admin",
             &[&analysts],
             &shares.iter().collect::<Vec<_>>(),
             now(),
@@ -255,13 +266,7 @@ mod tests {
             24,
             true,
         )];
-        let homes = homes_of(
-            &bob,
-            "admin",
-            &[],
-            &shares.iter().collect::<Vec<_>>(),
-            now(),
-        );
+        let homes = homes_of(&bob, &[], &shares.iter().collect::<Vec<_>>(), now());
         assert_eq!(
             seen(&homes),
             [("user-bob".into(), "admin".into(), "own home".into())]
@@ -271,8 +276,20 @@ mod tests {
     }
 
     #[test]
+    fn the_own_home_has_the_role_the_operator_bound() {
+        let mut bob = user("bob", "Provisioned");
+        assert_eq!(own_role(&bob), "admin", "before any reconcile: the default");
+        bob.status.as_mut().unwrap().role = Some("view".into());
+        let homes = homes_of(&bob, &[], &[], now());
+        assert_eq!(
+            homes[0].role, "view",
+            "a Profile's choice, from status.role"
+        );
+    }
+
+    #[test]
     fn a_person_with_nothing_sees_nothing() {
         let nobody = User::test("nobody");
-        assert!(homes_of(&nobody, "admin", &[], &[], now()).is_empty());
+        assert!(homes_of(&nobody, &[], &[], now()).is_empty());
     }
 }

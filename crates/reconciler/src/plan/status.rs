@@ -40,6 +40,9 @@ pub struct Outcome {
     pub changes: Vec<(Change, String)>,
     /// The Profile (and its generation) the User's objects now reflect, for `status.profile`.
     pub profile: Option<AppliedProfile>,
+    /// The ClusterRole the home's RoleBinding grants (or would, while revoked), for
+    /// `status.role`; `None` keeps the one the status has.
+    pub role: Option<String>,
     /// The `Expiring` condition as (status, reason, message), for a User with `validUntil`.
     pub expiring: Option<(bool, &'static str, String)>,
 }
@@ -53,8 +56,16 @@ impl Outcome {
             message: message.into(),
             changes: Vec::new(),
             profile: None,
+            role: None,
             expiring: None,
         }
+    }
+
+    /// This outcome, with the home's ClusterRole `role`.
+    #[must_use]
+    pub fn with_role(mut self, role: &str) -> Self {
+        self.role = Some(role.to_owned());
+        self
     }
 
     /// This outcome, with the `Expiring` condition `expiring` (see
@@ -96,6 +107,7 @@ pub fn fingerprint(status: &UserStatus) -> u64 {
     status.namespace.hash(&mut hasher);
     status.observed_generation.hash(&mut hasher);
     status.profile.hash(&mut hasher);
+    status.role.hash(&mut hasher);
     for c in &status.conditions {
         (&c.type_, &c.status, &c.reason, &c.message).hash(&mut hasher);
         c.observed_generation.hash(&mut hasher);
@@ -148,7 +160,8 @@ pub fn events_for(transition: bool, outcome: &Outcome) -> Vec<(EventType, &'stat
 }
 
 /// The status `outcome` describes for `user`: `status.namespace`, `observedGeneration` (the
-/// User's `metadata.generation`), `status.profile` and the `Ready` condition. Its `lastTransitionTime` is the
+/// User's `metadata.generation`), `status.profile`, `status.role` (the outcome's, else the one
+/// the status has) and the `Ready` condition. Its `lastTransitionTime` is the
 /// previous one while the condition's status stays the same, else `now` (API conventions:
 /// it moves only on a transition).
 pub fn desired_status(user: &User, outcome: &Outcome, now: Time) -> UserStatus {
@@ -177,10 +190,15 @@ pub fn desired_status(user: &User, outcome: &Outcome, now: Time) -> UserStatus {
             &now,
         ));
     }
+    let role = outcome
+        .role
+        .clone()
+        .or_else(|| user.status.as_ref().and_then(|s| s.role.clone()));
     UserStatus {
         namespace: Some(outcome.namespace.clone()),
         observed_generation: user.metadata.generation,
         profile: outcome.profile.clone(),
+        role,
         conditions,
     }
 }
@@ -225,7 +243,7 @@ pub fn condition<'a>(user: &'a User, type_: &str) -> Option<&'a Condition> {
 }
 
 /// Whether `current` already holds what Homestead writes into a status (`namespace`,
-/// `observedGeneration` and the `Ready` condition); conditions other writers added are theirs
+/// `observedGeneration`, `profile`, `role` and the `Ready` and `Expiring` conditions); conditions other writers added are theirs
 /// and never a reason to write.
 pub fn status_matches(current: &UserStatus, desired: &UserStatus) -> bool {
     let ready = |s: &UserStatus| {
@@ -243,6 +261,7 @@ pub fn status_matches(current: &UserStatus, desired: &UserStatus) -> bool {
     current.namespace == desired.namespace
         && current.observed_generation == desired.observed_generation
         && current.profile == desired.profile
+        && current.role == desired.role
         && ready(current) == ready(desired)
         && expiring(current) == expiring(desired)
 }
@@ -326,6 +345,7 @@ mod tests {
             message: format!("{reason}"),
             changes: Vec::new(),
             profile: None,
+            role: None,
             expiring: None,
         }
     }
@@ -418,6 +438,25 @@ mod tests {
         );
         assert_eq!(refused.conditions[0].status, "False");
         assert_eq!(refused.conditions[0].last_transition_time, at(400));
+    }
+
+    #[test]
+    fn the_role_is_kept_when_an_outcome_does_not_name_one() {
+        let mut u = User::test("alice");
+        let bound = desired_status(&u, &outcome(Reason::Provisioned).with_role("edit"), at(1));
+        assert_eq!(bound.role.as_deref(), Some("edit"));
+        u.status = Some(bound.clone());
+        // A refusal computes no role: the status keeps the one it has, so nothing to write.
+        let refused = desired_status(
+            &u,
+            &outcome(Reason::Refused(RefusalKind::RoleNotAllowed)),
+            at(2),
+        );
+        assert_eq!(refused.role.as_deref(), Some("edit"));
+        // A new role is a difference to write.
+        let moved = desired_status(&u, &outcome(Reason::Provisioned).with_role("view"), at(3));
+        assert!(!status_matches(&bound, &moved));
+        assert_ne!(fingerprint(&bound), fingerprint(&moved));
     }
 
     #[test]
