@@ -76,6 +76,10 @@ bench-rounds users="10000" rounds="3": control-plane
 bench-shares users="10000" rounds="3": control-plane
     tools/bench/share-rounds.sh {{users}} {{rounds}}
 
+# The homes API under load (release build): USERS Users sharing their homes, then 50 people at once asking kube-apiserver for their homes and for their own namespace, p50 and p99 of each side by side, and the homes API's memory (docs/homes.md, "Load").
+bench-homes users="10000": control-plane
+    HOMESTEAD_BENCH_USERS={{users}} HOMESTEAD_BENCH_QUICK=1 HOMESTEAD_BENCH_HOMES=1 cargo bench -q -p homestead --bench shares
+
 # What each safety layer (admission policies, the operator's identity, Homestead's objects) costs the bounded floor: with and without each on a fresh control plane, and the bare floor, ROUNDS rounds (release build; about 12 minutes a round at 10,000 Users).
 bench-layers users="10000" rounds="2": control-plane
     tools/bench/layers.sh {{users}} {{rounds}}

@@ -17,7 +17,7 @@ kubectl() { "$state/bin/kubectl" --kubeconfig "$state/admin.kubeconfig" "$@"; }
 namespace=homestead-system
 service=homestead-homes-api
 
-address=$(ip -4 -o addr show homestead0 2>/dev/null | awk '{split($4, a, "/"); print a[1]; exit}')
+address=$(ip -4 -o addr show homestead0 2>/dev/null | awk '{split($4, a, "/"); print a[1]; exit}' || true)
 [ -n "$address" ] || address=$(hostname -I | awk '{print $1}')
 [ -n "$address" ] || { echo "no address but loopback: the API server cannot reach the homes API" >&2; exit 1; }
 
@@ -38,7 +38,7 @@ KUBECONFIG=$state/homes-api.kubeconfig RUST_LOG=${RUST_LOG:-info} nohup "$binary
   --tls-cert "$state/homes-api.crt" --tls-key "$state/homes-api.key" >"$state/homes-api.log" 2>&1 &
 echo $! >"$state/homes-api.pid"
 for _ in $(seq 60); do curl -fs "http://$metrics/readyz" >/dev/null 2>&1 && break; sleep 0.5; done
-curl -fs "http://$metrics/readyz" >/dev/null || { echo "the homes API did not start:"; tail -20 "$state/homes-api.log"; exit 1; }
+curl -fs "http://$metrics/readyz" >/dev/null || { echo "the homes API did not start:" >&2; tail -20 "$state/homes-api.log" >&2; exit 1; }
 
 kubectl apply -f - >/dev/null <<YAML
 apiVersion: v1
@@ -76,5 +76,5 @@ metadata: {name: $service, namespace: $namespace}
 subsets: [{addresses: [{ip: "$address"}], ports: [{name: https, port: $port}]}]
 YAML
 kubectl wait --for condition=Available --timeout=60s apiservice/v1alpha1.homes.homestead.dev >/dev/null ||
-  { kubectl get apiservice v1alpha1.homes.homestead.dev -o yaml; tail -20 "$state/homes-api.log"; exit 1; }
+  { kubectl get apiservice v1alpha1.homes.homestead.dev -o yaml >&2; tail -20 "$state/homes-api.log" >&2; exit 1; }
 echo "homes API on $address:$port (metrics http://$metrics/metrics), registered as v1alpha1.homes.homestead.dev"

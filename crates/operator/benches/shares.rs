@@ -18,6 +18,15 @@
 //! 4. **Floor B**, the operator stopped again: as Floor A. Homestead is compared with the mean
 //!    of A and B (the control plane slows as it grows; A-B-A cancels a drift that grows evenly).
 //!
+//! With `HOMESTEAD_BENCH_HOMES=1` (`just bench-homes`), after the group change and with the
+//! operator still running: **the homes API under load** (docs/homes.md, "Load"). It runs as its
+//! own identity and is registered with kube-apiserver as `just up` does it
+//! (`tools/homes-api/up-local.sh`); then [`PEOPLE`] people at once, each with their own token,
+//! ask kube-apiserver alternately for their homes (`GET /apis/homes.homestead.dev/v1alpha1/homes`,
+//! proxied to the homes API) and for their own Namespace (`GET /api/v1/namespaces/<own>`, which
+//! kube-apiserver answers from its own cache), [`ASKS`] times each: p50 and p99 of each, side by
+//! side, and the homes API's resident set.
+//!
 //! Figures, not assertions; `tools/bench/share-rounds.sh` runs rounds and prints each ratio.
 
 #[path = "../tests/common/mod.rs"]
@@ -33,7 +42,7 @@ use homestead_api::{
     ShareReason, ShareStatus, User,
 };
 use homestead_reconciler::plan::share::{ShareRef, desired_binding};
-use homestead_testenv::{ADMIN, ControlPlane, OPERATOR};
+use homestead_testenv::{ADMIN, ControlPlane, Identity, OPERATOR};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -48,6 +57,11 @@ const SIDE: &str = "bench-side";
 const GROUP_MEMBERS: usize = 1000;
 /// Shares naming the group.
 const GROUP_SHARES: usize = 100;
+
+/// People asking the homes API at once, in the load phase.
+const PEOPLE: usize = 50;
+/// Requests of each kind each of them makes.
+const ASKS: usize = 40;
 
 /// User `i`: `s-00042`, identity `s-42@example.com`.
 fn user_name(i: usize) -> String {
@@ -396,12 +410,138 @@ async fn group_change(plane: &ControlPlane, admin: &Client, count: usize) {
 }
 
 /// One round of `HOMESTEAD_BENCH_USERS` (default 1000) Users and as many Shares.
+/// The `p`-th percentile (0-100) of `sorted`, by the nearest rank.
+fn percentile(sorted: &[Duration], p: usize) -> Duration {
+    let rank = (sorted.len() * p).div_ceil(100).max(1);
+    sorted[rank.min(sorted.len()) - 1]
+}
+
+/// The time of one GET of `path` through kube-apiserver as `client`'s person; panics unless it
+/// succeeds.
+async fn timed_get(client: &Client, path: &str) -> Duration {
+    let request = http::Request::get(path).body(Vec::new()).unwrap();
+    let started = Instant::now();
+    let body = client.request_text(request).await.unwrap();
+    let took = started.elapsed();
+    assert!(body.contains("\"kind\""), "{path}: {body}");
+    took
+}
+
+/// The load phase (see the module docs): the homes API run and registered, then `people` people
+/// at once asking for their homes and their own Namespace, alternately, [`ASKS`] times each.
+async fn homes_load(plane: &ControlPlane, people: usize) {
+    let state = plane.dir().join("homes-bench");
+    std::fs::create_dir_all(&state).unwrap();
+    let _ = std::fs::remove_file(state.join("bin"));
+    std::os::unix::fs::symlink(plane.bin_dir(), state.join("bin")).unwrap();
+    plane
+        .write_kubeconfig(ADMIN, &state.join("admin.kubeconfig"))
+        .unwrap();
+    plane
+        .write_kubeconfig(
+            homestead_testenv::HOMES_API,
+            &state.join("homes-api.kubeconfig"),
+        )
+        .unwrap();
+    let port = homestead_testenv::free_port().unwrap().to_string();
+    let metrics = format!("127.0.0.1:{}", homestead_testenv::free_port().unwrap());
+    let script = common::repo_root().join("tools/homes-api/up-local.sh");
+    let up = std::process::Command::new(script)
+        .arg(&state)
+        .arg(env!("CARGO_BIN_EXE_homestead"))
+        .args([&port, &metrics])
+        .output()
+        .unwrap();
+    assert!(
+        up.status.success(),
+        "up-local.sh: {}{}",
+        String::from_utf8_lossy(&up.stdout),
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let pid: u32 = std::fs::read_to_string(state.join("homes-api.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    println!(
+        "homes API: registered, every User, Share and DirectoryGroup cached: RSS {:.1} MiB",
+        memory_mib(pid, "VmRSS")
+    );
+    let mut clients = Vec::new();
+    for i in 0..people {
+        clients.push((
+            i,
+            plane.client(&format!("s-{i}@example.com")).await.unwrap(),
+        ));
+    }
+    let homes = "/apis/homes.homestead.dev/v1alpha1/homes";
+    // One of each first, so every connection is open before the clock runs.
+    for (i, client) in &clients {
+        timed_get(client, homes).await;
+        timed_get(
+            client,
+            &format!("/api/v1/namespaces/user-{}", user_name(*i)),
+        )
+        .await;
+    }
+    let started = Instant::now();
+    let asked = futures::future::join_all(clients.into_iter().map(|(i, client)| async move {
+        let own = format!("/api/v1/namespaces/user-{}", user_name(i));
+        let (mut theirs, mut namespace) = (Vec::new(), Vec::new());
+        for _ in 0..ASKS {
+            theirs.push(timed_get(&client, homes).await);
+            namespace.push(timed_get(&client, &own).await);
+        }
+        (theirs, namespace)
+    }))
+    .await;
+    let elapsed = started.elapsed();
+    let (mut theirs, mut namespace): (Vec<Duration>, Vec<Duration>) = (Vec::new(), Vec::new());
+    for (a, b) in asked {
+        theirs.extend(a);
+        namespace.extend(b);
+    }
+    theirs.sort();
+    namespace.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "homes: {people} people at once, {} requests in {:.1} s; kubectl get homes p50 {:.1} ms p99 {:.1} ms; \
+         get namespace <own> p50 {:.1} ms p99 {:.1} ms; p99 ratio {:.2}x",
+        theirs.len() + namespace.len(),
+        elapsed.as_secs_f64(),
+        ms(percentile(&theirs, 50)),
+        ms(percentile(&theirs, 99)),
+        ms(percentile(&namespace, 50)),
+        ms(percentile(&namespace, 99)),
+        ms(percentile(&theirs, 99)) / ms(percentile(&namespace, 99))
+    );
+    println!(
+        "homes API: RSS {:.1} MiB, peak {:.1} MiB",
+        memory_mib(pid, "VmRSS"),
+        memory_mib(pid, "VmHWM")
+    );
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let count: usize = std::env::var("HOMESTEAD_BENCH_USERS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1000);
+    let load = std::env::var_os("HOMESTEAD_BENCH_HOMES").is_some();
+    // The first to ask makes the shared control plane: with the CRDs, and tokens for the people
+    // of the load phase.
+    ControlPlane::shared(|o| {
+        let o = homestead_api::crds()
+            .into_iter()
+            .fold(o, |o, crd| o.crd(crd));
+        (0..PEOPLE).fold(o, |o, i| {
+            o.identity(Identity::new(format!("s-{i}@example.com")))
+        })
+    });
     let plane = install();
     let admin = plane.client(ADMIN).await.unwrap();
     let operator_client = plane.client(OPERATOR).await.unwrap();
@@ -482,6 +622,9 @@ async fn main() {
         memory_mib(operator.pid(), "VmRSS"),
         memory_mib(operator.pid(), "VmHWM")
     );
+    if load {
+        homes_load(plane, count.min(PEOPLE)).await;
+    }
     drop(operator);
     if quick {
         return;

@@ -96,19 +96,24 @@ fn metadata(home: &Merged) -> Value {
     json!({ "name": home.namespace, "creationTimestamp": home.since })
 }
 
-/// One `Home` object of `person`.
+/// One `Home` object of `person`; `until` and `profile` only when there is one.
 pub fn object(home: &Merged, person: &Person) -> Value {
-    json!({
+    let mut object = json!({
         "apiVersion": GROUP_VERSION,
         "kind": "Home",
         "metadata": metadata(home),
         "role": home.role,
         "via": home.via,
-        "until": home.until,
         "state": state(home.state),
         "user": person.user,
-        "profile": person.profile,
-    })
+    });
+    if let Some(until) = &home.until {
+        object["until"] = json!(until);
+    }
+    if let Some(profile) = &person.profile {
+        object["profile"] = json!(profile);
+    }
+    object
 }
 
 /// A `HomeList` of `person`'s homes.
@@ -283,11 +288,12 @@ mod tests {
             list["items"][0]["until"], "2026-12-04T00:00:00Z",
             "the later end"
         );
-        assert_eq!(
-            list["items"][1]["until"],
-            Value::Null,
+        assert!(
+            list["items"][1].get("until").is_none(),
             "an own home does not end"
         );
+        let nobody = object(&merged[1], &Person::default());
+        assert!(nobody.get("profile").is_none(), "no Profile: no field");
     }
 
     #[test]
