@@ -26,23 +26,31 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// One thread runs every task (tokio's current-thread runtime): the operator needs a tenth of a
 /// core at 10,000 Users, and tokio's multi-threaded runtime spent about a third of its CPU
 /// waking and parking its worker threads (docs/performance.md). Nothing here blocks a thread.
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> anyhow::Result<std::process::ExitCode> {
+/// The homes API alone gets a worker per core: it answers many people at once, each over TLS.
+fn main() -> anyhow::Result<std::process::ExitCode> {
     let mut cli = cli::Cli::parse();
     cli.runtime.init_tracing();
-    match cli.command.take() {
-        Some(cli::Command::Import(args)) => import::run(args).await,
-        Some(cli::Command::Access(args)) => access::run(args).await,
-        Some(cli::Command::HomesApi(args)) => homes::run(args)
-            .await
-            .map(|()| std::process::ExitCode::SUCCESS),
-        Some(cli::Command::Scim(args)) => scim::run(args)
-            .await
-            .map(|()| std::process::ExitCode::SUCCESS),
-        None => operator::run(cli)
-            .await
-            .map(|()| std::process::ExitCode::SUCCESS),
-    }
+    let command = cli.command.take();
+    let mut runtime = match command {
+        Some(cli::Command::HomesApi(_)) => tokio::runtime::Builder::new_multi_thread(),
+        _ => tokio::runtime::Builder::new_current_thread(),
+    };
+    let runtime = runtime.enable_all().build()?;
+    runtime.block_on(async move {
+        match command {
+            Some(cli::Command::Import(args)) => import::run(args).await,
+            Some(cli::Command::Access(args)) => access::run(args).await,
+            Some(cli::Command::HomesApi(args)) => homes::run(args)
+                .await
+                .map(|()| std::process::ExitCode::SUCCESS),
+            Some(cli::Command::Scim(args)) => scim::run(args)
+                .await
+                .map(|()| std::process::ExitCode::SUCCESS),
+            None => operator::run(cli)
+                .await
+                .map(|()| std::process::ExitCode::SUCCESS),
+        }
+    })
 }
 
 #[cfg(all(test, feature = "jemalloc"))]

@@ -2,6 +2,7 @@
 //! person the homes they can use (docs/homes.md).
 
 pub mod auth;
+pub mod index;
 pub mod metrics;
 pub mod openapi;
 pub mod resource;
@@ -15,6 +16,7 @@ use axum_server::tls_rustls::RustlsConfig;
 use futures::StreamExt;
 use homestead_api::{DirectoryGroup, Share, User};
 use homestead_reconciler::runtime::watches::Watched;
+use homestead_reconciler::state::trim::{trim, trim_user};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client};
@@ -27,18 +29,32 @@ use tokio_util::sync::CancellationToken;
 use crate::cli::HomesApiArgs;
 use crate::server::{Health, Server};
 
-/// A reflector cache of every `K`, kept by a task of its own that bumps `changes` on every
-/// event it takes in; the store is ready once listed.
-fn cache<K: Watched>(client: &Client, changes: Arc<watch::Sender<u64>>) -> reflector::Store<K> {
-    let (reader, writer) = reflector::store();
+/// Keeps the reflector cache `writer` of every `K` from a watch, each object cut down by `trim`
+/// first (what the homes API never reads: `managedFields` above all), in a task of its own that
+/// gives each event, once the cache took it in, to `observe`, and bumps `changes`.
+fn keep<K: Watched>(
+    client: &Client,
+    writer: reflector::store::Writer<K>,
+    trim: fn(&mut K),
+    changes: Arc<watch::Sender<u64>>,
+    observe: impl Fn(&watcher::Event<K>) + Send + 'static,
+) {
     let stream = watcher(Api::<K>::all(client.clone()), watcher::Config::default())
+        .modify(trim)
         .default_backoff()
         .reflect(writer);
-    tokio::spawn(stream.for_each(move |_| {
+    tokio::spawn(stream.for_each(move |event| {
+        if let Ok(event) = &event {
+            observe(event);
+        }
         changes.send_modify(|count| *count += 1);
         async {}
     }));
-    reader
+}
+
+/// [`trim`] of an object's metadata.
+fn trim_meta<K: kube::Resource>(object: &mut K) {
+    trim(object.meta_mut());
 }
 
 /// Serves the homes API until the process is stopped.
@@ -79,13 +95,37 @@ pub async fn run(args: HomesApiArgs) -> anyhow::Result<()> {
         .with_single_cert(certs, key)
         .context("the serving certificate and key")?;
     let changes = Arc::new(watch::Sender::new(1));
+    let (users, users_writer) = reflector::store::<User>();
+    let (shares, shares_writer) = reflector::store::<Share>();
+    let (groups, groups_writer) = reflector::store::<DirectoryGroup>();
     let homes = Arc::new(routes::Homes::new(
         auth,
-        cache::<User>(&client, changes.clone()),
-        cache::<Share>(&client, changes.clone()),
-        cache::<DirectoryGroup>(&client, changes.clone()),
-        changes,
+        users,
+        shares,
+        groups,
+        changes.clone(),
     ));
+    let observer = homes.clone();
+    keep(
+        &client,
+        users_writer,
+        trim_user,
+        changes.clone(),
+        move |event| {
+            observer.observe_user(event);
+        },
+    );
+    let observer = homes.clone();
+    keep(
+        &client,
+        shares_writer,
+        trim_meta,
+        changes.clone(),
+        move |event| {
+            observer.observe_share(event);
+        },
+    );
+    keep(&client, groups_writer, trim_meta, changes, |_| {});
     for ready in [
         homes.users.wait_until_ready().await.is_ok(),
         homes.shares.wait_until_ready().await.is_ok(),

@@ -3,9 +3,9 @@
 //! authenticates the front proxy ([`super::auth`]); a request that is not the API server's gets
 //! 401 with a `Status`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -20,11 +20,13 @@ use homestead_api::{DirectoryGroup, Share, User};
 use homestead_reconciler::plan::homes::homes_of;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::auth::{Caller, RequestHeaderAuth, Unauthenticated};
+use super::index::{self, Index};
 use super::openapi;
 use super::resource::{self, Merged, Person};
 
@@ -45,6 +47,10 @@ pub struct Homes {
     /// A count of the caches' changes, bumped on every watch event any of them takes in:
     /// what a `watch` waits on, and the lists' `resourceVersion`.
     pub changes: Arc<watch::Sender<u64>>,
+    /// Users by their identity's username, lower-cased.
+    users_by_username: RwLock<Index<User>>,
+    /// Shares by grantee.
+    shares_by_grantee: RwLock<Index<Share>>,
 }
 
 /// A JSON response of `value` with `code`.
@@ -73,14 +79,6 @@ fn status(code: StatusCode, reason: &str, message: &str) -> Response {
     json(code, &body)
 }
 
-/// Whether two usernames are the same person's: equal but for case, as the operator compares
-/// identities (no allocation: this runs once per User per request).
-fn same_username(a: &str, b: &str) -> bool {
-    a.chars()
-        .flat_map(char::to_lowercase)
-        .eq(b.chars().flat_map(char::to_lowercase))
-}
-
 impl Homes {
     /// The routes' state over the caches, and the count their tasks bump (start it at 1: a
     /// list's `resourceVersion` is never empty or `0`, which mean "from the start" to a watch).
@@ -97,6 +95,23 @@ impl Homes {
             shares,
             groups,
             changes,
+            users_by_username: RwLock::new(Index::new(index::user_keys)),
+            shares_by_grantee: RwLock::new(Index::new(index::share_keys)),
+        }
+    }
+
+    /// Takes a watch event of the Users' cache into the index of Users (after the cache took
+    /// it in).
+    pub fn observe_user(&self, event: &watcher::Event<User>) {
+        if let Ok(mut index) = self.users_by_username.write() {
+            index.observe(event);
+        }
+    }
+
+    /// Takes a watch event of the Shares' cache into the index of Shares.
+    pub fn observe_share(&self, event: &watcher::Event<Share>) {
+        if let Ok(mut index) = self.shares_by_grantee.write() {
+            index.observe(event);
         }
     }
 
@@ -114,14 +129,17 @@ impl Homes {
 
     /// The caller's homes at `now`, merged by namespace, and who they are: through the User
     /// that holds their identity (compared without case; the oldest, as the operator decides),
-    /// the DirectoryGroups that count that User, and the Shares naming either. Nobody's: an
-    /// empty list.
+    /// the DirectoryGroups that count that User, and the Shares naming either, each found by
+    /// the indexes (no scan of every User or Share). Nobody's: an empty list.
     fn homes_of(&self, caller: &Caller, now: Timestamp) -> (Person, Vec<Merged>) {
-        let Some(user) = self
-            .users
-            .state()
-            .into_iter()
-            .filter(|u| same_username(&u.spec.identity.username, &caller.username))
+        let holders = self
+            .users_by_username
+            .read()
+            .map(|index| index.get(&caller.username.to_lowercase()))
+            .unwrap_or_default();
+        let Some(user) = holders
+            .iter()
+            .filter_map(|holder| self.users.get(holder))
             .min_by_key(|u| (u.creation_timestamp().map(|t| t.0), u.name_any()))
         else {
             return (Person::default(), Vec::new());
@@ -132,21 +150,16 @@ impl Homes {
             .into_iter()
             .filter(|g| g.counts_member(&user))
             .collect();
-        let groups: Vec<&DirectoryGroup> = groups.iter().map(AsRef::as_ref).collect();
         let name = user.name_any();
-        let shares: Vec<Arc<Share>> = self
-            .shares
-            .state()
-            .into_iter()
-            .filter(|s| {
-                s.spec.to.iter().any(|g| {
-                    g.user.as_deref() == Some(&name)
-                        || g.group
-                            .as_deref()
-                            .is_some_and(|group| groups.iter().any(|d| d.name_any() == group))
-                })
-            })
-            .collect();
+        let grantees = std::iter::once(index::user_grantee(&name))
+            .chain(groups.iter().map(|g| index::group_grantee(&g.name_any())));
+        let refs: HashSet<ObjectRef<Share>> = self
+            .shares_by_grantee
+            .read()
+            .map(|index| grantees.flat_map(|key| index.get(&key)).collect())
+            .unwrap_or_default();
+        let shares: Vec<Arc<Share>> = refs.iter().filter_map(|r| self.shares.get(r)).collect();
+        let groups: Vec<&DirectoryGroup> = groups.iter().map(AsRef::as_ref).collect();
         let shares: Vec<&Share> = shares.iter().map(AsRef::as_ref).collect();
         let person = Person {
             profile: user
@@ -464,7 +477,7 @@ mod tests {
     use axum::http::Request;
     use homestead_api::{Grantee, ShareSpec, ShareStatus, UserStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-    use kube::runtime::{reflector, watcher};
+    use kube::runtime::reflector;
     use tower::ServiceExt;
 
     fn store<K>(objects: Vec<K>) -> Store<K>
@@ -551,13 +564,20 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
+        let (users, shares) = (vec![user("alice"), user("bob")], vec![share_to_bob()]);
         let homes = Homes::new(
             RequestHeaderAuth::from_config_map(&data).unwrap(),
-            store(vec![user("alice"), user("bob")]),
-            store(vec![share_to_bob()]),
+            store(users.clone()),
+            store(shares.clone()),
             store(Vec::new()),
             Arc::new(watch::Sender::new(1)),
         );
+        for user in users {
+            homes.observe_user(&watcher::Event::Apply(user));
+        }
+        for share in shares {
+            homes.observe_share(&watcher::Event::Apply(share));
+        }
         (router(Arc::new(homes)), cert.der().to_vec())
     }
 
