@@ -21,16 +21,8 @@ address=$(ip -4 -o addr show homestead0 2>/dev/null | awk '{split($4, a, "/"); p
 [ -n "$address" ] || address=$(hostname -I | awk '{print $1}')
 [ -n "$address" ] || { echo "no address but loopback: the API server cannot reach the homes API" >&2; exit 1; }
 
-name=$service.$namespace.svc
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
-  -subj "/CN=Homestead local homes API CA" -keyout "$state/homes-api-ca.key" \
-  -out "$state/homes-api-ca.crt" 2>/dev/null
-openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$name" \
-  -keyout "$state/homes-api.key" -out "$state/homes-api.csr" 2>/dev/null
-openssl x509 -req -in "$state/homes-api.csr" -CA "$state/homes-api-ca.crt" \
-  -CAkey "$state/homes-api-ca.key" -CAcreateserial -days 30 \
-  -extfile <(printf 'subjectAltName=DNS:%s' "$name") -out "$state/homes-api.crt" 2>/dev/null
-chmod 600 "$state"/homes-api*.key
+"$(dirname "$0")/../tls/serving-cert.sh" "$state" homes-api "Homestead local homes API CA" \
+  "$service.$namespace.svc"
 
 kubectl apply -f "$(dirname "$0")/../../manifests/homes-api/rbac.yaml" >/dev/null
 KUBECONFIG=$state/homes-api.kubeconfig RUST_LOG=${RUST_LOG:-info} nohup "$binary" --log-format text \

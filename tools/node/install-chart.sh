@@ -31,34 +31,18 @@ tag=dev-$(sha256sum "$binary" | cut -c1-12)
 ctr --address "$socket" --namespace k8s.io images import --base-name homestead.local/homestead \
   "$state/homestead-image.tar" >/dev/null
 
-# The SCIM service's CA, certificate and token, made once.
+# The SCIM service's and the homes API's CAs and certificates, and the SCIM token, made once.
 if [ ! -f "$state/scim-service.key" ]; then
   name=homestead-scim.$namespace.svc
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
-    -subj "/CN=Homestead local SCIM CA" -keyout "$state/scim-service-ca.key" \
-    -out "$state/scim-service-ca.crt" 2>/dev/null
-  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$name" \
-    -keyout "$state/scim-service.key" -out "$state/scim-service.csr" 2>/dev/null
-  openssl x509 -req -in "$state/scim-service.csr" -CA "$state/scim-service-ca.crt" \
-    -CAkey "$state/scim-service-ca.key" -CAcreateserial -days 30 \
-    -extfile <(printf 'subjectAltName=DNS:%s,DNS:%s.cluster.local,DNS:homestead-scim.%s' "$name" "$name" "$namespace") \
-    -out "$state/scim-service.crt" 2>/dev/null
+  "$root/tools/tls/serving-cert.sh" "$state" scim-service "Homestead local SCIM CA" \
+    "$name" "$name.cluster.local" "homestead-scim.$namespace"
   openssl rand -hex 32 >"$state/scim-service-token"
-  chmod 600 "$state"/scim-service*.key "$state/scim-service-token"
+  chmod 600 "$state/scim-service-token"
 fi
-# The homes API's CA and serving certificate (kube-apiserver verifies it for <Service>.<ns>.svc).
 if [ ! -f "$state/homes-api.key" ]; then
   name=homestead-homes-api.$namespace.svc
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
-    -subj "/CN=Homestead local homes API CA" -keyout "$state/homes-api-ca.key" \
-    -out "$state/homes-api-ca.crt" 2>/dev/null
-  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$name" \
-    -keyout "$state/homes-api.key" -out "$state/homes-api.csr" 2>/dev/null
-  openssl x509 -req -in "$state/homes-api.csr" -CA "$state/homes-api-ca.crt" \
-    -CAkey "$state/homes-api-ca.key" -CAcreateserial -days 30 \
-    -extfile <(printf 'subjectAltName=DNS:%s,DNS:%s.cluster.local' "$name" "$name") \
-    -out "$state/homes-api.crt" 2>/dev/null
-  chmod 600 "$state"/homes-api*.key
+  "$root/tools/tls/serving-cert.sh" "$state" homes-api "Homestead local homes API CA" \
+    "$name" "$name.cluster.local"
 fi
 kubectl create namespace "$namespace" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl -n "$namespace" create secret tls homestead-homes-api-tls --cert "$state/homes-api.crt" \
