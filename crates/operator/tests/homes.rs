@@ -233,6 +233,39 @@ async fn each_person_sees_their_homes_and_forged_headers_get_nothing() {
         "a certificate from another CA is refused in the handshake: {refused:?}"
     );
 
+    // Its identity reads what it serves from and the front-proxy settings, and nothing else.
+    let can_i = |args: &[&str]| {
+        let mut all = vec!["auth", "can-i", "--as", HOMES_API];
+        all.extend_from_slice(args);
+        // The answer, without kubectl's warnings (a cluster-scoped kind asked with -A).
+        let (_, out) = kubectl(&all, "");
+        out.lines().next().unwrap_or_default().trim().to_owned()
+    };
+    for (args, want) in [
+        (&["watch", "users.homestead.dev"][..], "yes"),
+        (&["list", "shares.homestead.dev", "-A"], "yes"),
+        (&["list", "directorygroups.homestead.dev"], "yes"),
+        (
+            &[
+                "get",
+                "configmap/extension-apiserver-authentication",
+                "-n",
+                "kube-system",
+            ],
+            "yes",
+        ),
+        (
+            &["get", "configmap/kube-root-ca.crt", "-n", "kube-system"],
+            "no",
+        ),
+        (&["list", "secrets", "-A"], "no"),
+        (&["list", "namespaces"], "no"),
+        (&["patch", "users.homestead.dev"], "no"),
+        (&["create", "rolebindings", "-n", "user-ho-alice"], "no"),
+    ] {
+        assert_eq!(can_i(args), want, "can-i {args:?} as the homes API");
+    }
+
     // Every answer above is counted by verb and code, and the lists are timed.
     let (code, metrics) = http_get(&api.metrics, "/metrics").expect("the metrics port serves");
     assert_eq!(code, 200);
