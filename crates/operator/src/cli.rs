@@ -155,13 +155,14 @@ pub struct PolicyArgs {
 #[derive(Debug, clap::Args)]
 #[command(next_help_heading = "Runtime")]
 pub struct RuntimeArgs {
-    /// How many Users are reconciled at once (0 = unbounded). The default is measured on the
+    /// How many Users are reconciled at once, 1-65535 (never unbounded: a bulk change would
+    /// send the API server every User at once). The default is measured on the
     /// local control plane: run alternately, 10,000 new Users were all Ready in 82.7-92.1 s with
     /// 64 and 85.2-100.7 s with 32 (etcd batches more writes: 1.2-1.4 against 1.5-1.7 ms of its
     /// CPU per User), for about 2.5 MiB more memory; 128 took 73.4 s once (and 6 MiB more than 32)
     /// and 8 took 117.1-123.9 s; at 1,000 Users 16 to 64 were within noise of each other (the
     /// API server is the bottleneck; see docs/performance.md).
-    #[arg(long, env = "HOMESTEAD_CONCURRENCY", default_value_t = 64)]
+    #[arg(long, env = "HOMESTEAD_CONCURRENCY", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..))]
     pub concurrency: u16,
 
     /// How often the leader counts retained namespaces for `homestead_retained_namespaces`
@@ -500,6 +501,16 @@ mod tests {
         }
         let error = Cli::try_parse_from(["homestead", "--retained-count-interval=0s"]).unwrap_err();
         assert!(error.to_string().contains("more than 0"), "{error}");
+    }
+
+    /// The chart's schema allows 1-65535 reconciles at once; so does the flag (0 would be
+    /// unbounded to kube-runtime).
+    #[test]
+    fn concurrency_is_bounded_as_the_charts_schema_says() {
+        let error = Cli::try_parse_from(["homestead", "--concurrency=0"]).unwrap_err();
+        assert!(error.to_string().contains("not in 1..=65535"), "{error}");
+        let cli = Cli::try_parse_from(["homestead", "--concurrency=1"]).unwrap();
+        assert_eq!(cli.runtime.concurrency, 1);
     }
 
     /// The flags' defaults are [`Config::default`] (both from the `DEFAULT_*` constants), so a
