@@ -139,8 +139,9 @@ up: control-plane
     #!/usr/bin/env bash
     set -euo pipefail
     just _cluster --node
-    {{kubectl}} apply -f manifests/namespace.yaml -f manifests/crd.yaml
-    {{kubectl}} wait --for condition=Established --timeout=60s crd/users.homestead.dev crd/profiles.homestead.dev crd/directorygroups.homestead.dev
+    {{kubectl}} apply -f manifests/namespace.yaml
+    {{kubectl}} apply --server-side -f manifests/crd.yaml
+    {{kubectl}} wait --for condition=Established --timeout=60s crd/users.homestead.dev crd/profiles.homestead.dev crd/directorygroups.homestead.dev crd/shares.homestead.dev
     # rbac/, the admission policy's namespace names in step with the operator's
     # --allowed-namespace below (a JSON patch of the policy's first variable, docs/security.md).
     {{kubectl}} apply -k rbac/

@@ -645,5 +645,11 @@ mod tests {
         assert_eq!(scim.profile, None);
         assert_eq!(values["baseUrl"], "");
         assert_eq!(scim.base_url, None);
+        assert_eq!(
+            homestead_reconciler::plan::config::parse_duration(
+                values["reloadInterval"].as_str().unwrap()
+            ),
+            Ok(scim.reload_interval)
+        );
     }
 }
