@@ -9,6 +9,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use axum::body::Body;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -235,15 +236,27 @@ fn selected(homes: Vec<Merged>, name: Option<&str>) -> Vec<Merged> {
         .collect()
 }
 
+/// `list` and `watch`: the caller is authenticated first, so a request that is not the API
+/// server's gets 401 whatever its query says; a query that does not parse is then a 400.
 async fn list(
     State(homes): State<Arc<Homes>>,
     tls: Option<Extension<Arc<TlsInfo>>>,
-    Query(options): Query<ListOptions>,
+    query: Result<Query<ListOptions>, QueryRejection>,
     headers: HeaderMap,
 ) -> Response {
     let caller = match homes.caller(tls.as_deref().map(AsRef::as_ref), &headers) {
         Ok(caller) => caller,
         Err(refused) => return unauthorized(refused),
+    };
+    let options = match query {
+        Ok(Query(options)) => options,
+        Err(rejection) => {
+            return status(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                &rejection.body_text(),
+            );
+        }
     };
     let name = match options.name() {
         Ok(name) => name.map(str::to_owned),
@@ -457,7 +470,7 @@ async fn api(
     state: State<Arc<Homes>>,
     tls: Option<Extension<Arc<TlsInfo>>>,
     Path(path): Path<String>,
-    query: Query<ListOptions>,
+    query: Result<Query<ListOptions>, QueryRejection>,
     headers: HeaderMap,
 ) -> Response {
     let prefix = format!("{}/homes", resource::GROUP_VERSION);
@@ -655,7 +668,14 @@ mod tests {
     #[tokio::test]
     async fn forged_headers_without_the_front_proxy_certificate_get_401() {
         let (app, proxy) = serve("front-proxy-client");
-        for path in [HOMES, "/apis", "/apis/homes.homestead.dev/v1alpha1"] {
+        let bad_query = format!("{HOMES}?watch=true&timeoutSeconds=soon");
+        for path in [
+            HOMES,
+            &bad_query,
+            "/apis",
+            "/apis/homes.homestead.dev/v1alpha1",
+            "/openapi/v2",
+        ] {
             let (code, status) = ask(&app, path, None, "bob@example.com", false).await;
             assert_eq!(
                 (code, status["reason"].as_str()),
@@ -689,5 +709,11 @@ mod tests {
         .await;
         assert_eq!(code, StatusCode::OK);
         assert_eq!(discovery["resources"][0]["name"], "homes");
+        // The API server's request with a query that does not parse: 400, after the 401s.
+        let (code, status) = ask(&app, &bad_query, Some(&proxy), "bob@example.com", false).await;
+        assert_eq!(
+            (code, status["reason"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("BadRequest"))
+        );
     }
 }
