@@ -464,6 +464,47 @@ fn alerts_pass_promtool_checks_and_their_unit_tests() {
     }
 }
 
+/// With `monitoring.prometheusRule.runbookBaseUrl`, every alert links to its own section of
+/// docs/troubleshooting.md, and that section exists (a heading named after the alert, whose
+/// anchor is the name in lower case).
+#[test]
+fn every_alert_links_to_its_runbook() {
+    let base = "https://docs.example.org/troubleshooting.md";
+    let chart = documents(&template(&[
+        "monitoring.prometheusRule.enabled=true",
+        &format!("monitoring.prometheusRule.runbookBaseUrl={base}"),
+    ]));
+    let rule = chart
+        .iter()
+        .find(|o| o["kind"] == "PrometheusRule")
+        .expect("a PrometheusRule");
+    let page = std::fs::read_to_string(root().join("docs/troubleshooting.md")).unwrap();
+    let mut alerts = 0;
+    for group in rule["spec"]["groups"].as_array().unwrap() {
+        for rule in group["rules"].as_array().unwrap() {
+            let alert = rule["alert"].as_str().unwrap();
+            assert_eq!(
+                rule["annotations"]["runbook_url"],
+                format!("{base}#{}", alert.to_lowercase()),
+                "{alert}"
+            );
+            assert!(
+                page.lines().any(|l| l == format!("### {alert}")),
+                "docs/troubleshooting.md has no section for {alert}"
+            );
+            alerts += 1;
+        }
+    }
+    assert!(alerts >= 7, "{alerts} alerts");
+    // Without the value, no link to nowhere.
+    let plain = documents(&template(&["monitoring.prometheusRule.enabled=true"]));
+    let rule = plain
+        .iter()
+        .find(|o| o["kind"] == "PrometheusRule")
+        .unwrap();
+    assert!(!serde_json::to_string(rule).unwrap().contains("runbook_url"));
+}
+
 /// `helm` with `args` against `plane`'s API server as the admin; returns its output, panics
 /// with it if Helm fails.
 fn helm_on(plane: &ControlPlane, args: &[&str]) -> String {
