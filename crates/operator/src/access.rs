@@ -260,9 +260,7 @@ pub fn write(rows: &[Row], format: AccessFormat, out: impl Write) -> anyhow::Res
 /// When the kubeconfig cannot be loaded or a list is refused (say, without the
 /// `homestead-auditor` role).
 pub async fn run(args: AccessArgs) -> anyhow::Result<std::process::ExitCode> {
-    let client = Client::try_default()
-        .await
-        .context("loading the kubeconfig")?;
+    let client = args.cluster.client().await?;
     let listed = list(&client).await?;
     let rows = filter(
         rows(&listed),

@@ -247,9 +247,57 @@ pub struct HomesApiArgs {
     pub metrics_address: SocketAddr,
 }
 
+/// Which cluster a command for people (`import`, `access`) talks to, chosen as kubectl chooses
+/// it: `--kubeconfig`, else `$KUBECONFIG`, else `~/.kube/config`, else the Pod's own
+/// ServiceAccount; `--context`, else the kubeconfig's current context.
+#[derive(Debug, Default, clap::Args)]
+pub struct ClusterArgs {
+    /// The kubeconfig file to use.
+    #[arg(long)]
+    pub kubeconfig: Option<std::path::PathBuf>,
+
+    /// The kubeconfig context to use.
+    #[arg(long)]
+    pub context: Option<String>,
+}
+
+impl ClusterArgs {
+    /// A client for the cluster these flags choose.
+    ///
+    /// # Errors
+    /// When the kubeconfig cannot be read, has no such context, or no configuration is found.
+    pub async fn client(&self) -> anyhow::Result<kube::Client> {
+        use anyhow::Context as _;
+        use kube::config::{KubeConfigOptions, Kubeconfig};
+        let options = KubeConfigOptions {
+            context: self.context.clone(),
+            ..KubeConfigOptions::default()
+        };
+        let config = match (&self.kubeconfig, &self.context) {
+            (Some(path), _) => {
+                let file = Kubeconfig::read_from(path)
+                    .with_context(|| format!("reading the kubeconfig {}", path.display()))?;
+                kube::Config::from_custom_kubeconfig(file, &options).await
+            }
+            (None, Some(_)) => kube::Config::from_kubeconfig(&options).await,
+            (None, None) => {
+                return kube::Client::try_default()
+                    .await
+                    .context("connecting to the Kubernetes API server");
+            }
+        }
+        .context("loading the kubeconfig")?;
+        kube::Client::try_from(config).context("connecting to the Kubernetes API server")
+    }
+}
+
 /// `homestead access`.
 #[derive(Debug, clap::Args)]
 pub struct AccessArgs {
+    /// The cluster.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
     /// Only the accesses of this person (a User's `metadata.name`).
     #[arg(long)]
     pub user: Option<String>,
@@ -334,6 +382,10 @@ pub struct ScimArgs {
 /// `homestead import`.
 #[derive(Debug, clap::Args)]
 pub struct ImportArgs {
+    /// The cluster.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
     /// The roster: CSV with a header naming the columns name, username (both required), email,
     /// displayName, givenName, familyName, profile, role, groups (separated by `;`) and
     /// validUntil (RFC 3339).

@@ -44,9 +44,7 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<ExitCode> {
         },
         concurrency: args.concurrency,
     };
-    let client = kube::Client::try_default()
-        .await
-        .context("connecting to the Kubernetes API server")?;
+    let client = args.cluster.client().await?;
     // Hidden unless stderr is a terminal.
     let bar = indicatif::ProgressBar::new(rows.len() as u64);
     let started = std::time::Instant::now();

@@ -79,6 +79,74 @@ fn user_writes_since(mark: usize, prefix: &str) -> Vec<String> {
         .collect()
 }
 
+/// HR runs the CLI as kubectl runs: `--kubeconfig` and `--context` choose the cluster, with no
+/// `KUBECONFIG` in the environment and no `~/.kube/config`; a context the file lacks is an
+/// error that names it, and nothing is written.
+#[tokio::test]
+async fn the_cli_takes_kubectls_kubeconfig_and_context_flags() {
+    let plane = env().plane;
+    let kubeconfig = plane
+        .write_kubeconfig(ADMIN, &plane.dir().join("hr-flags.kubeconfig"))
+        .unwrap();
+    let context = serde_saphyr::from_str::<Value>(&std::fs::read_to_string(&kubeconfig).unwrap())
+        .unwrap()["current-context"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let path = roster(
+        "flags.csv",
+        "name,username
+hr-flo,flo@example.com
+",
+    );
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_homestead"))
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .env("HOME", plane.dir().join("no-home"))
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let file = kubeconfig.to_str().unwrap();
+    let roster = path.to_str().unwrap();
+    let (ok, out) = run(&["import", roster, "--dry-run", "--kubeconfig", file]);
+    assert!(ok, "{out}");
+    assert!(out.contains("hr-flo"), "{out}");
+    let (ok, out) = run(&[
+        "import",
+        roster,
+        "--dry-run",
+        "--kubeconfig",
+        file,
+        "--context",
+        &context,
+    ]);
+    assert!(ok, "{out}");
+    let (ok, out) = run(&[
+        "import",
+        roster,
+        "--dry-run",
+        "--kubeconfig",
+        file,
+        "--context",
+        "elsewhere",
+    ]);
+    assert!(!ok && out.contains("elsewhere"), "{out}");
+    let (ok, out) = run(&["access", "-o", "json", "--kubeconfig", file]);
+    assert!(ok && out.trim_start().starts_with('['), "{out}");
+    // Without them (and nothing in the environment), no cluster: an error, not a guess.
+    let (ok, _) = run(&["import", roster, "--dry-run"]);
+    assert!(!ok);
+    let users: Api<User> = Api::all(admin().await);
+    assert!(users.get_opt("hr-flo").await.unwrap().is_none(), "dry runs");
+}
+
 #[tokio::test]
 async fn a_roster_imports_its_good_rows_and_reports_the_bad_ones_by_line() {
     let s = Scenario::new();
