@@ -118,25 +118,20 @@ hr-flo,flo@example.com
     let (ok, out) = run(&["import", roster, "--dry-run", "--kubeconfig", file]);
     assert!(ok, "{out}");
     assert!(out.contains("hr-flo"), "{out}");
-    let (ok, out) = run(&[
-        "import",
-        roster,
-        "--dry-run",
-        "--kubeconfig",
-        file,
-        "--context",
-        &context,
-    ]);
+    let in_context = |context: &str| {
+        run(&[
+            "import",
+            roster,
+            "--dry-run",
+            "--kubeconfig",
+            file,
+            "--context",
+            context,
+        ])
+    };
+    let (ok, out) = in_context(&context);
     assert!(ok, "{out}");
-    let (ok, out) = run(&[
-        "import",
-        roster,
-        "--dry-run",
-        "--kubeconfig",
-        file,
-        "--context",
-        "elsewhere",
-    ]);
+    let (ok, out) = in_context("elsewhere");
     assert!(!ok && out.contains("elsewhere"), "{out}");
     let (ok, out) = run(&["access", "-o", "json", "--kubeconfig", file]);
     assert!(ok && out.trim_start().starts_with('['), "{out}");
