@@ -41,17 +41,18 @@ pub const MAX_GROUP_MEMBERS: usize = 10_000;
 #[serde(rename_all = "camelCase")]
 pub struct DirectoryGroupSpec {
     /// The group's name in the directory (SCIM `displayName`), which Profiles name in
-    /// `spec.directory.groups`. Compared exactly (case matters).
+    /// `spec.directory.groups`. Compared exactly (case matters). At most 256 characters.
     #[schemars(length(min = 1, max = 256))]
     pub display_name: String,
 
-    /// The identity provider's own identifier of the group (SCIM `externalId`), if it sent one.
+    /// The identity provider's own identifier of the group (SCIM `externalId`), if it sent one;
+    /// at most 256 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 256))]
     pub external_id: Option<String>,
 
     /// The members: names of Users (`metadata.name`). A name with no User is kept and grants
-    /// nothing until such a User exists. At most 10,000.
+    /// nothing until such a User exists. At most 10,000, each a name of at most 63 characters.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(
         length(max = 10000),

@@ -300,22 +300,25 @@ const NO_RESERVED_KEYS: &str =
 )]
 #[serde(rename_all = "camelCase")]
 pub struct UserSpec {
-    /// The person's name, for humans (for example "Alice Liddell"). Not used by Homestead.
+    /// The person's name, for humans (for example "Alice Liddell"), at most 256 characters. Not
+    /// used by Homestead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 256))]
     pub display_name: Option<String>,
 
-    /// The person's given name (SCIM `name.givenName`), for humans. Not used by Homestead.
+    /// The person's given name (SCIM `name.givenName`), for humans, at most 256 characters. Not
+    /// used by Homestead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 256))]
     pub given_name: Option<String>,
 
-    /// The person's family name (SCIM `name.familyName`), for humans. Not used by Homestead.
+    /// The person's family name (SCIM `name.familyName`), for humans, at most 256 characters.
+    /// Not used by Homestead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 256))]
     pub family_name: Option<String>,
 
-    /// The person's e-mail address, for humans. Not used by Homestead.
+    /// The person's e-mail address, for humans, at most 320 characters. Not used by Homestead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 320))]
     pub email: Option<String>,
@@ -327,7 +330,7 @@ pub struct UserSpec {
     /// isolation) this person gets. Optional: without it, the operator's `--default-profile`
     /// if set, else only what this spec says. Where the User's own fields differ from the
     /// Profile's, the Profile's `userOverrides` decides whether the User's win or the User is
-    /// refused (`OverrideNotAllowed`).
+    /// refused (`OverrideNotAllowed`). A Profile's name: at most 63 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
         length(min = 1, max = 63),
@@ -338,7 +341,7 @@ pub struct UserSpec {
     /// The ClusterRole bound in the person's Namespace. Optional: by default the Profile's role,
     /// else `admin`. It must be in the operator's allow-list (by default admin, edit, view);
     /// `cluster-admin` is always refused. Changing it replaces the RoleBinding, since a
-    /// RoleBinding's roleRef is immutable.
+    /// RoleBinding's roleRef is immutable. At most 253 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     #[x_kube(validation = Rule::new(NOT_CLUSTER_ADMIN).message(NOT_CLUSTER_ADMIN_MESSAGE).reason(Reason::FieldValueForbidden))]
@@ -432,12 +435,13 @@ pub enum OnExpiry {
 #[serde(rename_all = "camelCase")]
 pub struct Identity {
     /// The user name the authenticator reports (for example the OIDC `email` claim), bound as
-    /// an RBAC subject of kind User. May not start with `system:`.
+    /// an RBAC subject of kind User. May not start with `system:`. At most 253 characters.
     #[schemars(length(min = 1, max = 253))]
     #[x_kube(validation = Rule::new("!self.startsWith('system:')").message("spec.identity.username may not start with 'system:': those names belong to Kubernetes components").reason(Reason::FieldValueForbidden))]
     pub username: String,
 
-    /// Extra groups bound as RBAC subjects of kind Group. None may start with `system:`.
+    /// Extra groups bound as RBAC subjects of kind Group. None may start with `system:`. At
+    /// most 16, each at most 253 characters.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16), inner(length(min = 1, max = 253)))]
     #[x_kube(validation = Rule::new("self.all(g, !g.startsWith('system:'))").message("spec.identity.groups may not contain a group starting with 'system:'").reason(Reason::FieldValueForbidden))]
@@ -449,7 +453,7 @@ pub struct Identity {
 #[x_kube(validation = Rule::new("has(oldSelf.name) == has(self.name) && (!has(self.name) || self.name == oldSelf.name)").message(IMMUTABLE_NAMESPACE).reason(Reason::FieldValueForbidden))]
 #[serde(rename_all = "camelCase")]
 pub struct NamespaceSpec {
-    /// The Namespace name, a DNS-1123 label. Default: `<prefix><metadata.name>`. Immutable: set
+    /// The Namespace name, a DNS-1123 label (at most 63 characters). Default: `<prefix><metadata.name>`. Immutable: set
     /// it when creating the User or never. An existing Namespace that Homestead did not create for this User is never taken over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
@@ -460,7 +464,8 @@ pub struct NamespaceSpec {
 
     /// Extra labels for the Namespace. Keys with the prefix `homestead.dev/`, `kubernetes.io/` or
     /// `k8s.io/`, or a subdomain of one (`app.kubernetes.io/`, `pod-security.kubernetes.io/`), are
-    /// reserved; the platform may reserve more with the operator's `--reserved-key` flag.
+    /// reserved; the platform may reserve more with the operator's `--reserved-key` flag. At
+    /// most 32; values at most 63 characters.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 32, "additionalProperties" = {"type": "string", "maxLength": 63}))]
     #[x_kube(
@@ -489,7 +494,7 @@ pub struct QuotaSpec {
     /// `{requests.cpu: "4", requests.memory: 8Gi, pods: "20"}`. At most 64; names are qualified
     /// names (`pods`, `requests.cpu`, `count/deployments.apps`, `requests.nvidia.com/gpu`),
     /// values non-negative quantities.
-    #[schemars(extend("maxProperties" = 64, "additionalProperties" = {"x-kubernetes-int-or-string": true, "maxLength": 64, "description": "A quantity, for example 4, 500m or 8Gi (https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/)."}))]
+    #[schemars(extend("maxProperties" = 64, "additionalProperties" = {"x-kubernetes-int-or-string": true, "maxLength": 64, "description": "A quantity, for example 4, 500m or 8Gi, at most 64 characters (https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/)."}))]
     #[x_kube(
         validation = Rule::new(QUALIFIED_KEYS).message("spec.quota.hard keys must be resource names (qualified names such as pods, requests.cpu or count/deployments.apps)").reason(Reason::FieldValueInvalid),
         validation = Rule::new(QUOTA_KEYS).message("spec.quota.hard keys without a '/' must be standard quota resources: cpu, memory, ephemeral-storage, pods, services, secrets, configmaps, persistentvolumeclaims, replicationcontrollers, resourcequotas, services.nodeports, services.loadbalancers, requests.* or limits.* of cpu, memory, ephemeral-storage (and requests.storage), or hugepages-*").reason(Reason::FieldValueInvalid),

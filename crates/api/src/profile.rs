@@ -103,7 +103,8 @@ pub enum UserOverride {
 #[serde(rename_all = "camelCase")]
 pub struct NamespaceMetadata {
     /// Extra labels, with the same reserved keys as a User's `spec.namespace.labels`
-    /// (`homestead.dev/`, `kubernetes.io/`, `k8s.io/` and their subdomains). At most 32.
+    /// (`homestead.dev/`, `kubernetes.io/`, `k8s.io/` and their subdomains). At most 32;
+    /// values at most 63 characters.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 32, "additionalProperties" = {"type": "string", "maxLength": 63}))]
     #[x_kube(
@@ -152,7 +153,7 @@ pub struct NamespaceMetadata {
 pub struct ProfileSpec {
     /// The ClusterRole bound in each Namespace unless the User sets `spec.role` (and
     /// `userOverrides` allows it). Still subject to the operator's allow-list; `cluster-admin`
-    /// is always refused. Without it, a User's own role or `admin`.
+    /// is always refused. Without it, a User's own role or `admin`. At most 253 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     #[x_kube(validation = Rule::new(NOT_CLUSTER_ADMIN).message(NOT_CLUSTER_ADMIN_MESSAGE).reason(Reason::FieldValueForbidden))]
@@ -182,7 +183,8 @@ pub struct ProfileSpec {
     pub network_isolation: NetworkIsolation,
 
     /// Namespaces (by name) whose Pods may reach an isolated Namespace, and which its Pods may
-    /// reach, for example an ingress controller's or a monitoring Namespace. At most 32.
+    /// reach, for example an ingress controller's or a monitoring Namespace. At most 32, each a
+    /// name of at most 63 characters.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(
         length(max = 32),
@@ -202,7 +204,7 @@ pub struct ProfileSpec {
     /// The User fields that may override this Profile: `role`, `quota`, `namespaceMetadata`.
     /// A User that sets another field differently from the Profile is refused
     /// (`Ready=False`, reason `OverrideNotAllowed`). Pod Security, the LimitRange and network
-    /// isolation are never overridable.
+    /// isolation are never overridable. At most 3 (each field once).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 3), extend("x-kubernetes-list-type" = "set"))]
     pub user_overrides: Vec<UserOverride>,
@@ -231,7 +233,8 @@ pub struct SharingLimits {
     pub enabled: bool,
 
     /// The highest ClusterRole a Share may grant (by name, among the operator's allow-list, in
-    /// its order `view` < `edit` < `admin`). Default: the operator's `--share-max-role`.
+    /// its order `view` < `edit` < `admin`). Default: the operator's `--share-max-role`. At
+    /// most 253 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub max_role: Option<String>,
@@ -290,7 +293,7 @@ pub enum TenantRoleBindings {
 #[serde(rename_all = "camelCase")]
 pub struct DirectorySelection {
     /// Group names as the directory has them (a DirectoryGroup's `spec.displayName`, compared
-    /// exactly). At least 1, at most 32.
+    /// exactly). At least 1, at most 32, each at most 256 characters.
     #[schemars(
         length(min = 1, max = 32),
         inner(length(min = 1, max = 256)),
@@ -299,7 +302,7 @@ pub struct DirectorySelection {
     pub groups: Vec<String>,
 
     /// When a person's groups select several Profiles, the one with the highest priority wins;
-    /// on a tie, the Profile whose name sorts first. Default 0.
+    /// on a tie, the Profile whose name sorts first. From -1000 to 1000; default 0.
     #[serde(default)]
     #[schemars(range(min = -1000, max = 1000))]
     pub priority: i32,

@@ -90,7 +90,7 @@ pub struct ShareSpec {
     pub to: Vec<Grantee>,
 
     /// The ClusterRole granted in this namespace: one the operator allows, at most the sharing
-    /// limit's `maxRole`; never `cluster-admin`.
+    /// limit's `maxRole`; never `cluster-admin`. At most 253 characters.
     #[schemars(length(min = 1, max = 253))]
     #[x_kube(validation = Rule::new(NOT_CLUSTER_ADMIN).message(NOT_CLUSTER_ADMIN_MESSAGE).reason(Reason::FieldValueForbidden))]
     pub role: String,
@@ -110,12 +110,14 @@ pub struct ShareSpec {
 #[x_kube(validation = Rule::new(ONE_GRANTEE).message(ONE_GRANTEE_MESSAGE).reason(Reason::FieldValueInvalid))]
 #[serde(rename_all = "camelCase")]
 pub struct Grantee {
-    /// A Homestead User, by `metadata.name`: the person its `spec.identity` names.
+    /// A Homestead User, by `metadata.name` (at most 63 characters): the person its
+    /// `spec.identity` names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 63), regex(pattern = NAME_PATTERN))]
     pub user: Option<String>,
 
-    /// A DirectoryGroup, by `metadata.name`: every User among its members.
+    /// A DirectoryGroup, by `metadata.name` (at most 63 characters): every User among its
+    /// members.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 63), regex(pattern = NAME_PATTERN))]
     pub group: Option<String>,
