@@ -100,10 +100,12 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "homestead.serviceAcco
 {{- end -}}
 
 {{/* operator.allowedNamespaces (default <namespacePrefix>*) as one RE2 expression for the
-admission policy: globs user-*,research-* become ^(user-.*|research-.*)$. */}}
+admission policy, each glob as the operator reads it (the glob crate's `*`, `?`, `[a-z]`,
+`[!a-z]`): user-*,lab-[!x]? become ^(user-.*|lab-[^x].)$. The schema admits only balanced
+classes, so the expression always compiles. */}}
 {{- define "homestead.namespacePattern" -}}
 {{- $patterns := .Values.operator.allowedNamespaces | default (list (printf "%s*" .Values.operator.namespacePrefix)) -}}
-^({{ range $i, $p := $patterns }}{{ if $i }}|{{ end }}{{ regexQuoteMeta $p | replace "\\*" ".*" | replace "\\?" "." }}{{ end }})$
+^({{ range $i, $p := $patterns }}{{ if $i }}|{{ end }}{{ regexQuoteMeta $p | replace "\\*" ".*" | replace "\\?" "." | replace "\\[!" "[^" | replace "\\[" "[" | replace "\\]" "]" }}{{ end }})$
 {{- end -}}
 
 {{/* The egress rules of Homestead's own NetworkPolicies: the API server and DNS. */}}
