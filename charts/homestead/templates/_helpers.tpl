@@ -135,3 +135,19 @@ values schema keeps quotes out of every item. */}}
 {{- define "homestead.quotedList" -}}
 {{- range $i, $item := . }}{{ if $i }}, {{ end }}'{{ $item }}'{{ end -}}
 {{- end -}}
+
+{{/* The Pods' securityContext: non-root with the runtime's default seccomp profile, and the
+image's own user and group (nonroot, 65532) stated so scanners and admission policies that
+require explicit ids see them, unless podSecurityContext.runAsUser/runAsGroup are null (OpenShift's
+restricted-v2 assigns a uid from the namespace's range and refuses any other). */}}
+{{- define "homestead.podSecurityContext" -}}
+runAsNonRoot: true
+{{- with .Values.podSecurityContext.runAsUser }}
+runAsUser: {{ . }}
+{{- end }}
+{{- with .Values.podSecurityContext.runAsGroup }}
+runAsGroup: {{ . }}
+{{- end }}
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}

@@ -201,6 +201,51 @@ fn the_homes_api_needs_its_ca_bundle() {
 }
 
 #[test]
+fn null_ids_leave_the_uid_to_the_platform() {
+    // OpenShift's restricted-v2 assigns the uid; every Deployment must then state none, and
+    // stay non-root.
+    let every = [
+        "scim.enabled=true",
+        "homesApi.enabled=true",
+        "homesApi.caBundle=Y2E=",
+    ];
+    let pods = |sets: &[&str]| -> Vec<Value> {
+        documents(&template(sets))
+            .into_iter()
+            .filter(|o| o["kind"] == "Deployment")
+            .map(|d| d["spec"]["template"]["spec"]["securityContext"].clone())
+            .collect()
+    };
+    let stated = pods(&every);
+    assert_eq!(
+        stated.len(),
+        3,
+        "the operator, SCIM and homes API Deployments"
+    );
+    for context in &stated {
+        assert_eq!(context["runAsUser"], 65532, "{context}");
+        assert_eq!(context["runAsGroup"], 65532, "{context}");
+    }
+    let platform = [
+        &every[..],
+        &[
+            "podSecurityContext.runAsUser=null",
+            "podSecurityContext.runAsGroup=null",
+        ],
+    ]
+    .concat();
+    for context in pods(&platform) {
+        assert!(context.get("runAsUser").is_none(), "{context}");
+        assert!(context.get("runAsGroup").is_none(), "{context}");
+        assert_eq!(context["runAsNonRoot"], true, "{context}");
+        assert_eq!(
+            context["seccompProfile"]["type"], "RuntimeDefault",
+            "{context}"
+        );
+    }
+    assert!(!render(&["podSecurityContext.runAsUser=0"]).status.success());
+}
+#[test]
 fn values_that_would_break_the_policies_cel_are_refused() {
     // Each goes into a CEL string literal of an admission policy.
     for set in [
