@@ -23,8 +23,10 @@ use crate::plan::validate::Refusal;
 use crate::state::Caches;
 use crate::state::cache::CachedShare;
 
-/// How many large RoleBindings ([`Context::large_write`]) are written at once.
-pub const LARGE_WRITES: usize = 8;
+/// How many large RoleBindings ([`Context::large_write`]) are written at once: two (eight
+/// before) took the peak of a 1,000-member group's change named by 100 Shares from about 6 to
+/// about 3 MiB above the operator's steady state, for 1-2 s more (docs/performance.md, "Memory").
+pub const LARGE_WRITES: usize = 2;
 /// Subjects above which a RoleBinding counts as large.
 pub const LARGE_BINDING: usize = 100;
 

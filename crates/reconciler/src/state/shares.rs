@@ -2,7 +2,7 @@
 //! holds ([`ShareIndex`]), kept from the Share watch: a change to a User (their home's owner, or
 //! a grantee) or to a group's members reaches exactly the Shares it concerns.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use kube::ResourceExt;
@@ -11,15 +11,17 @@ use kube::runtime::watcher;
 
 use crate::state::cache::CachedShare;
 
-/// A Share by namespace and name, shared between the index's maps.
-type Key = Arc<(Box<str>, Box<str>)>;
+/// A Share as `namespace/name` (neither may contain a `/`), shared between the index's maps.
+/// Ordered by namespace first, so the Shares of one namespace are one range of [`Index::indexed`].
+type Key = Arc<str>;
 
 /// A Share's grantees as indexed: `(true, group)` or `(false, user)`.
 type Grantees = Box<[(bool, Box<str>)]>;
 
 /// The Shares by grantee and by namespace; cheap to clone (a shared handle). Kept small (about
-/// 400 bytes a Share): a Share is keyed once and its key shared, and each grantee's or
-/// namespace's Shares are a short list, not a hash set.
+/// 300 bytes a Share): a Share is keyed once and its key shared, each grantee's Shares are a
+/// short list, not a hash set, and a namespace's Shares are a range of the ordered map of every
+/// Share, not a map of their own.
 #[derive(Clone, Default)]
 pub struct ShareIndex(Arc<Mutex<Index>>);
 
@@ -29,16 +31,19 @@ struct Index {
     users: HashMap<Box<str>, Vec<Key>>,
     /// DirectoryGroup grantee (by name) → Shares naming it.
     groups: HashMap<Box<str>, Vec<Key>>,
-    /// Namespace → the Shares in it.
-    namespaces: HashMap<Box<str>, Vec<Key>>,
-    /// Share → its grantees as indexed (`true` for a group), to unindex it.
-    indexed: HashMap<Key, Grantees>,
+    /// Every Share, in `namespace/name` order → its grantees as indexed (`true` for a group),
+    /// to unindex it.
+    indexed: BTreeMap<Key, Grantees>,
+}
+
+/// The key of the Share `name` in `namespace`.
+fn key_of(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
 }
 
 impl Index {
-    fn remove(&mut self, namespace: &str, name: &str) {
-        let key: Key = Arc::new((namespace.into(), name.into()));
-        let Some((key, grantees)) = self.indexed.remove_entry(&key) else {
+    fn remove(&mut self, key: &str) {
+        let Some((key, grantees)) = self.indexed.remove_entry(key) else {
             return;
         };
         for (is_group, grantee) in &grantees {
@@ -49,12 +54,10 @@ impl Index {
             };
             unlink(map, grantee, &key);
         }
-        unlink(&mut self.namespaces, namespace, &key);
     }
 
     fn insert(&mut self, share: &CachedShare) {
-        let (namespace, name) = (share.namespace().unwrap_or_default(), share.name_any());
-        let key: Key = Arc::new((namespace.as_str().into(), name.as_str().into()));
+        let key = key_of(&share.namespace().unwrap_or_default(), &share.name_any());
         let grantees: Grantees = share
             .spec
             .to
@@ -65,13 +68,13 @@ impl Index {
                 (None, None) => None,
             })
             .collect();
-        if self.indexed.get(&key) == Some(&grantees) {
+        if self.indexed.get(key.as_str()) == Some(&grantees) {
             // A status update, or a change of anything but the grantees: indexed as it is.
             return;
         }
-        self.remove(&namespace, &name);
+        self.remove(&key);
+        let key: Key = key.into();
         // Most lists hold one Share: room for exactly one, not the four a first push reserves.
-        let new_list = || Vec::with_capacity(1);
         for (is_group, grantee) in &grantees {
             let map = if *is_group {
                 &mut self.groups
@@ -79,14 +82,22 @@ impl Index {
                 &mut self.users
             };
             map.entry(grantee.clone())
-                .or_insert_with(new_list)
+                .or_insert_with(|| Vec::with_capacity(1))
                 .push(key.clone());
         }
-        self.namespaces
-            .entry(namespace.into())
-            .or_insert_with(new_list)
-            .push(key.clone());
         self.indexed.insert(key, grantees);
+    }
+
+    /// The keys of the Shares in `namespace`: those from `namespace/` up to the next namespace.
+    fn in_namespace<'a>(&'a self, namespace: &str) -> impl Iterator<Item = &'a Key> + 'a {
+        let prefix = format!("{namespace}/");
+        self.indexed
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix.as_str()),
+                std::ops::Bound::Unbounded,
+            ))
+            .map(|(key, _)| key)
+            .take_while(move |key| key.starts_with(&prefix))
     }
 }
 
@@ -100,7 +111,8 @@ fn unlink(map: &mut HashMap<Box<str>, Vec<Key>>, at: &str, key: &Key) {
 }
 
 fn references<'a>(keys: impl Iterator<Item = &'a Key>) -> Vec<ObjectRef<CachedShare>> {
-    keys.map(|key| ObjectRef::new(&key.1).within(&key.0))
+    keys.filter_map(|key| key.split_once('/'))
+        .map(|(namespace, name)| ObjectRef::new(name).within(namespace))
         .collect()
 }
 
@@ -112,7 +124,10 @@ impl ShareIndex {
         match event {
             watcher::Event::Apply(share) | watcher::Event::InitApply(share) => index.insert(share),
             watcher::Event::Delete(share) => {
-                index.remove(&share.namespace().unwrap_or_default(), &share.name_any());
+                index.remove(&key_of(
+                    &share.namespace().unwrap_or_default(),
+                    &share.name_any(),
+                ));
             }
             watcher::Event::Init | watcher::Event::InitDone => {}
         }
@@ -123,10 +138,7 @@ impl ShareIndex {
     pub fn of_user(&self, user: &str, home: Option<&str>) -> Vec<ObjectRef<CachedShare>> {
         let index = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let named = index.users.get(user).into_iter().flatten();
-        let in_home = home
-            .and_then(|ns| index.namespaces.get(ns))
-            .into_iter()
-            .flatten();
+        let in_home = home.into_iter().flat_map(|ns| index.in_namespace(ns));
         references(named.chain(in_home))
     }
 
@@ -139,7 +151,7 @@ impl ShareIndex {
     /// The Shares in `namespace`.
     pub fn in_namespace(&self, namespace: &str) -> Vec<ObjectRef<CachedShare>> {
         let index = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        references(index.namespaces.get(namespace).into_iter().flatten())
+        references(index.in_namespace(namespace))
     }
 }
 
@@ -187,5 +199,35 @@ mod tests {
         index.observe(&watcher::Event::Delete(first));
         assert!(index.of_user("bob", None).is_empty());
         assert!(index.in_namespace("user-alice").is_empty());
+    }
+
+    #[test]
+    fn a_namespace_holds_only_its_own_shares_not_a_neighbour_s() {
+        // `user-al-b` sorts before `user-al/` and `user-al0` after it: neither is in `user-al`.
+        let index = ShareIndex::default();
+        let bob = || Grantee {
+            user: Some("bob".into()),
+            group: None,
+        };
+        for (name, namespace) in [
+            ("one", "user-al"),
+            ("two", "user-al"),
+            ("x", "user-al-b"),
+            ("y", "user-al0"),
+            ("z", "user-a"),
+        ] {
+            index.observe(&watcher::Event::Apply(share(name, namespace, vec![bob()])));
+        }
+        let names = |refs: Vec<ObjectRef<CachedShare>>| -> Vec<String> {
+            refs.into_iter()
+                .map(|r| format!("{}/{}", r.namespace.unwrap(), r.name))
+                .collect()
+        };
+        assert_eq!(
+            names(index.in_namespace("user-al")),
+            ["user-al/one", "user-al/two"]
+        );
+        assert_eq!(names(index.of_user("carol", Some("user-a"))), ["user-a/z"]);
+        assert_eq!(index.of_user("bob", None).len(), 5);
     }
 }
