@@ -18,6 +18,7 @@ routes=(
   "hr.yaml all rbac/hr.yaml"
   "shares.yaml all rbac/shares.yaml"
   "auditor.yaml all rbac/auditor.yaml"
+  "viewer.yaml all rbac/viewer.yaml"
   "deployment.yaml all manifests/deployment.yaml"
   "scim.yaml ServiceAccount,ClusterRole,ClusterRoleBinding,ValidatingAdmissionPolicy,ValidatingAdmissionPolicyBinding manifests/scim/rbac.yaml"
   "scim.yaml Deployment,Service,PodDisruptionBudget manifests/scim/deployment.yaml"

@@ -133,6 +133,7 @@ fn the_chart_renders_what_the_kustomize_path_installs() {
         "rbac/roles.yaml",
         "rbac/admission-policy.yaml",
         "rbac/hr.yaml",
+        "rbac/viewer.yaml",
         "rbac/shares.yaml",
         "rbac/auditor.yaml",
         "manifests/crd.yaml",

@@ -204,3 +204,97 @@ async fn users_raced_into_one_identity_end_with_exactly_one_home() {
         }
     }
 }
+
+/// HR reads the Events of Users and nothing else of the cluster's Events; a help desk with
+/// `homestead-viewer` sees people, Profiles, groups and Shares and their Users' Events, and
+/// writes nothing (rbac/hr.yaml, rbac/viewer.yaml; docs/security.md).
+#[tokio::test]
+async fn hr_and_the_help_desk_read_only_the_events_they_need() {
+    let _hr = hr().await;
+    bind_roles("homestead-viewer", "helpdesk");
+    let can_i = |who: &[&str], args: &[&str]| {
+        let mut all = vec!["auth", "can-i"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(who);
+        let (_, out) = kubectl(&all, "");
+        out.lines().next().unwrap_or_default().trim().to_owned()
+    };
+    let hr_as = [
+        &format!("--as={HR}")[..],
+        &format!("--as-group={HR_GROUP}")[..],
+    ];
+    let desk = ["--as=desk-dana@example.com", "--as-group=helpdesk"];
+    for who in [&hr_as[..], &desk[..]] {
+        for events in ["events", "events.events.k8s.io"] {
+            for verb in ["get", "list", "watch"] {
+                assert_eq!(
+                    can_i(who, &[verb, events, "-n", "default"]),
+                    "yes",
+                    "{who:?} {verb} {events}"
+                );
+            }
+            for elsewhere in [&["-n", "kube-system"][..], &["-n", "user-alice"], &["-A"]] {
+                let args = [&["list", events][..], elsewhere].concat();
+                assert_eq!(can_i(who, &args), "no", "{who:?} {args:?}");
+            }
+            assert_eq!(can_i(who, &["create", events, "-n", "default"]), "no");
+        }
+        assert_eq!(can_i(who, &["get", "secrets", "-n", "default"]), "no");
+    }
+    for resource in [
+        "users.homestead.dev",
+        "profiles.homestead.dev",
+        "directorygroups.homestead.dev",
+    ] {
+        for verb in ["get", "list", "watch"] {
+            assert_eq!(can_i(&desk, &[verb, resource]), "yes", "{verb} {resource}");
+        }
+        for verb in ["create", "update", "patch", "delete"] {
+            assert_eq!(can_i(&desk, &[verb, resource]), "no", "{verb} {resource}");
+        }
+    }
+    assert_eq!(can_i(&desk, &["list", "shares.homestead.dev", "-A"]), "yes");
+    for verb in ["create", "update", "patch", "delete", "share-any-home"] {
+        assert_eq!(
+            can_i(&desk, &[verb, "shares.homestead.dev", "-n", "user-alice"]),
+            "no",
+            "{verb}"
+        );
+    }
+    for (verb, resource) in [
+        ("list", "namespaces"),
+        ("list", "rolebindings.rbac.authorization.k8s.io"),
+        ("list", "pods"),
+    ] {
+        assert_eq!(
+            can_i(&desk, &[verb, resource, "-A"]),
+            "no",
+            "{verb} {resource}"
+        );
+    }
+    // And for real: the help desk lists the Events in `default` with its own request.
+    let (ok, out) = kubectl(
+        &[
+            "get",
+            "events",
+            "-n",
+            "default",
+            "--as=desk-dana@example.com",
+            "--as-group=helpdesk",
+        ],
+        "",
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = kubectl(
+        &[
+            "get",
+            "events",
+            "-n",
+            "kube-system",
+            "--as=desk-dana@example.com",
+            "--as-group=helpdesk",
+        ],
+        "",
+    );
+    assert!(!ok && out.contains("Forbidden"), "{out}");
+}

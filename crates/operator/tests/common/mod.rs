@@ -716,22 +716,36 @@ pub fn wait_until_ready(process: &Supervised, ready: impl Fn() -> bool) {
     }
 }
 
-/// Binds `homestead-hr` (from `rbac/`, applied with the rest of it) to [`HR_GROUP`], once.
+/// Binds `homestead-hr` (from `rbac/`, applied with the rest of it) to [`HR_GROUP`], and in
+/// `default` the Role `homestead-user-events`, as `rbac/hr.yaml` says to, once.
 pub async fn hr() -> Client {
     static BOUND: OnceLock<()> = OnceLock::new();
-    BOUND.get_or_init(|| {
-        let binding = json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": { "name": "homestead-hr-test" },
-            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                         "name": "homestead-hr" },
-            "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
-                           "name": HR_GROUP }],
-        });
-        let (ok, out) = kubectl(&["apply", "-f", "-"], &binding.to_string());
-        assert!(ok, "{out}");
-    });
+    BOUND.get_or_init(|| bind_roles("homestead-hr", HR_GROUP));
     env().plane.client(HR).await.unwrap()
+}
+
+/// Binds the ClusterRole `role` (cluster-wide) and the Role `homestead-user-events` (in
+/// `default`) to the group `group`, as `rbac/hr.yaml` and `rbac/viewer.yaml` say to.
+pub fn bind_roles(role: &str, group: &str) {
+    let subjects =
+        json!([{ "apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group }]);
+    let bindings = json!({
+        "apiVersion": "v1", "kind": "List",
+        "items": [{
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": { "name": format!("{role}-test") },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role },
+            "subjects": subjects,
+        }, {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": { "name": format!("{role}-events-test"), "namespace": "default" },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                         "name": "homestead-user-events" },
+            "subjects": subjects,
+        }],
+    });
+    let (ok, out) = kubectl(&["apply", "-f", "-"], &bindings.to_string());
+    assert!(ok, "{out}");
 }
 
 /// A running `homestead scim` (HTTPS, as the SCIM ServiceAccount): its address, CA and token.
