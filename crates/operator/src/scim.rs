@@ -47,6 +47,8 @@ pub async fn run(args: ScimArgs) -> anyhow::Result<()> {
         })?;
 
     let service = service(&args, tokens.clone()).await?;
+    let expiry = service.certificate_expiry_metric();
+    expiry.set(not_after(&pem.0)?);
     let files = Files {
         tokens: args.token_file.clone(),
         cert: args.tls_cert.clone(),
@@ -59,7 +61,7 @@ pub async fn run(args: ScimArgs) -> anyhow::Result<()> {
             pem,
         },
         tokens,
-        tls.clone(),
+        (tls.clone(), expiry),
         args.reload_interval,
     ));
     let connections = service.connection_metrics();
@@ -143,15 +145,29 @@ struct Loaded {
     pem: (Vec<u8>, Vec<u8>),
 }
 
+/// The end of the validity (`notAfter`, Unix seconds) of the first certificate in the PEM
+/// `chain` (the serving certificate; what follows it are its issuers).
+///
+/// # Errors
+/// When `chain` does not start with a PEM certificate that parses as X.509.
+fn not_after(chain: &[u8]) -> anyhow::Result<i64> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(chain).context("the certificate is not PEM")?;
+    let certificate = pem
+        .parse_x509()
+        .context("the certificate does not parse as X.509")?;
+    Ok(certificate.validity().not_after.timestamp())
+}
+
 /// Every `every`, re-reads the token file and the certificate and key, and puts in force those
-/// that changed. A token file without a token (a Secret being rewritten), an unreadable file
-/// or a certificate that does not load keeps what is in force, with a warning; the next read
-/// tries again.
+/// that changed, with the certificate's `notAfter` in `expiry`
+/// (`homestead_scim_certificate_expiry_timestamp_seconds`). A token file without a token (a
+/// Secret being rewritten), an unreadable file or a certificate that does not load keeps what is
+/// in force, with a warning; the next read tries again.
 async fn reload(
     files: Files,
     mut loaded: Loaded,
     tokens: Arc<Tokens>,
-    tls: RustlsConfig,
+    (tls, expiry): (RustlsConfig, prometheus::IntGauge),
     every: Duration,
 ) {
     let mut tick = tokio::time::interval(every);
@@ -185,8 +201,16 @@ async fn reload(
                 continue;
             }
         };
+        let valid_until = match not_after(&pem.0) {
+            Ok(valid_until) => valid_until,
+            Err(error) => {
+                tracing::warn!(error = format!("{error:#}"), cert = %files.cert.display(), "the new TLS certificate does not load; keeping the previous one");
+                continue;
+            }
+        };
         match tls.reload_from_pem(pem.0.clone(), pem.1.clone()).await {
             Ok(()) => {
+                expiry.set(valid_until);
                 tracing::info!(cert = %files.cert.display(), "the TLS certificate or key changed; serving the new one");
                 loaded.pem = pem;
             }

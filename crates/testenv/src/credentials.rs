@@ -84,6 +84,18 @@ pub struct ScimCredentials {
 /// # Errors
 /// Certificate generation, random-number or file errors.
 pub fn scim_credentials(dir: &Path) -> Result<ScimCredentials> {
+    scim_credentials_until(dir, None)
+}
+
+/// [`scim_credentials`] with a serving certificate valid until midnight UTC of `not_after`
+/// (year, month, day), not rcgen's default (the year 4096), when given.
+///
+/// # Errors
+/// Certificate generation, random-number or file errors.
+pub fn scim_credentials_until(
+    dir: &Path,
+    not_after: Option<(i32, u8, u8)>,
+) -> Result<ScimCredentials> {
     use std::os::unix::fs::PermissionsExt as _;
     let write = |name: &str, contents: &str, mode: u32| -> Result<PathBuf> {
         let path = dir.join(name);
@@ -99,6 +111,9 @@ pub fn scim_credentials(dir: &Path) -> Result<ScimCredentials> {
     params
         .distinguished_name
         .push(rcgen::DnType::CommonName, "homestead-scim");
+    if let Some((year, month, day)) = not_after {
+        params.not_after = rcgen::date_time_ymd(year, month, day);
+    }
     let cert = params.signed_by(&key, &ca)?;
     let mut bytes = [0_u8; 32];
     ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)

@@ -30,7 +30,7 @@ pub use certificates::{
 pub use control_plane::{ControlPlane, Node, Options};
 pub use credentials::{
     ADMIN, HOMES_API, Identity, OPERATOR, SCIM, ScimCredentials, kubeconfig, scim_credentials,
-    token_file,
+    scim_credentials_until, token_file,
 };
 pub use error::{Error, Result};
 pub use flags::{

@@ -1,6 +1,6 @@
 //! The SCIM service's Prometheus metrics, served on its own `/metrics` (no token, like
-//! `/healthz`): requests by method and status, their latency, and how many Users and groups it
-//! manages.
+//! `/healthz`): requests by method and status, their latency, how many Users and groups it
+//! manages, and when its serving certificate expires.
 //! Names follow the Prometheus naming conventions (`_total` counters, `_seconds` histograms).
 
 use std::time::Duration;
@@ -28,6 +28,9 @@ pub struct Metrics {
     groups: IntGauge,
     /// The server's connection counts, kept by whoever accepts connections.
     connections: Connections,
+    /// `homestead_scim_certificate_expiry_timestamp_seconds`: when the serving certificate in
+    /// force stops being valid (its `notAfter`, Unix seconds), kept by whoever loads it.
+    certificate_expiry: IntGauge,
 }
 
 /// The SCIM server's connection metrics, kept before any request is read (so before a token
@@ -89,8 +92,14 @@ impl Metrics {
             )
             .expect("a valid metric"),
         };
+        let certificate_expiry = IntGauge::new(
+            "homestead_scim_certificate_expiry_timestamp_seconds",
+            "When the SCIM service's serving certificate in force expires (notAfter), in Unix seconds.",
+        )
+        .expect("a valid metric");
         for collector in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(certificate_expiry.clone()),
             Box::new(duration.clone()),
             Box::new(users.clone()),
             Box::new(groups.clone()),
@@ -106,12 +115,20 @@ impl Metrics {
             users,
             groups,
             connections,
+            certificate_expiry,
         }
     }
 
     /// The connection metrics, for the server that accepts connections.
     pub fn connections(&self) -> Connections {
         self.connections.clone()
+    }
+
+    /// `homestead_scim_certificate_expiry_timestamp_seconds`, for whoever loads the serving
+    /// certificate: set it to the certificate's `notAfter` (Unix seconds) each time one is put
+    /// in force.
+    pub fn certificate_expiry(&self) -> IntGauge {
+        self.certificate_expiry.clone()
     }
 }
 

@@ -143,6 +143,12 @@ impl Scim {
         self.metrics.connections()
     }
 
+    /// The gauge of the serving certificate's expiry in the service's registry, for whoever
+    /// loads the certificate (`homestead scim`; see [`metrics::Metrics::certificate_expiry`]).
+    pub fn certificate_expiry_metric(&self) -> prometheus::IntGauge {
+        self.metrics.certificate_expiry()
+    }
+
     /// Waits until the caches hold every User and DirectoryGroup (the initial lists are done);
     /// `/readyz` answers 200 from then on.
     pub async fn wait_until_ready(&self) {

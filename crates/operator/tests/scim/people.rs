@@ -316,19 +316,23 @@ async fn a_create_while_the_previous_user_is_offboarding_says_when_to_retry() {
         .and_then(|v| v.parse::<u64>().ok())
         .expect("homestead_scim_users");
     assert!(managed >= 1, "{metrics}");
-    // Every SCIM metric the dashboard queries is one the service exports.
-    let dashboard =
-        std::fs::read_to_string(repo_root().join("charts/homestead/files/dashboard.json")).unwrap();
-    let queried: std::collections::BTreeSet<&str> = dashboard
+    // Every SCIM metric the dashboard and the alerts query is one the service exports.
+    let read = |file: &str| std::fs::read_to_string(repo_root().join(file)).unwrap();
+    let queries =
+        read("charts/homestead/files/dashboard.json") + &read("charts/homestead/files/alerts.yaml");
+    let queried: std::collections::BTreeSet<&str> = queries
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .filter(|w| w.starts_with("homestead_scim_"))
         .collect();
-    assert!(queried.len() >= 3, "{queried:?}");
+    assert!(
+        queried.contains("homestead_scim_certificate_expiry_timestamp_seconds"),
+        "{queried:?}"
+    );
     for metric in queried {
         let base = metric.trim_end_matches("_bucket");
         assert!(
             metrics.contains(&format!("# TYPE {base} ")),
-            "the dashboard queries {metric}, which the SCIM service's /metrics does not have"
+            "the dashboard or an alert queries {metric}, which the SCIM service's /metrics does not have"
         );
     }
 }

@@ -11,8 +11,12 @@ async fn a_rotated_token_and_certificate_take_effect_without_a_restart() {
     let (old, new) = (dir.join("old"), dir.join("new"));
     std::fs::create_dir_all(&old).unwrap();
     std::fs::create_dir_all(&new).unwrap();
-    let old = homestead_testenv::scim_credentials(&old).unwrap();
-    let new = homestead_testenv::scim_credentials(&new).unwrap();
+    // Certificates valid until 2036-01-01 and 2031-06-01 (midnight UTC): their expiry, in Unix
+    // seconds, is what /metrics must say while each is in force.
+    let old = homestead_testenv::scim_credentials_until(&old, Some((2036, 1, 1))).unwrap();
+    let new = homestead_testenv::scim_credentials_until(&new, Some((2031, 6, 1))).unwrap();
+    const OLD_EXPIRES: &str = "2082758400";
+    const NEW_EXPIRES: &str = "1938038400";
     let read = |path: &Path| std::fs::read_to_string(path).unwrap().trim().to_owned();
     let (old_token, new_token) = (read(&old.token), read(&new.token));
     // The files the service is given; the test rewrites them as a Secret rotation would.
@@ -48,12 +52,21 @@ async fn a_rotated_token_and_certificate_take_effect_without_a_restart() {
         )
         .unwrap();
     let get = |ca: &Path, token: &str| https_get(&address, ca, "/scim/v2/Users", token);
+    // homestead_scim_certificate_expiry_timestamp_seconds, as /metrics (no token) says it.
+    let expiry = |ca: &Path| {
+        let (code, body) = https_request(&address, ca, "GET", "/metrics", "", None).ok()?;
+        assert_eq!(code, 200, "{body}");
+        body.lines()
+            .find_map(|l| l.strip_prefix("homestead_scim_certificate_expiry_timestamp_seconds "))
+            .map(str::to_owned)
+    };
 
     eventually("the SCIM service to serve the first token", 60, || async {
         (get(&old.ca, &old_token) == Ok(200)).then_some(())
     })
     .await;
     assert_eq!(get(&old.ca, &new_token), Ok(401));
+    assert_eq!(expiry(&old.ca).as_deref(), Some(OLD_EXPIRES));
 
     // The Secret's token is rotated: the new one is accepted, the old one no longer is.
     replace_file(&token_file, format!("{new_token}\n").as_bytes());
@@ -78,9 +91,11 @@ async fn a_rotated_token_and_certificate_take_effect_without_a_restart() {
     .await;
     let refused = get(&old.ca, &new_token);
     assert!(refused.is_err(), "the old CA still verifies: {refused:?}");
+    assert_eq!(expiry(&new.ca).as_deref(), Some(NEW_EXPIRES));
 
     // A certificate that does not load keeps the one in force.
     replace_file(&cert_file, b"not a certificate");
     logged(&service, "does not load; keeping the previous one").await;
     assert_eq!(get(&new.ca, &new_token), Ok(200));
+    assert_eq!(expiry(&new.ca).as_deref(), Some(NEW_EXPIRES));
 }
