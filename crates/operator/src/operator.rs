@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use homestead_reconciler::act::fence::Fence;
+use homestead_reconciler::act::requests::CountRequests;
 use homestead_reconciler::runtime::{Runtime, Settings};
 use homestead_reconciler::{Config, Metrics};
 use kube::Client;
@@ -36,7 +37,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         .lease_identity
         .clone()
         .unwrap_or_else(default_identity);
-    let client = client(&identity).await?;
+    let client = client(&identity, &metrics).await?;
     let shutdown = CancellationToken::new();
     tokio::spawn(cancel_on_signal(shutdown.clone()));
     let server = tokio::spawn(server.serve(health.clone(), shutdown.clone()));
@@ -78,18 +79,23 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 type ContextParts = (Client, Config, String, Metrics, Option<Arc<Fence>>);
 
 /// A client from the in-cluster or kubeconfig configuration whose requests carry the user agent
-/// `homestead/<version> (<identity>)`, so audit logs tell the replicas apart.
+/// `homestead/<version> (<identity>)`, so audit logs tell the replicas apart, each counted in
+/// `homestead_api_requests_total{verb, code}` of `metrics`.
 ///
 /// # Errors
 /// When no configuration is found or the client cannot be built.
-async fn client(identity: &str) -> anyhow::Result<Client> {
+async fn client(identity: &str, metrics: &Metrics) -> anyhow::Result<Client> {
     let mut config = kube::Config::infer()
         .await
         .context("loading the Kubernetes client configuration")?;
     let agent = format!("homestead/{} ({identity})", env!("CARGO_PKG_VERSION"));
     let agent = axum::http::HeaderValue::from_str(&agent).context("user agent")?;
     config.headers.push((axum::http::header::USER_AGENT, agent));
-    Client::try_from(config).context("connecting to the Kubernetes API server")
+    let counted = CountRequests::new(metrics.api_requests.clone());
+    Ok(kube::client::ClientBuilder::try_from(config)
+        .context("connecting to the Kubernetes API server")?
+        .with_layer(&counted)
+        .build())
 }
 
 /// Runs every controller ([`Runtime`]) until `stop` is cancelled, marking the operator ready

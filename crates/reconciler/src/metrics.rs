@@ -216,6 +216,10 @@ pub struct Metrics {
     /// `homestead_share_errors_total`: failed reconciles of Shares (each retried with backoff,
     /// and logged).
     pub share_errors: IntCounter,
+    /// `homestead_api_requests_total{verb, code}`: requests this replica sent to the API
+    /// server, by verb (`get` includes lists) and response code (`error`: no answer), counted by
+    /// [`crate::act::requests::CountRequests`] under the client.
+    pub api_requests: IntCounterVec,
     /// The `(ready, reason)` pairs of `homestead_users` set so far, so a pair no User has any
     /// more is set to 0 rather than left at its last count.
     seen: Arc<Mutex<HashSet<(String, String)>>>,
@@ -311,6 +315,12 @@ impl Metrics {
                     "homestead_share_errors_total",
                     "Failed reconciles of Shares",
                 )?,
+            )?,
+            api_requests: counter_vec(
+                r,
+                "homestead_api_requests_total",
+                "Requests sent to the API server, by verb and response code",
+                &["verb", "code"],
             )?,
             seen: Arc::default(),
         };

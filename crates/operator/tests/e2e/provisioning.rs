@@ -336,6 +336,9 @@ async fn metrics_and_probes_are_served() {
         "homestead_retained_namespaces",
         "homestead_events_pending",
         "homestead_events_failed_total 0",
+        // Its own requests: the Namespace it created, the watches it keeps.
+        "homestead_api_requests_total{code=\"201\",verb=\"create\"}",
+        "homestead_api_requests_total{code=\"200\",verb=\"watch\"}",
         "process_resident_memory_bytes",
     ] {
         assert!(
@@ -361,7 +364,7 @@ async fn metrics_and_probes_are_served() {
     assert!(ok, "promtool check metrics: {out}");
 
     // Every metric the dashboard and the alerts query is one the operator exports (or
-    // Prometheus's own `up`); the SCIM service's (`homestead_scim_*`) are checked in scim.rs.
+    // Prometheus's own `up`); the SCIM service's (`homestead_scim_*`) are checked in scim/people.rs.
     let dashboard =
         std::fs::read_to_string(repo_root().join("charts/homestead/files/dashboard.json")).unwrap();
     let alerts =

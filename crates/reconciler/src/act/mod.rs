@@ -12,6 +12,7 @@
 //!   LimitRange, network isolation).
 //! - [`status`]: the one server-side-apply status writer (User, Profile, DirectoryGroup) and the
 //!   Events that report a User's transitions.
+//! - [`requests`]: the layer under the client that counts every request by verb and code.
 //!
 //! Act imports [`crate::plan`] (what to write), [`crate::state`] (what the caches show),
 //! [`crate::error`] and [`crate::metrics`]; never a flow or the context (docs/development.md,
@@ -24,6 +25,7 @@ pub mod fence;
 pub mod guards;
 pub mod namespace;
 pub mod recent;
+pub mod requests;
 pub mod share;
 pub mod status;
 
