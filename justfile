@@ -34,6 +34,11 @@ image:
       echo "loaded into the node of just up as homestead.local/homestead:{{version}}"
     fi
 
+# Package the CLI as kubectl's homestead plugin for krew (linux/amd64): dist/kubectl-homestead_linux_amd64.tar.gz and dist/homestead.yaml (plugins/homestead.yaml with the archive's sha256 and its address under url, where you will publish it); `kubectl krew install --manifest=dist/homestead.yaml --archive=dist/kubectl-homestead_linux_amd64.tar.gz` installs it from here.
+krew url:
+    cargo build --release --locked -p homestead --bin homestead
+    tools/krew/package.sh {{target}}/release/homestead dist {{url}}
+
 # Build every crate.
 build:
     cargo build --workspace --all-targets

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand, ValueEnum};
 use homestead_directory::import::PruneLimit;
 use homestead_reconciler::Config;
 use homestead_reconciler::plan::config::{
@@ -221,8 +221,31 @@ pub enum Command {
     Access(AccessArgs),
     /// Serve the aggregated API `homes.homestead.dev/v1alpha1` (`kubectl get homes`): each
     /// person's homes, to that person alone, for requests kube-apiserver proxies with its
-    /// front-proxy certificate (docs/homes.md; in progress).
+    /// front-proxy certificate (docs/homes.md).
     HomesApi(HomesApiArgs),
+}
+
+/// The name under which kubectl runs this binary as a plugin: installed on the `PATH` as
+/// `kubectl-homestead` (a copy or a link, or by krew from `plugins/homestead.yaml`), it answers
+/// `kubectl homestead import ...` and `kubectl homestead access ...`
+/// (<https://kubernetes.io/docs/tasks/extend-kubectl/kubectl-plugins/>).
+pub const KUBECTL_PLUGIN: &str = "kubectl-homestead";
+
+impl Cli {
+    /// Parses the command line. Run as [`KUBECTL_PLUGIN`] (the name `program` was started by),
+    /// the usage says `kubectl homestead` and a command is required: a person's kubectl never
+    /// starts the operator, which is what no command means to `homestead`. Exits with clap's
+    /// usage message on bad arguments, as [`Parser::parse`] does.
+    pub fn parse_as(program: &std::path::Path) -> Self {
+        if program.file_name() != Some(std::ffi::OsStr::new(KUBECTL_PLUGIN)) {
+            return Self::parse();
+        }
+        let command = Self::command()
+            .bin_name("kubectl homestead")
+            .subcommand_required(true)
+            .arg_required_else_help(true);
+        Self::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit())
+    }
 }
 
 /// `homestead homes-api`.

@@ -14,8 +14,6 @@ mod operator;
 mod scim;
 mod server;
 
-use clap::Parser;
-
 /// jemalloc returns freed memory to the system within seconds (its decay), where glibc's
 /// allocator keeps what the initial lists needed: see docs/performance.md. Without the
 /// `jemalloc` feature (on by default) the system allocator serves, for heap profilers.
@@ -28,7 +26,8 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// waking and parking its worker threads (docs/performance.md). Nothing here blocks a thread.
 /// The homes API alone gets a worker per core: it answers many people at once, each over TLS.
 fn main() -> anyhow::Result<std::process::ExitCode> {
-    let mut cli = cli::Cli::parse();
+    let program = std::env::args_os().next().unwrap_or_default();
+    let mut cli = cli::Cli::parse_as(std::path::Path::new(&program));
     cli.runtime.init_tracing();
     let command = cli.command.take();
     let mut runtime = match command {

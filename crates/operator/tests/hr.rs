@@ -142,6 +142,107 @@ hr-flo,flo@example.com
     assert!(users.get_opt("hr-flo").await.unwrap().is_none(), "dry runs");
 }
 
+/// HR runs the CLI as a kubectl plugin, installed by krew (kubectl's plugin manager, built from
+/// its Go module) from `plugins/homestead.yaml` as `tools/krew/package.sh` fills it: kubectl
+/// lists it and runs `kubectl homestead access` against the cluster of its own environment; the
+/// plugin names itself `kubectl homestead` and, with no command, prints its usage rather than
+/// start the operator. An archive whose checksum is not the manifest's is refused.
+#[tokio::test]
+async fn krew_installs_it_and_kubectl_runs_it_as_its_homestead_plugin() {
+    let plane = env().plane;
+    let dir = plane.dir().join("krew");
+    let _ = std::fs::remove_dir_all(&dir);
+    let (dist, root) = (dir.join("dist"), dir.join("root"));
+    let tool = |script: &str| repo_root().join(script);
+    let out = Command::new(tool("tools/krew/package.sh"))
+        .arg(env!("CARGO_BIN_EXE_homestead"))
+        .arg(&dist)
+        .arg("https://releases.invalid/homestead/v0.1.0")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(tool("tools/krew/install.sh"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let krew = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let (manifest, archive) = (
+        dist.join("homestead.yaml"),
+        dist.join("kubectl-homestead_linux_amd64.tar.gz"),
+    );
+    let install = |manifest: &std::path::Path| {
+        let out = Command::new(&krew)
+            .arg("install")
+            .arg(format!("--manifest={}", manifest.display()))
+            .arg(format!("--archive={}", archive.display()))
+            .env("KREW_ROOT", &root)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    // A manifest naming another checksum: krew refuses the archive.
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let forged = dir.join("forged.yaml");
+    let checksum = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("sha256:"))
+        .unwrap();
+    std::fs::write(
+        &forged,
+        text.replace(checksum, &format!("      sha256: \"{}\"", "0".repeat(64))),
+    )
+    .unwrap();
+    let (ok, out) = install(&forged);
+    assert!(!ok && out.to_lowercase().contains("checksum"), "{out}");
+    let (ok, out) = install(&manifest);
+    assert!(ok && out.contains("Installed plugin: homestead"), "{out}");
+
+    let kubeconfig = plane
+        .write_kubeconfig(ADMIN, &plane.dir().join("hr-plugin.kubeconfig"))
+        .unwrap();
+    let kubectl = plane.kubectl(ADMIN).unwrap().get_program().to_owned();
+    let run = |args: &[&str]| {
+        let out = Command::new(&kubectl)
+            .args(args)
+            .env(
+                "PATH",
+                format!("{}:/usr/bin:/bin", root.join("bin").display()),
+            )
+            .env("KUBECONFIG", &kubeconfig)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let (ok, out) = run(&["plugin", "list"]);
+    assert!(ok && out.contains("kubectl-homestead"), "{out}");
+    let (ok, out) = run(&["homestead", "access", "-o", "json"]);
+    assert!(ok && out.trim_start().starts_with('['), "{out}");
+    let (ok, out) = run(&["homestead", "--help"]);
+    assert!(ok && out.contains("Usage: kubectl homestead"), "{out}");
+    // No command: the usage and a failure (the operator would have run until stopped).
+    let (ok, out) = run(&["homestead"]);
+    assert!(!ok && out.contains("Usage: kubectl homestead"), "{out}");
+}
+
 #[tokio::test]
 async fn a_roster_imports_its_good_rows_and_reports_the_bad_ones_by_line() {
     let s = Scenario::new();
