@@ -100,18 +100,13 @@ hr-flo,flo@example.com
 ",
     );
     let run = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_homestead"))
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .env("HOME", plane.dir().join("no-home"))
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
+        run_with_stdin(
+            Command::new(env!("CARGO_BIN_EXE_homestead"))
+                .args(args)
+                .env_remove("KUBECONFIG")
+                .env("HOME", plane.dir().join("no-home")),
+            "",
+        )
     };
     let file = kubeconfig.to_str().unwrap();
     let roster = path.to_str().unwrap();
@@ -154,45 +149,35 @@ async fn krew_installs_it_and_kubectl_runs_it_as_its_homestead_plugin() {
     let _ = std::fs::remove_dir_all(&dir);
     let (dist, root) = (dir.join("dist"), dir.join("root"));
     let tool = |script: &str| repo_root().join(script);
-    let out = Command::new(tool("tools/krew/package.sh"))
-        .arg(env!("CARGO_BIN_EXE_homestead"))
-        .arg(&dist)
-        .arg("https://releases.invalid/homestead/v0.1.0")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (ok, out) = run_with_stdin(
+        Command::new(tool("tools/krew/package.sh"))
+            .arg(env!("CARGO_BIN_EXE_homestead"))
+            .arg(&dist)
+            .arg("https://releases.invalid/homestead/v0.1.0"),
+        "",
     );
-    let out = Command::new(tool("tools/krew/install.sh"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let krew = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert!(ok, "{out}");
+    let (ok, out) = run_with_stdin(&mut Command::new(tool("tools/krew/install.sh")), "");
+    assert!(ok, "{out}");
+    // The script prints the binary's path (and go its progress, on stderr).
+    let krew = out
+        .lines()
+        .find(|l| l.ends_with("/krew"))
+        .unwrap_or_else(|| panic!("no krew path in {out}"))
+        .to_owned();
     let (manifest, archive) = (
         dist.join("homestead.yaml"),
         dist.join("kubectl-homestead_linux_amd64.tar.gz"),
     );
     let install = |manifest: &std::path::Path| {
-        let out = Command::new(&krew)
-            .arg("install")
-            .arg(format!("--manifest={}", manifest.display()))
-            .arg(format!("--archive={}", archive.display()))
-            .env("KREW_ROOT", &root)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
+        run_with_stdin(
+            Command::new(&krew)
+                .arg("install")
+                .arg(format!("--manifest={}", manifest.display()))
+                .arg(format!("--archive={}", archive.display()))
+                .env("KREW_ROOT", &root),
+            "",
+        )
     };
     // A manifest naming another checksum: krew refuses the archive.
     let text = std::fs::read_to_string(&manifest).unwrap();
@@ -216,21 +201,16 @@ async fn krew_installs_it_and_kubectl_runs_it_as_its_homestead_plugin() {
         .unwrap();
     let kubectl = plane.kubectl(ADMIN).unwrap().get_program().to_owned();
     let run = |args: &[&str]| {
-        let out = Command::new(&kubectl)
-            .args(args)
-            .env(
-                "PATH",
-                format!("{}:/usr/bin:/bin", root.join("bin").display()),
-            )
-            .env("KUBECONFIG", &kubeconfig)
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
+        run_with_stdin(
+            Command::new(&kubectl)
+                .args(args)
+                .env(
+                    "PATH",
+                    format!("{}:/usr/bin:/bin", root.join("bin").display()),
+                )
+                .env("KUBECONFIG", &kubeconfig),
+            "",
+        )
     };
     let (ok, out) = run(&["plugin", "list"]);
     assert!(ok && out.contains("kubectl-homestead"), "{out}");

@@ -4,6 +4,21 @@
 
 use super::*;
 
+/// `kubectl auth can-i ARGS` for the impersonation flags `who`, asked as the admin: the first
+/// line of the answer (`yes` or `no`).
+fn can_i(who: &[&str], args: &[&str]) -> String {
+    let mut all = vec!["auth", "can-i"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(who);
+    let (_, out) = kubectl(&all, "");
+    out.lines().next().unwrap_or_default().trim().to_owned()
+}
+
+/// The impersonation flags of [`HR`], in [`HR_GROUP`].
+fn hr_as() -> [String; 2] {
+    [format!("--as={HR}"), format!("--as-group={HR_GROUP}")]
+}
+
 /// Finding 8: HR or the SCIM identity could remove `homestead.dev/cleanup` from a deleted
 /// User, cutting offboarding short. Now only the operator may.
 #[tokio::test]
@@ -55,17 +70,8 @@ async fn neither_hr_nor_a_person_can_write_directory_groups_or_profiles() {
     )
     .await;
     wait_reason(&admin, "grp-tenant", "Provisioned").await;
-    let can_i = |who: &[&str], args: &[&str]| {
-        let mut all = vec!["auth", "can-i"];
-        all.extend_from_slice(args);
-        all.extend_from_slice(who);
-        let (_, out) = kubectl(&all, "");
-        out.lines().next().unwrap_or_default().trim().to_owned()
-    };
-    let hr_as = [
-        &format!("--as={HR}")[..],
-        &format!("--as-group={HR_GROUP}")[..],
-    ];
+    let hr_as = hr_as();
+    let hr_as = [&hr_as[0][..], &hr_as[1][..]];
     let person = ["--as=grp-tenant@example.com"];
     assert_eq!(
         can_i(&person, &["create", "pods", "-n", "user-grp-tenant"]),
@@ -212,17 +218,8 @@ async fn users_raced_into_one_identity_end_with_exactly_one_home() {
 async fn hr_and_the_help_desk_read_only_the_events_they_need() {
     let _hr = hr().await;
     bind_roles("homestead-viewer", "helpdesk");
-    let can_i = |who: &[&str], args: &[&str]| {
-        let mut all = vec!["auth", "can-i"];
-        all.extend_from_slice(args);
-        all.extend_from_slice(who);
-        let (_, out) = kubectl(&all, "");
-        out.lines().next().unwrap_or_default().trim().to_owned()
-    };
-    let hr_as = [
-        &format!("--as={HR}")[..],
-        &format!("--as-group={HR_GROUP}")[..],
-    ];
+    let hr_as = hr_as();
+    let hr_as = [&hr_as[0][..], &hr_as[1][..]];
     let desk = ["--as=desk-dana@example.com", "--as-group=helpdesk"];
     for who in [&hr_as[..], &desk[..]] {
         for events in ["events", "events.events.k8s.io"] {
