@@ -711,6 +711,37 @@ async fn helm_upgrade_brings_new_crd_fields_and_uninstall_keeps_crds_and_users()
 }
 
 #[test]
+fn artifact_hub_lists_every_crd_the_chart_installs() {
+    let chart = read("charts/homestead/Chart.yaml").remove(0);
+    let listed: Vec<Value> = serde_saphyr::from_str(
+        chart["annotations"]["artifacthub.io/crds"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    let mut listed: Vec<String> = listed
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {}",
+                c["name"].as_str().unwrap(),
+                c["kind"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let mut installed: Vec<String> = read("charts/homestead/files/crds.yaml")
+        .iter()
+        .map(|crd| {
+            let kind = crd["spec"]["names"]["kind"].as_str().unwrap();
+            format!("{} {kind}", crd["metadata"]["name"].as_str().unwrap())
+        })
+        .collect();
+    listed.sort();
+    installed.sort();
+    assert_eq!(listed, installed);
+}
+
+#[test]
 fn the_chart_readme_is_generated_from_its_values() {
     let (ok, out) = common::run_with_stdin(
         Command::new(root().join("tools/helm/docs.sh")).arg("--check"),
