@@ -11,6 +11,7 @@
 //! The runtime is the top layer: it may import every other, and nothing imports it
 //! (docs/development.md, "Layers").
 
+pub mod backlog;
 pub mod watches;
 
 use std::sync::Arc;
@@ -19,12 +20,12 @@ use std::time::Duration;
 use futures::StreamExt;
 use homestead_api::User;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::Client;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::act::Cluster;
@@ -39,6 +40,8 @@ use crate::flows::statuses::{
 };
 use crate::metrics::Metrics;
 use crate::plan::config::Config;
+use crate::runtime::backlog::Backlog;
+use crate::state::cache::CachedShare;
 use crate::state::index::ProfileIndex;
 
 /// What the runtime is started with: everything the operator's flags and leader election
@@ -68,6 +71,7 @@ pub struct Runtime {
     profile_statuses: Controller<homestead_api::Profile>,
     group_statuses: Controller<homestead_api::DirectoryGroup>,
     shares: Controller<crate::state::cache::CachedShare>,
+    backlogs: (Backlog<User>, Backlog<CachedShare>),
     retained_count_interval: Duration,
 }
 
@@ -88,6 +92,7 @@ impl Runtime {
             group_statuses,
             shares,
             caches,
+            backlogs,
         } = watches::controllers(
             &settings.client,
             settings.concurrency,
@@ -119,6 +124,7 @@ impl Runtime {
             profile_statuses,
             group_statuses,
             shares,
+            backlogs,
             retained_count_interval: settings.retained_count_interval,
         }
     }
@@ -180,16 +186,39 @@ impl Runtime {
                 ctx.clone(),
             )
             .for_each(|result| async move { log_controller_error(result) });
+        let (user_backlog, share_backlog) = self.backlogs;
+        let started = share_backlog.clone();
         let shares = self
             .shares
             .graceful_shutdown_on(shutdown())
-            .run(reconcile_share, share_error, ctx.clone())
-            .for_each(|result| async move { log_controller_error(result) });
+            .run(
+                move |share, ctx| {
+                    started.started(&share.name_any(), share.namespace().as_deref());
+                    reconcile_share(share, ctx)
+                },
+                share_error,
+                ctx.clone(),
+            )
+            .for_each(move |result| {
+                forget_if_gone(&share_backlog, &result);
+                async move { log_controller_error(result) }
+            });
+        let started = user_backlog.clone();
         let users = self
             .users
             .graceful_shutdown_on(shutdown())
-            .run(reconcile, error_policy, ctx.clone())
-            .for_each(|result| async move { log_controller_error(result) });
+            .run(
+                move |user, ctx| {
+                    started.started(&user.name_any(), None);
+                    reconcile(user, ctx)
+                },
+                error_policy,
+                ctx.clone(),
+            )
+            .for_each(move |result| {
+                forget_if_gone(&user_backlog, &result);
+                async move { log_controller_error(result) }
+            });
         futures::join!(users, retained, profile_statuses, group_statuses, shares);
         // Still the leader (unless the Lease was lost, when the fence drops what is left).
         let events = ctx.cluster().events();
@@ -216,6 +245,19 @@ const RETAINED_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long a stopping operator waits for its queued Events to be published (seconds); well
 /// within the 30 s a kubelet grants before SIGKILL.
 const EVENT_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Reports to `backlog` a request the Controller dropped because its object was gone from the
+/// cache when its turn came: it no longer counts against the Backlog's window.
+fn forget_if_gone<K, T>(
+    backlog: &Backlog<K>,
+    result: &Result<T, controller::Error<crate::Error, watcher::Error>>,
+) where
+    K: kube::runtime::reflector::Lookup<DynamicType = ()>,
+{
+    if let Err(controller::Error::ObjectNotFound(object)) = result {
+        backlog.started(&object.name, object.namespace.as_deref());
+    }
+}
 
 /// Logs what the Controller reports besides reconcile results: a failed reconcile was already
 /// logged once by `error_policy`; watch and queue errors (the API server unreachable, a

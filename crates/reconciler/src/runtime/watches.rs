@@ -26,6 +26,7 @@ use crate::plan::config::Config;
 use crate::plan::ownership::user_of;
 use crate::plan::share::share_of_binding;
 use crate::plan::status;
+use crate::runtime::backlog::Backlog;
 use crate::state::Caches;
 use crate::state::cache::{CachedNamespace, CachedRoleBinding, CachedShare};
 use crate::state::identity::Identities;
@@ -65,6 +66,9 @@ pub struct Controllers {
     pub shares: Controller<CachedShare>,
     /// The caches reconciles read.
     pub caches: Caches,
+    /// What waits for the User and the Share Controllers: every reconcile they start must be
+    /// reported to its Backlog ([`Backlog::started`]).
+    pub backlogs: (Backlog<User>, Backlog<CachedShare>),
 }
 
 /// What a kind must be for the operator (or the homes API) to watch it: a cluster-wide
@@ -133,12 +137,17 @@ pub fn controllers(
     let share_index = ShareIndex::default();
     let (wake_share, share_wakes) = futures::channel::mpsc::unbounded();
     let (wake_all_shares, all_share_wakes) = futures::channel::mpsc::unbounded();
+    let window = match concurrency {
+        0 => usize::MAX,
+        n => 2 * usize::from(n),
+    };
+    let (user_backlog, share_backlog) = (Backlog::new(window), Backlog::new(window));
     let shares = share_controller(
         client,
         concurrency,
         &share_index,
-        share_wakes,
-        all_share_wakes,
+        (share_wakes, all_share_wakes),
+        &share_backlog,
     );
     let limit_range_events = limit_range_events.touched_objects();
     let network_policy_events = network_policy_events.touched_objects();
@@ -160,6 +169,7 @@ pub fn controllers(
         wake_profiles,
         (identities.clone(), wake_users),
         (share_index.clone(), wake_share.clone()),
+        &user_backlog,
     );
     let members = index.clone();
     let in_groups = groups.clone();
@@ -196,6 +206,7 @@ pub fn controllers(
                 .into_iter()
                 .map(|user| ObjectRef::new(&user))
         })
+        .reconcile_on(user_backlog.requests())
         .reconcile_on(resync)
         .reconcile_on(identity_triggers);
     Controllers {
@@ -218,36 +229,76 @@ pub fn controllers(
         profile_statuses: status_controller(client).reconcile_on(profile_triggers),
         group_statuses: status_controller(client).reconcile_all_on(group_triggers),
         shares,
+        backlogs: (user_backlog, share_backlog),
     }
 }
 
 /// The Controller over Shares (their own watch, indexed into `index` by grantee and namespace),
-/// `concurrency` reconciles at once (0: unbounded), triggered by a change of a Share's spec
-/// (its status is Homestead's own), by the Shares sent to `wakes`, by every `()` sent to
-/// `all`, and for every Share once every [`RESYNC`], a batch at a time (`paced_resync`).
+/// `concurrency` reconciles at once (0: unbounded), triggered through `backlog` by a new Share
+/// or a change of a Share's spec (its status is Homestead's own), and directly by the Shares
+/// sent to `wakes`, by every `()` sent to `all`, and for every Share once every [`RESYNC`], a
+/// batch at a time (`paced_resync`).
 fn share_controller(
     client: &Client,
     concurrency: u16,
     index: &ShareIndex,
-    wakes: futures::channel::mpsc::UnboundedReceiver<ObjectRef<CachedShare>>,
-    all: futures::channel::mpsc::UnboundedReceiver<()>,
+    (wakes, all): (
+        futures::channel::mpsc::UnboundedReceiver<ObjectRef<CachedShare>>,
+        futures::channel::mpsc::UnboundedReceiver<()>,
+    ),
+    backlog: &Backlog<CachedShare>,
 ) -> Controller<CachedShare> {
-    let (store, events) = cached_watch(
-        client,
-        watcher::Config::default(),
-        trim_object::<CachedShare>,
-    );
-    let indexed = index.clone();
-    let events = events.inspect_ok(move |event| indexed.observe(event));
-    let events = changes_of(events, |share: &CachedShare| {
-        fingerprint(&share.metadata.generation)
-    });
+    let (store, events) = share_watch(client, index, backlog);
     let resync = paced_resync(store.clone(), RESYNC);
     Controller::for_stream(events, store)
         .with_config(controller::Config::default().concurrency(concurrency))
+        .reconcile_on(backlog.requests())
         .reconcile_on(wakes)
         .reconcile_on(resync)
         .reconcile_all_on(all)
+}
+
+/// The Share watch, trimmed to [`CachedShare`] and reflected into the returned cache by hand,
+/// to compare each Share's generation with its cached version's before the cache moves on:
+/// the Shares that are new, deleted or changed in their spec are queued in `backlog`; the
+/// returned stream drives the watch and yields only its errors. Keeps `index` current.
+fn share_watch(
+    client: &Client,
+    index: &ShareIndex,
+    backlog: &Backlog<CachedShare>,
+) -> (
+    Store<CachedShare>,
+    impl futures::Stream<Item = Result<CachedShare, watcher::Error>> + Send + 'static,
+) {
+    let (store, mut writer) = reflector::store();
+    let events = watcher(
+        Api::<CachedShare>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .modify(trim_object::<CachedShare>);
+    let (cached, indexed, backlog) = (store.clone(), index.clone(), backlog.clone());
+    let events = relist_in_place(events, store.clone())
+        .map_ok(move |event| {
+            let changed = match &event {
+                watcher::Event::Apply(share) | watcher::Event::InitApply(share) => cached
+                    .get(&ObjectRef::from_obj(share))
+                    .is_none_or(|old| old.metadata.generation != share.metadata.generation),
+                watcher::Event::Delete(_) => true,
+                watcher::Event::Init | watcher::Event::InitDone => false,
+            };
+            writer.apply_watcher_event(&event);
+            indexed.observe(&event);
+            if let watcher::Event::Apply(share)
+            | watcher::Event::InitApply(share)
+            | watcher::Event::Delete(share) = &event
+                && changed
+            {
+                backlog.push(&ObjectRef::from_obj(share));
+            }
+        })
+        .backoff(watch_backoff())
+        .try_filter_map(|()| std::future::ready(Ok(None)));
+    (store, events)
 }
 
 /// The Controller over retained Namespaces (labelled `homestead.dev/retained-from`), and the
@@ -266,7 +317,8 @@ fn retained_controller(
 
 /// The User watch, trimmed ([`trim_user`]) and reflected into the returned cache by hand
 /// rather than with `reflect`, to compare each User with its cached version before the cache
-/// moves on: the stream yields only the Users whose change [`triggers_reconcile`], and keeps
+/// moves on: the Users whose change [`triggers_reconcile`] are queued in `backlog` (the
+/// returned stream drives the watch and yields only its errors), and keeps
 /// `index` (Profile to Users) current, with `config`'s default Profile for Users naming none,
 /// sending each Profile whose status a User event may change to `wake_profiles`; and keeps
 /// `identities` (which User holds each identity) current, sending the other Users of an
@@ -278,6 +330,7 @@ fn user_watch(
     wake_profiles: UnboundedSender<ObjectRef<Profile>>,
     (identities, wake_users): (Identities, UnboundedSender<ObjectRef<User>>),
     (shares, wake_shares): (ShareIndex, UnboundedSender<ObjectRef<CachedShare>>),
+    backlog: &Backlog<User>,
 ) -> (
     Store<User>,
     impl futures::Stream<Item = Result<User, watcher::Error>> + Send + 'static,
@@ -291,6 +344,7 @@ fn user_watch(
     let indexed = index.clone();
     let default_profile = config.default_profile.clone();
     let cached = users.clone();
+    let backlog = backlog.clone();
     let user_events = relist_in_place(user_events, users.clone())
         .inspect(move |event| {
             let Ok(event) = event else { return };
@@ -317,13 +371,13 @@ fn user_watch(
             (event, trigger)
         })
         .backoff(watch_backoff())
-        .try_filter_map(|(event, trigger)| {
-            std::future::ready(Ok(match event {
-                watcher::Event::Apply(user) | watcher::Event::InitApply(user) if trigger => {
-                    Some(user)
-                }
-                _ => None,
-            }))
+        .try_filter_map(move |(event, trigger)| {
+            if let watcher::Event::Apply(user) | watcher::Event::InitApply(user) = event
+                && trigger
+            {
+                backlog.push(&ObjectRef::from_obj(&user));
+            }
+            std::future::ready(Ok(None))
         });
     (users, user_events)
 }
