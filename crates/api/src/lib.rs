@@ -78,6 +78,12 @@ pub const LABEL_ISOLATION: &str = "homestead.dev/isolation";
 /// `homestead-share-owner` lets only that identity (or HR and the platform) write the Shares
 /// in it, so a grantee never re-shares.
 pub const ANNOTATION_OWNER: &str = "homestead.dev/owner";
+/// Label on an existing Namespace by which the platform (whoever may update Namespaces; never a
+/// tenant, HR or the SCIM service) hands it to the User it names: that User's reconcile adopts
+/// it (the ownership labels and annotation, nothing in it deleted) and removes this label. The
+/// admission policy `homestead-operator-bounds` lets the operator update an unlabelled
+/// Namespace only so, and only for that User (docs/adoption.md).
+pub const LABEL_ADOPT_FOR: &str = "homestead.dev/adopt-for";
 /// Label on a person's Namespace whose Profile governs its RoleBindings
 /// (`sharing.tenantRoleBindings` `ServiceAccountsOnly` or `Forbid`); the admission policy
 /// `homestead-governed-homes` keys on it. Set by Homestead alone.
@@ -454,7 +460,8 @@ pub struct Identity {
 #[serde(rename_all = "camelCase")]
 pub struct NamespaceSpec {
     /// The Namespace name, a DNS-1123 label (at most 63 characters). Default: `<prefix><metadata.name>`. Immutable: set
-    /// it when creating the User or never. An existing Namespace that Homestead did not create for this User is never taken over.
+    /// it when creating the User or never. An existing Namespace that Homestead did not create for this User is never taken over,
+    /// unless the platform labels it `homestead.dev/adopt-for=<this User>` (adoption).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
         length(min = 1, max = 63),

@@ -340,6 +340,9 @@ impl ShareReason {
 pub enum Change {
     /// The Namespace was created.
     NamespaceCreated,
+    /// An existing Namespace the platform labelled `homestead.dev/adopt-for=<User>` became the
+    /// User's (nothing in it deleted; its RoleBindings named, kept or revoked per the operator).
+    NamespaceAdopted,
     /// The Namespace's labels, annotations or owner reference were brought back in line.
     NamespaceUpdated,
     /// The RoleBinding was created.

@@ -127,6 +127,12 @@ pub struct PolicyArgs {
     #[arg(long, env = "HOMESTEAD_SHARE_GROUPS", default_value_t = true, action = clap::ArgAction::Set)]
     pub share_groups: bool,
 
+    /// Whether adopting an existing namespace (labelled `homestead.dev/adopt-for=<User>` by the
+    /// platform) removes the RoleBindings made before it; `false` keeps them, named in the
+    /// `NamespaceAdopted` Event and shown as `unmanaged` by `homestead access`.
+    #[arg(long, env = "HOMESTEAD_REVOKE_ADOPTED_ROLE_BINDINGS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub revoke_adopted_role_bindings: bool,
+
     /// ClusterRoles a User may ask for (repeat the flag or separate with commas).
     /// `cluster-admin` is refused at start-up.
     #[arg(
@@ -219,6 +225,11 @@ pub enum Command {
     /// role, its source (own home, a Share with its reason and creator, a directory group, or
     /// `unmanaged`) and until when. Reads only: the `homestead-auditor` ClusterRole suffices.
     Access(AccessArgs),
+    /// Hand existing namespaces to Users, many at once, from a CSV with the columns
+    /// `namespace` and `user` (docs/adoption.md): says for each what adoption would find and
+    /// change, then labels it `homestead.dev/adopt-for=<user>` (the platform's confirmation;
+    /// needs the right to patch Namespaces). Exits 1 if any row is refused.
+    Adopt(AdoptArgs),
     /// Serve the aggregated API `homes.homestead.dev/v1alpha1` (`kubectl get homes`): each
     /// person's homes, to that person alone, for requests kube-apiserver proxies with its
     /// front-proxy certificate (docs/homes.md).
@@ -334,7 +345,27 @@ pub struct AccessArgs {
     pub output: AccessFormat,
 }
 
-/// The output formats of `homestead access`.
+/// `homestead adopt`.
+#[derive(Debug, clap::Args)]
+pub struct AdoptArgs {
+    /// The cluster.
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
+    /// The CSV: a header naming the columns `namespace` and `user` (a User's `metadata.name`),
+    /// then a row per namespace; `-` reads standard input.
+    pub file: std::path::PathBuf,
+
+    /// Print what adoption would find and change, and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// How to print: an aligned table, CSV (RFC 4180, with a header) or a JSON array.
+    #[arg(long, short = 'o', value_enum, default_value_t = AccessFormat::Table)]
+    pub output: AccessFormat,
+}
+
+/// The output formats of `homestead access` and `homestead adopt`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum AccessFormat {
     /// Aligned columns with a header.
@@ -504,6 +535,7 @@ impl PolicyArgs {
                 max_duration: self.share_max_duration,
                 groups: self.share_groups,
             },
+            revoke_adopted_role_bindings: self.revoke_adopted_role_bindings,
         })
     }
 }
@@ -676,6 +708,10 @@ mod tests {
         assert_eq!(sharing["enabled"], cli.policy.share_enabled);
         assert_eq!(sharing["maxRole"], cli.policy.share_max_role.as_str());
         assert_eq!(sharing["groups"], cli.policy.share_groups);
+        assert_eq!(
+            operator["revokeAdoptedRoleBindings"],
+            cli.policy.revoke_adopted_role_bindings
+        );
         assert_eq!(
             homestead_reconciler::plan::config::parse_duration(
                 sharing["maxDuration"].as_str().unwrap()

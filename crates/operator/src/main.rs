@@ -5,6 +5,7 @@
 //! `homestead-directory` libraries.
 
 mod access;
+mod adopt;
 mod cli;
 mod connections;
 mod homes;
@@ -39,6 +40,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
         match command {
             Some(cli::Command::Import(args)) => import::run(args).await,
             Some(cli::Command::Access(args)) => access::run(args).await,
+            Some(cli::Command::Adopt(args)) => adopt::run(args).await,
             Some(cli::Command::HomesApi(args)) => homes::run(args)
                 .await
                 .map(|()| std::process::ExitCode::SUCCESS),

@@ -295,3 +295,48 @@ async fn hr_and_the_help_desk_read_only_the_events_they_need() {
     );
     assert!(!ok && out.contains("Forbidden"), "{out}");
 }
+
+/// Adoption's confirmation (docs/adoption.md): the label `homestead.dev/adopt-for` hands a
+/// Namespace to a User, so only the platform may write it. HR and the SCIM identity are refused
+/// a real patch; a person with `admin` in their own home may not patch that Namespace or any
+/// other; the namespace stays unlabelled and nobody's.
+#[tokio::test]
+async fn only_the_platform_hands_a_namespace_over() {
+    let s = Scenario::new();
+    let c = admin().await;
+    s.create(&c, &User::test("atk-adopt")).await;
+    wait_reason(&c, "atk-adopt", "Provisioned").await;
+    let legacy = "atk-adopt-legacy";
+    s.track_namespace(legacy);
+    let namespace: Namespace =
+        serde_json::from_value(json!({ "metadata": { "name": legacy } })).unwrap();
+    Api::<Namespace>::all(c.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+    let hand = Patch::Merge(json!({ "metadata": { "labels": {
+        homestead_api::LABEL_ADOPT_FOR: "atk-adopt" } } }));
+    let scim = env().plane.client(SCIM).await.unwrap();
+    for (who, client) in [("HR", hr().await), ("the SCIM identity", scim)] {
+        let patched = Api::<Namespace>::all(client)
+            .patch(legacy, &PatchParams::default(), &hand)
+            .await;
+        assert!(forbidden(patched, "namespaces"), "{who}");
+    }
+    let tenant = ["--as=atk-adopt@example.com".to_owned()];
+    let tenant: Vec<&str> = tenant.iter().map(String::as_str).collect();
+    for ns in ["user-atk-adopt", legacy] {
+        let target = format!("namespaces/{ns}");
+        assert_eq!(can_i(&tenant, &["patch", &target]), "no", "{ns}");
+        let hr = hr_as();
+        let hr: Vec<&str> = hr.iter().map(String::as_str).collect();
+        assert_eq!(can_i(&hr, &["patch", &target]), "no", "{ns}");
+    }
+    let untouched = Api::<Namespace>::all(c).get(legacy).await.unwrap();
+    assert_eq!(
+        untouched.labels().get(homestead_api::LABEL_ADOPT_FOR),
+        None,
+        "{:?}",
+        untouched.labels()
+    );
+}

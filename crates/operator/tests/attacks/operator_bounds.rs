@@ -13,6 +13,7 @@ async fn every_rule_of_the_operator_policies_holds_on_its_own() {
     let c = admin().await;
     let ours = "user-atk-rules";
     let (theirs, retained) = ("atk-rules-theirs", "atk-rules-retained");
+    let handed = "atk-rules-handed";
     let homesteads = json!({ "app.kubernetes.io/managed-by": "homestead",
         "homestead.dev/user": "atk-rules", "pod-security.kubernetes.io/enforce": "baseline" });
     for (name, labels) in [
@@ -22,6 +23,7 @@ async fn every_rule_of_the_operator_policies_holds_on_its_own() {
             retained,
             json!({ "homestead.dev/retained-from": "atk-rules" }),
         ),
+        (handed, json!({ "homestead.dev/adopt-for": "atk-rules" })),
     ] {
         s.track_namespace(name);
         let ns = json!({ "metadata": { "name": name, "labels": labels } });
@@ -96,6 +98,19 @@ async fn every_rule_of_the_operator_policies_holds_on_its_own() {
         .patch(ours, &patch, &relabel)
         .await
         .expect("an update of Homestead's Namespace");
+    // Adoption: a Namespace the platform handed to atk-rules may become atk-rules's, by an
+    // update, and nobody else's; it may not be deleted.
+    let mut for_another = homesteads.clone();
+    for_another["homestead.dev/user"] = json!("atk-rules-other");
+    let to_another = Patch::Merge(json!({ "metadata": { "labels": for_another } }));
+    let taken = namespaces.patch(handed, &patch, &to_another).await;
+    assert!(forbidden(taken, "for that User"));
+    let deleted = namespaces.delete(handed, &dry_delete).await;
+    assert!(forbidden(deleted, "for that User"));
+    namespaces
+        .patch(handed, &patch, &relabel)
+        .await
+        .expect("the adoption of a Namespace handed to the User");
     namespaces
         .delete(ours, &dry_delete)
         .await

@@ -1,6 +1,7 @@
 //! The rules of docs/design.md, each proven on the real local control plane with the operator
 //! binary running as `system:serviceaccount:homestead-system:homestead` under `rbac/`.
 
+mod adoption;
 #[path = "../common/mod.rs"]
 mod common;
 mod offboarding;

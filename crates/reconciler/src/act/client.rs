@@ -165,6 +165,28 @@ impl Cluster {
             .map_err(Self::error::<K>(Verb::Apply, ns.as_deref(), &name))
     }
 
+    /// Sends `patch` as a JSON merge patch (RFC 7386) of the object `name` in `namespace`, with
+    /// field manager `homestead`; its preconditions are its own `metadata.uid` and
+    /// `metadata.resourceVersion`, if it sets them. Returns the object as patched.
+    ///
+    /// # Errors
+    /// [`Error::Kube`] with [`Verb::Apply`] (a 409 when the resourceVersion is stale).
+    pub(crate) async fn merge_patch<K: Object>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<K> {
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
+        self.api::<K>(namespace)
+            .patch(name, &params, &Patch::Merge(patch))
+            .await
+            .map_err(Self::error::<K>(Verb::Apply, namespace, name))
+    }
+
     /// Server-side applies `desired` over the live object with uid `uid` (one proven to be the
     /// User's; nothing happens if the live object is another one or gone by now). The live
     /// object is read first, since caches keep no `managedFields` ([`crate::state::trim`]): if it still

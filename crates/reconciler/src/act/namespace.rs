@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use homestead_api::CRD_NAME;
+use homestead_api::{CRD_NAME, LABEL_ADOPT_FOR};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
@@ -53,6 +53,52 @@ impl Cluster {
             self.recent.namespaces.remember(created.clone());
         }
         Ok(created)
+    }
+
+    /// Adopts the existing Namespace `desired` names, which the platform labelled
+    /// `homestead.dev/adopt-for=<User>` ([`crate::plan::ownership::is_handed_to`]): one JSON merge
+    /// patch, under the uid `uid` and the resourceVersion it was read at, that adds `desired`'s
+    /// labels and annotations (the ownership ones, Pod Security, ...) and removes the
+    /// `adopt-for` label, so the handing-over cannot be replayed; nothing else of the Namespace
+    /// changes, nothing in it is deleted. The admission policy `homestead-operator-bounds`
+    /// admits this update only for the User the label names. Returns the adopted Namespace, or
+    /// `None` when it is gone, has another uid, or is no longer labelled for `user`.
+    ///
+    /// # Errors
+    /// [`crate::Error::Kube`] with [`homestead_api::Verb::Get`] or [`homestead_api::Verb::Patch`]
+    /// (a 409 when the Namespace changed since it was read: the reconcile is retried).
+    pub async fn adopt_namespace(
+        &self,
+        desired: &Namespace,
+        uid: Option<&str>,
+        user: &str,
+    ) -> Result<Option<Namespace>> {
+        let name = desired.name_any();
+        let Some(live) = self.get(&ObjectRef::<Namespace>::new(&name)).await? else {
+            return Ok(None);
+        };
+        let handed = live
+            .labels()
+            .get(LABEL_ADOPT_FOR)
+            .is_some_and(|to| to == user);
+        if live.metadata.uid.as_deref() != uid || uid.is_none() || !handed {
+            return Ok(None);
+        }
+        let mut labels = serde_json::Map::new();
+        for (key, value) in desired.labels() {
+            labels.insert(key.clone(), value.clone().into());
+        }
+        labels.insert(LABEL_ADOPT_FOR.to_owned(), serde_json::Value::Null);
+        let patch = serde_json::json!({
+            "metadata": {
+                "uid": uid,
+                "resourceVersion": live.metadata.resource_version,
+                "labels": labels,
+                "annotations": desired.annotations(),
+            }
+        });
+        let adopted = self.merge_patch::<Namespace>(None, &name, &patch).await?;
+        Ok(Some(adopted))
     }
 
     /// Deletes `namespace` (in the background), with its uid as precondition, so a namespace

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use homestead_api::{AppliedProfile, Change, OnExpiry, Reason, RefusalKind, User};
+use homestead_api::{AppliedProfile, Change, LABEL_ADOPT_FOR, OnExpiry, Reason, RefusalKind, User};
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::DeleteParams;
@@ -26,7 +26,7 @@ use crate::plan::desired::{
 };
 use crate::plan::drift::{limit_range_matches, network_policy_matches, quota_matches};
 use crate::plan::expiry::Expiry;
-use crate::plan::ownership::is_owned_by;
+use crate::plan::ownership::{is_handed_to, is_owned_by};
 use crate::plan::profile::Resolved;
 use crate::plan::revocation::revocation;
 use crate::plan::status::{Outcome, terminating_message};
@@ -241,7 +241,7 @@ async fn ensure_namespace(
 ) -> Result<Option<Step>> {
     let user = &resolved.user;
     let desired = desired_namespace(user, name, resolved.pod_security, resolved.traits());
-    let existing = match ctx.caches().namespace(name) {
+    let mut existing = match ctx.caches().namespace(name) {
         Some(ns) => ns,
         None => match ctx.cluster().create_namespace(&desired).await? {
             Some(_) => {
@@ -267,9 +267,28 @@ async fn ensure_namespace(
         },
     };
     if !is_owned_by(&existing.facts, user) {
-        return Ok(Some(Step::Refuse(Refusal::NamespaceConflict(
-            name.to_owned(),
-        ))));
+        let adopted = if is_handed_to(&existing.facts, user)
+            && existing.metadata.deletion_timestamp.is_none()
+        {
+            adopt(
+                resolved,
+                ctx,
+                &desired,
+                existing.metadata.uid.as_deref(),
+                changes,
+            )
+            .await?
+        } else {
+            None
+        };
+        match adopted {
+            Some(adopted) => existing = Arc::new(adopted.into()),
+            None => {
+                return Ok(Some(Step::Refuse(Refusal::NamespaceConflict(
+                    name.to_owned(),
+                ))));
+            }
+        }
     }
     if existing.metadata.deletion_timestamp.is_some() {
         let message = terminating_message(name, existing.status.as_ref());
@@ -290,6 +309,57 @@ async fn ensure_namespace(
         changes.push((Change::NamespaceUpdated, note));
     }
     Ok(None)
+}
+
+/// Adopts the Namespace `desired` names (uid `uid`), which the platform handed to the User
+/// ([`is_handed_to`]): its labels and annotations become Homestead's
+/// ([`crate::act::Cluster::adopt_namespace`]); nothing in it is deleted but, under
+/// `--revoke-adopted-role-bindings`, the RoleBindings made before it. The `NamespaceAdopted`
+/// change names those RoleBindings, kept (`homestead access` shows them as `unmanaged`) or
+/// removed; one log line says the same. Returns the adopted Namespace, or `None` when it was
+/// no longer handed to the User by the time it was read (a `NamespaceConflict` then).
+async fn adopt(
+    resolved: &Resolved,
+    ctx: &Context,
+    desired: &Namespace,
+    uid: Option<&str>,
+    changes: &mut Changes,
+) -> Result<Option<Namespace>> {
+    let (user, name) = (&resolved.user.name_any(), desired.name_any());
+    let Some(adopted) = ctx.cluster().adopt_namespace(desired, uid, user).await? else {
+        return Ok(None);
+    };
+    let mut bindings = ctx.caches().role_bindings_in(&name);
+    bindings.sort();
+    let revoke = ctx.config().revoke_adopted_role_bindings && !bindings.is_empty();
+    let fate = match (bindings.is_empty(), revoke) {
+        (true, _) => "it had no RoleBinding".to_owned(),
+        (false, false) => format!(
+            "kept its RoleBindings made before adoption, unmanaged: {}",
+            bindings.join(", ")
+        ),
+        (false, true) => format!(
+            "removed its RoleBindings made before adoption (--revoke-adopted-role-bindings): {}",
+            bindings.join(", ")
+        ),
+    };
+    info!(
+        user = %user,
+        namespace = %name,
+        role_bindings = %bindings.join(","),
+        revoked = revoke,
+        "adopted a namespace the platform labelled {LABEL_ADOPT_FOR}={user}"
+    );
+    changes.push((
+        Change::NamespaceAdopted,
+        format!(
+            "adopted namespace {name:?}, labelled {LABEL_ADOPT_FOR}={user} by the platform; nothing in it was deleted; {fate}"
+        ),
+    ));
+    if revoke {
+        access::revoke(ctx.cluster(), &name, bindings, "made before adoption").await?;
+    }
+    Ok(Some(adopted))
 }
 
 /// `validUntil` passed with `onExpiry: Delete`: deletes the User, whose finalizer then

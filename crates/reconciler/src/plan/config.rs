@@ -71,6 +71,9 @@ pub struct Config {
     /// The sharing limits of people without a Profile, or whose Profile sets none
     /// (`--share-*` flags).
     pub sharing: SharingDefaults,
+    /// Whether adopting an existing Namespace removes the RoleBindings made before it
+    /// (`--revoke-adopted-role-bindings`); default `false`: kept, and reported.
+    pub revoke_adopted_role_bindings: bool,
 }
 
 /// The limits of sharing a home for people whose Profile sets none (`--share-enabled`,
@@ -121,6 +124,7 @@ impl Default for Config {
             default_profile: None,
             expiry_warning: DEFAULT_EXPIRY_WARNING,
             sharing: SharingDefaults::default(),
+            revoke_adopted_role_bindings: false,
         }
     }
 }

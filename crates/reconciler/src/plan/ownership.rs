@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use homestead_api::{ANNOTATION_USER_UID, LABEL_MANAGED_BY, LABEL_USER, MANAGED_BY, User};
+use homestead_api::{
+    ANNOTATION_USER_UID, LABEL_ADOPT_FOR, LABEL_MANAGED_BY, LABEL_USER, MANAGED_BY, User,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
@@ -21,6 +23,16 @@ pub fn is_owned_by(facts: &Facts, user: &User) -> bool {
             && facts.has_label(LABEL_USER, &user.name_any())
             && facts.has_annotation(ANNOTATION_USER_UID, &uid)
     })
+}
+
+/// Whether a Namespace with `facts` that is not `user`'s ([`is_owned_by`]) is one the platform
+/// handed to `user` for adoption: labelled `homestead.dev/adopt-for=<name>`, and not Homestead's
+/// (no `app.kubernetes.io/managed-by=homestead`: another User's home, or one retained from a
+/// User of the same name, is never adopted). Only whoever may update Namespaces can set the
+/// label; tenants, HR and the SCIM service cannot (docs/adoption.md).
+pub fn is_handed_to(facts: &Facts, user: &User) -> bool {
+    facts.has_label(LABEL_ADOPT_FOR, &user.name_any())
+        && !facts.has_label(LABEL_MANAGED_BY, MANAGED_BY)
 }
 
 /// Whether a namespaced object carries the label `homestead.dev/user=<name of user>` (its

@@ -7,7 +7,7 @@ use homestead_api::{
 };
 use kube::ResourceExt;
 
-use homestead_api::{Reason, RefusalKind};
+use homestead_api::{LABEL_ADOPT_FOR, Reason, RefusalKind};
 
 use crate::plan::config::Config;
 use crate::plan::quantity::nano_value;
@@ -128,7 +128,7 @@ impl Refusal {
                 "User {holder:?} already has this identity (spec.identity.username, compared case-insensitively): one person has one User, so this one gets no access; its suspension, expiry and offboarding would not be the person's. Delete this User or change its identity"
             ),
             Self::NamespaceConflict(ns) => format!(
-                "namespace {ns:?} already exists and does not belong to this User; Homestead never takes over a namespace it did not create for this User"
+                "namespace {ns:?} already exists and does not belong to this User; Homestead never takes over a namespace it did not create for this User. To hand it over, someone allowed to update Namespaces labels it {LABEL_ADOPT_FOR}=<this User's name> (docs/adoption.md)"
             ),
         }
     }

@@ -35,10 +35,12 @@ use crate::state::shares::ShareIndex;
 use crate::state::store::{Compact, CompactStore, compact_store};
 use crate::state::trim::{trim, trim_user};
 use homestead_api::{
-    DirectoryGroup, LABEL_MANAGED_BY, LABEL_RETAINED_FROM, MANAGED_BY, Profile, User,
+    DirectoryGroup, LABEL_ADOPT_FOR, LABEL_MANAGED_BY, LABEL_RETAINED_FROM, MANAGED_BY, Profile,
+    User,
 };
 use k8s_openapi::api::core::v1::{LimitRange, Namespace, ResourceQuota};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::utils::{Backoff, ResetTimerBackoff};
@@ -189,6 +191,11 @@ pub fn controllers(
                 wake_share,
             ),
         )
+        .watches_stream(adoption_watch(client), |ns| {
+            ns.labels()
+                .get(LABEL_ADOPT_FOR)
+                .map(|user| ObjectRef::new(user))
+        })
         .watches_stream(quota_events, |o| user_of(&o))
         .watches_stream(limit_range_events, |o| user_of(&o))
         .watches_stream(network_policy_events, |o| user_of(&o))
@@ -419,6 +426,21 @@ fn role_binding_watch(
         compact_watch::<CachedRoleBinding>(client, watcher::Config::default());
     let events = recent.role_bindings.clone().touched_except_echoes(events);
     (role_bindings, events)
+}
+
+/// The Namespaces the platform labelled `homestead.dev/adopt-for=<User>` (few, and only until
+/// adopted), by their metadata alone and cached nowhere: each one that appears or changes
+/// wakes the User it names, whose reconcile adopts it (docs/adoption.md).
+fn adoption_watch(
+    client: &Client,
+) -> impl futures::Stream<Item = Result<PartialObjectMeta<Namespace>, watcher::Error>> + Send + 'static
+{
+    watcher(
+        Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+        watcher::Config::default().labels(LABEL_ADOPT_FOR),
+    )
+    .touched_objects()
+    .backoff(watch_backoff())
 }
 
 /// The cache of Homestead's ResourceQuotas (selected by `managed`), and the quotas whose
