@@ -230,6 +230,11 @@ pub enum Command {
     /// change, then labels it `homestead.dev/adopt-for=<user>` (the platform's confirmation;
     /// needs the right to patch Namespaces). Exits 1 if any row is refused.
     Adopt(AdoptArgs),
+    /// Check a live cluster the way the platform team would before go-live: the CRDs, the
+    /// admission policies (loaded, bound to deny, and refusing a write they must refuse), the
+    /// operator's Lease, and, with `--person-kubeconfig`, that a person authenticates with the
+    /// very username their User binds. Prints each check and what to fix; exits 1 if one fails.
+    Doctor(DoctorArgs),
     /// Serve the aggregated API `homes.homestead.dev/v1alpha1` (`kubectl get homes`): each
     /// person's homes, to that person alone, for requests kube-apiserver proxies with its
     /// front-proxy certificate (docs/homes.md).
@@ -302,6 +307,17 @@ impl ClusterArgs {
     /// When the kubeconfig cannot be read, has no such context, or no configuration is found.
     pub async fn client(&self) -> anyhow::Result<kube::Client> {
         use anyhow::Context as _;
+        let config = self.config().await?;
+        kube::Client::try_from(config).context("connecting to the Kubernetes API server")
+    }
+
+    /// The client configuration these flags choose: the kubeconfig file and context given, or
+    /// else the in-cluster configuration or `$KUBECONFIG` (`kube::Config::infer`).
+    ///
+    /// # Errors
+    /// When the kubeconfig cannot be read, has no such context, or no configuration is found.
+    pub async fn config(&self) -> anyhow::Result<kube::Config> {
+        use anyhow::Context as _;
         use kube::config::{KubeConfigOptions, Kubeconfig};
         let options = KubeConfigOptions {
             context: self.context.clone(),
@@ -315,13 +331,13 @@ impl ClusterArgs {
             }
             (None, Some(_)) => kube::Config::from_kubeconfig(&options).await,
             (None, None) => {
-                return kube::Client::try_default()
+                return kube::Config::infer()
                     .await
-                    .context("connecting to the Kubernetes API server");
+                    .context("loading the Kubernetes client configuration");
             }
         }
         .context("loading the kubeconfig")?;
-        kube::Client::try_from(config).context("connecting to the Kubernetes API server")
+        Ok(config)
     }
 }
 
@@ -363,6 +379,29 @@ pub struct AdoptArgs {
     /// How to print: an aligned table, CSV (RFC 4180, with a header) or a JSON array.
     #[arg(long, short = 'o', value_enum, default_value_t = AccessFormat::Table)]
     pub output: AccessFormat,
+}
+
+/// `homestead doctor`.
+#[derive(Debug, clap::Args)]
+pub struct DoctorArgs {
+    /// The cluster, as a platform administrator (it reads CRDs, admission policies and Users,
+    /// and impersonates the operator's ServiceAccount for a server-side dry run).
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
+    /// The namespace the operator runs in (its ServiceAccount `homestead` and Lease there).
+    #[arg(long, default_value = "homestead-system")]
+    pub operator_namespace: String,
+
+    /// The operator's leader-election Lease there (its `--lease-name`).
+    #[arg(long, default_value = "homestead-leader")]
+    pub lease_name: String,
+
+    /// A kubeconfig of one person with a User (their own credentials, as they sign in): the
+    /// identity mapping check asks the API server who they are (SelfSubjectReview) and looks
+    /// for a User binding exactly that username.
+    #[arg(long)]
+    pub person_kubeconfig: Option<std::path::PathBuf>,
 }
 
 /// The output formats of `homestead access` and `homestead adopt`.

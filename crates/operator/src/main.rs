@@ -8,6 +8,7 @@ mod access;
 mod adopt;
 mod cli;
 mod connections;
+mod doctor;
 mod homes;
 mod import;
 mod leadership;
@@ -41,6 +42,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
             Some(cli::Command::Import(args)) => import::run(args).await,
             Some(cli::Command::Access(args)) => access::run(args).await,
             Some(cli::Command::Adopt(args)) => adopt::run(args).await,
+            Some(cli::Command::Doctor(args)) => doctor::run(args).await,
             Some(cli::Command::HomesApi(args)) => homes::run(args)
                 .await
                 .map(|()| std::process::ExitCode::SUCCESS),

@@ -29,6 +29,9 @@ pub const TENANTS: [&str; 6] = [
     "tenant-tim@example.com",
     "tenant-tey@example.com",
 ];
+/// A person the cluster's authenticator names with a prefix (as an OIDC authenticator with
+/// `--oidc-username-prefix=oidc:` would): a User binding `doc-pat@example.com` never matches.
+pub const PREFIXED: &str = "oidc:doc-pat@example.com";
 /// A group [`TENANT`] belongs to.
 pub const TENANT_GROUP: &str = "tom-team";
 /// An HR identity with a token, a member of [`HR_GROUP`]; tests bind `rbac/hr.yaml`'s
@@ -57,6 +60,7 @@ pub fn plane() -> &'static ControlPlane {
             .identity(Identity::new(TENANTS[4]).in_group(TENANT_GROUP))
             .identity(Identity::new(TENANTS[5]).in_group(TENANT_GROUP))
             .identity(Identity::new(HR).in_group(HR_GROUP))
+            .identity(Identity::new(PREFIXED))
     })
 }
 /// A namespace reserved by the operator's `--reserved-namespace` flag in these tests.

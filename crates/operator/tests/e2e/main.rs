@@ -4,6 +4,7 @@
 mod adoption;
 #[path = "../common/mod.rs"]
 mod common;
+mod doctor;
 mod offboarding;
 mod ownership;
 mod provisioning;
