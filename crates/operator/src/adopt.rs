@@ -136,6 +136,11 @@ pub fn judge(request: &Request, found: &Found) -> Report {
                     ),
                 );
             }
+            // The label names the User; whoever writes Users decides who that is: say it.
+            then.push(format!(
+                "goes to {}, who signs in as {}",
+                request.user, user.spec.identity.username
+            ));
             if user.spec.deletion_policy == homestead_api::DeletionPolicy::Delete {
                 then.push(
                     "deletionPolicy Delete: offboarding the User will delete this namespace and everything in it".into(),
@@ -372,6 +377,13 @@ mod tests {
         );
         assert!(
             !report.detail.contains("deletionPolicy Delete"),
+            "{}",
+            report.detail
+        );
+        assert!(
+            report
+                .detail
+                .contains("goes to alice, who signs in as alice@example.com"),
             "{}",
             report.detail
         );
