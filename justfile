@@ -69,6 +69,10 @@ test: control-plane
     just _no-leftovers
     just _no-node-leftovers
 
+# The access, attack and e2e tests on the oldest supported Kubernetes (1.30, tools/control-plane/1.30, built from its Go modules into the cache like the current one); `just test` runs every test on the pinned current one (docs/development.md, "Supported versions").
+test-matrix: control-plane
+    tools/test/matrix.sh
+
 # Homestead against a floor client on one local control plane (release build): time to all Ready and to offboard, requests per User, memory steady and during a re-list, writes in steady state. Options HOMESTEAD_BENCH_QUICK, HOMESTEAD_BENCH_FLOOR_EVENT and HOMESTEAD_BENCH_PPROF: see docs/performance.md.
 bench users="1000": control-plane
     HOMESTEAD_BENCH_USERS={{users}} cargo bench -p homestead --bench converge

@@ -6,13 +6,30 @@
 # the node existed gains the node's binaries without rebuilding the rest. Concurrent callers wait on a
 # lock instead of building twice.
 #
+#   build.sh [MODULE_DIR]
+#
+# MODULE_DIR: a directory whose go.mod/go.sum pin an older supported Kubernetes (such as
+# tools/control-plane/1.30, the oldest the chart supports): only its kube-apiserver and
+# kube-controller-manager are built; etcd and kubectl are the pinned current ones (etcd serves
+# every supported kube-apiserver; kubectl is only the tests' client), linked into its cache
+# directory, so `KUBEBUILDER_ASSETS=<that directory>` runs the tests on the older control plane
+# (`just test-matrix`). No node binaries for an older version.
+#
 #   HOMESTEAD_CACHE   cache root (default: ~/.cache/homestead)
 #   KUBEBUILDER_ASSETS  if it names a directory holding kube-apiserver, etcd and
 #                     kube-controller-manager, that directory is printed and nothing is built
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+module=$here
 binaries=(etcd kube-apiserver kube-controller-manager kubectl kubelet kube-proxy kube-scheduler)
+if [[ $# -gt 0 ]]; then
+  module=$(cd "$1" && pwd)
+  if [[ $module != "$here" ]]; then
+    current=$("$here/build.sh") # the pinned current version first: its etcd and kubectl
+    binaries=(kube-apiserver kube-controller-manager)
+  fi
+fi
 
 if [[ -n "${KUBEBUILDER_ASSETS:-}" ]] &&
   [[ -x "$KUBEBUILDER_ASSETS/kube-apiserver" && -x "$KUBEBUILDER_ASSETS/etcd" &&
@@ -22,13 +39,14 @@ if [[ -n "${KUBEBUILDER_ASSETS:-}" ]] &&
 fi
 
 # Versions come from go.mod, so bumping a pin there changes the cache key too.
-k8s=$(awk '$1 == "k8s.io/kubernetes" && NF > 1 { print $2 }' "$here/go.mod")
+k8s=$(awk '$1 == "k8s.io/kubernetes" && NF > 1 { print $2 }' "$module/go.mod")
 etcd=$(awk '$1 == "go.etcd.io/etcd/server/v3" && NF > 1 { print $2 }' "$here/go.mod")
 cache="${HOMESTEAD_CACHE:-$HOME/.cache/homestead}"
 dir="$cache/control-plane/kubernetes-$k8s-etcd-$etcd"
 
 complete() {
   for b in "${binaries[@]}"; do [[ -x "$dir/$b" ]] || return 1; done
+  [[ -z "${current:-}" ]] || { [[ -x "$dir/etcd" ]] && [[ -x "$dir/kubectl" ]]; }
 }
 
 if complete; then
@@ -50,7 +68,11 @@ minor=${minor%%.*}
 version_flags="-X k8s.io/component-base/version.gitVersion=$k8s -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
 mkdir -p "$dir"
 start=$(date +%s)
-cd "$here"
+cd "$module"
+if [[ -n "${current:-}" ]]; then
+  ln -sfn "$current/etcd" "$dir/etcd"
+  ln -sfn "$current/kubectl" "$dir/kubectl"
+fi
 for b in "${binaries[@]}"; do
   [[ -x "$dir/$b" ]] && continue
   echo "building $b ($k8s, etcd $etcd) into $dir; a first build takes minutes" >&2

@@ -252,8 +252,12 @@ pub fn is_quota_resource_name(name: &str) -> bool {
 /// CEL rule for quota keys, [`is_quota_resource_name`] without the qualified-name part.
 const QUOTA_KEYS: &str = "self.all(k, k.contains('/') || k.startsWith('hugepages-') || k.startsWith('requests.hugepages-') || k in ['cpu', 'memory', 'ephemeral-storage', 'requests.cpu', 'requests.memory', 'requests.storage', 'requests.ephemeral-storage', 'limits.cpu', 'limits.memory', 'limits.ephemeral-storage', 'pods', 'resourcequotas', 'services', 'replicationcontrollers', 'secrets', 'persistentvolumeclaims', 'configmaps', 'services.nodeports', 'services.loadbalancers'])";
 
-/// CEL rule for quota values: each a valid, non-negative quantity.
-const QUOTA_VALUES: &str = "self.all(k, isQuantity(string(self[k])) && !quantity(string(self[k])).isLessThan(quantity('0')))";
+/// The OpenAPI pattern of a quota value given as a string: a non-negative quantity, the grammar
+/// of Kubernetes' `Quantity` without its sign (a number given as a number must be at least 0).
+/// A pattern, not a CEL `isQuantity` rule: Kubernetes 1.30 estimates any CEL rule over an
+/// int-or-string value as unbounded and refuses the CRD (docs/development.md, "Supported
+/// versions").
+const QUOTA_VALUE_PATTERN: &str = r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
 
 /// CEL rule on `metadata.name` of every kind here: a DNS-1123 label (it names a Namespace or is
 /// named by a User).
@@ -302,7 +306,9 @@ const NO_RESERVED_KEYS: &str =
     validation = Rule::new(NAME_IS_LABEL).message(NAME_IS_LABEL_MESSAGE),
 )]
 #[x_kube(
-    validation = Rule::new("(has(oldSelf.namespace) && has(oldSelf.namespace.name)) == (has(self.namespace) && has(self.namespace.name))").message(IMMUTABLE_NAMESPACE).reason(Reason::FieldValueForbidden)
+    // `namespace` is a CEL reserved word: Kubernetes 1.30 (the oldest supported) only knows
+    // the field as `__namespace__`, which later versions still accept.
+    validation = Rule::new("(has(oldSelf.__namespace__) && has(oldSelf.__namespace__.name)) == (has(self.__namespace__) && has(self.__namespace__.name))").message(IMMUTABLE_NAMESPACE).reason(Reason::FieldValueForbidden)
 )]
 #[serde(rename_all = "camelCase")]
 pub struct UserSpec {
@@ -501,11 +507,10 @@ pub struct QuotaSpec {
     /// `{requests.cpu: "4", requests.memory: 8Gi, pods: "20"}`. At most 64; names are qualified
     /// names (`pods`, `requests.cpu`, `count/deployments.apps`, `requests.nvidia.com/gpu`),
     /// values non-negative quantities.
-    #[schemars(extend("maxProperties" = 64, "additionalProperties" = {"x-kubernetes-int-or-string": true, "maxLength": 64, "description": "A quantity, for example 4, 500m or 8Gi, at most 64 characters (https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/)."}))]
+    #[schemars(extend("maxProperties" = 64, "additionalProperties" = {"x-kubernetes-int-or-string": true, "maxLength": 64, "minimum": 0, "pattern": QUOTA_VALUE_PATTERN, "description": "A non-negative quantity, for example 4, 500m or 8Gi, at most 64 characters (https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/)."}))]
     #[x_kube(
         validation = Rule::new(QUALIFIED_KEYS).message("spec.quota.hard keys must be resource names (qualified names such as pods, requests.cpu or count/deployments.apps)").reason(Reason::FieldValueInvalid),
         validation = Rule::new(QUOTA_KEYS).message("spec.quota.hard keys without a '/' must be standard quota resources: cpu, memory, ephemeral-storage, pods, services, secrets, configmaps, persistentvolumeclaims, replicationcontrollers, resourcequotas, services.nodeports, services.loadbalancers, requests.* or limits.* of cpu, memory, ephemeral-storage (and requests.storage), or hugepages-*").reason(Reason::FieldValueInvalid),
-        validation = Rule::new(QUOTA_VALUES).message("spec.quota.hard values must be non-negative quantities such as 4, 500m or 8Gi").reason(Reason::FieldValueInvalid),
     )]
     pub hard: BTreeMap<String, Quantity>,
 }

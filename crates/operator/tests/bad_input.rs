@@ -50,12 +50,12 @@ async fn bad_users_are_refused_at_admission_with_the_rule_named() {
         (
             "bad-neg".into(),
             format!("{}\n  quota: {{hard: {{pods: '-5'}}}}", id()),
-            "non-negative quantities",
+            "in body should match",
         ),
         (
             "bad-lots".into(),
             format!("{}\n  quota: {{hard: {{requests.cpu: lots}}}}", id()),
-            "non-negative quantities",
+            "in body should match",
         ),
         (
             "bad-res".into(),
@@ -84,7 +84,7 @@ async fn bad_users_are_refused_at_admission_with_the_rule_named() {
         (
             "bad-qfmt".into(),
             format!("{}\n  quota: {{hard: {{pods: '1.5.5'}}}}", id()),
-            "non-negative quantities",
+            "in body should match",
         ),
         (
             "bad-qmany".into(),
@@ -94,7 +94,7 @@ async fn bad_users_are_refused_at_admission_with_the_rule_named() {
         (
             "bad-qneg".into(),
             format!("{}\n  quota: {{hard: {{requests.memory: '-1Gi'}}}}", id()),
-            "non-negative quantities",
+            "in body should match",
         ),
         // Labels and annotations.
         (
