@@ -257,3 +257,69 @@ async fn homestead_adopt_reports_then_hands_over_many_at_once() {
         "the refused row is not labelled"
     );
 }
+
+/// An adoption cut short after its first write (the operator stopped, or its next request
+/// failed): the namespace is already the User's but still labelled `homestead.dev/adopt-for`.
+/// The next reconcile finishes it: the RoleBindings found are named, the label goes, nothing is
+/// deleted.
+#[tokio::test]
+async fn an_adoption_cut_short_is_finished_by_the_next_reconcile() {
+    let s = Scenario::new();
+    let c = admin().await;
+    let (ns, user) = ("e2e-halfway", "e2e-halfway");
+    s.track_namespace(ns);
+    let namespace: Namespace =
+        serde_json::from_value(json!({ "metadata": { "name": ns } })).unwrap();
+    namespaces(&c)
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+    let before: RoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": "before" },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view" },
+        "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                       "name": "erin@example.com" }]
+    }))
+    .unwrap();
+    bindings(&c, ns)
+        .create(&PostParams::default(), &before)
+        .await
+        .unwrap();
+    s.create(
+        &c,
+        &User::test(user).with_spec(json!({ "namespace": { "name": ns } })),
+    )
+    .await;
+    let refused = wait_reason(&c, user, "NamespaceConflict").await;
+    // What the first write of an adoption leaves: Homestead's labels and the User's uid, and
+    // the platform's label still there.
+    let halfway = json!({ "metadata": {
+        "labels": { LABEL_MANAGED_BY: "homestead", LABEL_USER: user, LABEL_ADOPT_FOR: user,
+                    "pod-security.kubernetes.io/enforce": "baseline" },
+        "annotations": { ANNOTATION_USER_UID: refused.metadata.uid.clone().unwrap() } } });
+    namespaces(&c)
+        .patch(ns, &PatchParams::default(), &Patch::Merge(halfway))
+        .await
+        .unwrap();
+    wait_reason(&c, user, "Provisioned").await;
+    eventually("the adopt-for label removed", 30, || {
+        let c = c.clone();
+        async move {
+            let home = namespaces(&c).get(ns).await.unwrap();
+            home.labels().get(LABEL_ADOPT_FOR).is_none().then_some(())
+        }
+    })
+    .await;
+    bindings(&c, ns).get("before").await.expect("kept");
+    let notes: Vec<String> = user_events(&c, user)
+        .await
+        .into_iter()
+        .map(|(_, _, note)| note)
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("kept its RoleBindings made before adoption, unmanaged: before")),
+        "{notes:#?}"
+    );
+}

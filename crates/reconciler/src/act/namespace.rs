@@ -58,14 +58,15 @@ impl Cluster {
     /// Adopts the existing Namespace `desired` names, which the platform labelled
     /// `homestead.dev/adopt-for=<User>` ([`crate::plan::ownership::is_handed_to`]): one JSON merge
     /// patch, under the uid `uid` and the resourceVersion it was read at, that adds `desired`'s
-    /// labels and annotations (the ownership ones, Pod Security, ...) and removes the
-    /// `adopt-for` label, so the handing-over cannot be replayed; nothing else of the Namespace
-    /// changes, nothing in it is deleted. The admission policy `homestead-operator-bounds`
-    /// admits this update only for the User the label names. Returns the adopted Namespace, or
-    /// `None` when it is gone, has another uid, or is no longer labelled for `user`.
+    /// labels and annotations (the ownership ones, Pod Security, ...); nothing else of the
+    /// Namespace changes, nothing in it is deleted. The `adopt-for` label stays until the
+    /// adoption is finished ([`Cluster::adopted`]), so a reconcile that fails in between
+    /// finishes it next time. The admission policy `homestead-operator-bounds` admits this
+    /// update only for the User the label names. Returns the adopted Namespace, or `None` when
+    /// it is gone, has another uid, or is no longer labelled for `user`.
     ///
     /// # Errors
-    /// [`crate::Error::Kube`] with [`homestead_api::Verb::Get`] or [`homestead_api::Verb::Patch`]
+    /// [`crate::Error::Kube`] with [`homestead_api::Verb::Get`] or [`homestead_api::Verb::Apply`]
     /// (a 409 when the Namespace changed since it was read: the reconcile is retried).
     pub async fn adopt_namespace(
         &self,
@@ -84,21 +85,29 @@ impl Cluster {
         if live.metadata.uid.as_deref() != uid || uid.is_none() || !handed {
             return Ok(None);
         }
-        let mut labels = serde_json::Map::new();
-        for (key, value) in desired.labels() {
-            labels.insert(key.clone(), value.clone().into());
-        }
-        labels.insert(LABEL_ADOPT_FOR.to_owned(), serde_json::Value::Null);
         let patch = serde_json::json!({
             "metadata": {
                 "uid": uid,
                 "resourceVersion": live.metadata.resource_version,
-                "labels": labels,
+                "labels": desired.labels(),
                 "annotations": desired.annotations(),
             }
         });
         let adopted = self.merge_patch::<Namespace>(None, &name, &patch).await?;
         Ok(Some(adopted))
+    }
+
+    /// Finishes an adoption: removes the label `homestead.dev/adopt-for` from the Namespace
+    /// `name` (uid `uid`, already the User's), so the handing-over is used once.
+    ///
+    /// # Errors
+    /// [`crate::Error::Kube`] with [`homestead_api::Verb::Apply`].
+    pub async fn adopted(&self, name: &str, uid: Option<&str>) -> Result<()> {
+        let patch = serde_json::json!({
+            "metadata": { "uid": uid, "labels": { LABEL_ADOPT_FOR: null } }
+        });
+        self.merge_patch::<Namespace>(None, name, &patch).await?;
+        Ok(())
     }
 
     /// Deletes `namespace` (in the background), with its uid as precondition, so a namespace

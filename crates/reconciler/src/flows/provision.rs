@@ -6,7 +6,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use homestead_api::{AppliedProfile, Change, LABEL_ADOPT_FOR, OnExpiry, Reason, RefusalKind, User};
+use homestead_api::{
+    AppliedProfile, Change, LABEL_ADOPT_FOR, OnExpiry, Reason, RefusalKind, SHARE_BINDING_PREFIX,
+    User,
+};
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::DeleteParams;
@@ -270,14 +273,10 @@ async fn ensure_namespace(
         let adopted = if is_handed_to(&existing.facts, user)
             && existing.metadata.deletion_timestamp.is_none()
         {
-            adopt(
-                resolved,
-                ctx,
-                &desired,
-                existing.metadata.uid.as_deref(),
-                changes,
-            )
-            .await?
+            let uid = existing.metadata.uid.as_deref();
+            ctx.cluster()
+                .adopt_namespace(&desired, uid, &user.name_any())
+                .await?
         } else {
             None
         };
@@ -289,6 +288,10 @@ async fn ensure_namespace(
                 ))));
             }
         }
+    }
+    // Adopted, or adopted by a reconcile that failed before it finished: finish it.
+    if existing.facts.has_label(LABEL_ADOPT_FOR, &user.name_any()) {
+        finish_adoption(ctx, user, name, existing.metadata.uid.as_deref(), changes).await?;
     }
     if existing.metadata.deletion_timestamp.is_some() {
         let message = terminating_message(name, existing.status.as_ref());
@@ -311,25 +314,28 @@ async fn ensure_namespace(
     Ok(None)
 }
 
-/// Adopts the Namespace `desired` names (uid `uid`), which the platform handed to the User
-/// ([`is_handed_to`]): its labels and annotations become Homestead's
-/// ([`crate::act::Cluster::adopt_namespace`]); nothing in it is deleted but, under
-/// `--revoke-adopted-role-bindings`, the RoleBindings made before it. The `NamespaceAdopted`
-/// change names those RoleBindings, kept (`homestead access` shows them as `unmanaged`) or
-/// removed; one log line says the same. Returns the adopted Namespace, or `None` when it was
-/// no longer handed to the User by the time it was read (a `NamespaceConflict` then).
-async fn adopt(
-    resolved: &Resolved,
+/// Finishes the adoption of `user`'s Namespace `name` (uid `uid`), still labelled
+/// `homestead.dev/adopt-for=<User>` ([`crate::act::Cluster::adopt_namespace`] made it the
+/// User's): nothing in it is deleted but, under `--revoke-adopted-role-bindings`, the
+/// RoleBindings made before it (never Homestead's own); then the label goes
+/// ([`crate::act::Cluster::adopted`]). Until then every reconcile comes back here, so a
+/// failure or a restart in between never leaves the revocation undone. The
+/// `NamespaceAdopted` change names those RoleBindings, kept (`homestead access` shows them as
+/// `unmanaged`) or removed; one log line says the same.
+async fn finish_adoption(
     ctx: &Context,
-    desired: &Namespace,
+    user: &User,
+    name: &str,
     uid: Option<&str>,
     changes: &mut Changes,
-) -> Result<Option<Namespace>> {
-    let (user, name) = (&resolved.user.name_any(), desired.name_any());
-    let Some(adopted) = ctx.cluster().adopt_namespace(desired, uid, user).await? else {
-        return Ok(None);
-    };
-    let mut bindings = ctx.caches().role_bindings_in(&name);
+) -> Result<()> {
+    let user = &user.name_any();
+    let mut bindings: Vec<String> = ctx
+        .caches()
+        .role_bindings_in(name)
+        .into_iter()
+        .filter(|b| b != ROLE_BINDING_NAME && !b.starts_with(SHARE_BINDING_PREFIX))
+        .collect();
     bindings.sort();
     let revoke = ctx.config().revoke_adopted_role_bindings && !bindings.is_empty();
     let fate = match (bindings.is_empty(), revoke) {
@@ -357,9 +363,9 @@ async fn adopt(
         ),
     ));
     if revoke {
-        access::revoke(ctx.cluster(), &name, bindings, "made before adoption").await?;
+        access::revoke(ctx.cluster(), name, bindings, "made before adoption").await?;
     }
-    Ok(Some(adopted))
+    ctx.cluster().adopted(name, uid).await
 }
 
 /// `validUntil` passed with `onExpiry: Delete`: deletes the User, whose finalizer then
