@@ -176,6 +176,14 @@ up: control-plane
     # The homes API (kubectl get homes), as its own identity, registered as an APIService.
     tools/homes-api/up-local.sh {{state}} {{target}}/debug/homestead
     {{kubectl}} apply -f manifests/samples/
+    # Homestead's image (the debug binary, stripped) on the node, for `just doctor`'s probe Pods.
+    if [ -f {{state}}/node.dir ]; then
+      tag=dev-$(sha256sum {{target}}/debug/homestead | cut -c1-12)
+      tools/image/build.sh {{target}}/debug/homestead {{state}}/homestead-image.tar "$tag" >/dev/null
+      ctr --address "$(cat {{state}}/node.dir)/containerd.sock" --namespace k8s.io images import \
+        --base-name homestead.local/homestead {{state}}/homestead-image.tar >/dev/null
+      echo "homestead.local/homestead:$tag" > {{state}}/homestead-image.ref
+    fi
     # Wait until every sample User has a Ready condition (True or False, as the README's tour expects).
     for _ in $(seq 120); do
       missing=$({{kubectl}} get users -o jsonpath='{range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c '=$' || true)
@@ -191,6 +199,7 @@ up: control-plane
     echo "SCIM 2.0 for identity providers: https://{{scim_address}}/scim/v2 (bearer token in {{state}}/scim-token, CA in {{state}}/scim-ca.crt):"
     echo "  curl --cacert {{state}}/scim-ca.crt -H \"Authorization: Bearer \$(cat {{state}}/scim-token)\" https://{{scim_address}}/scim/v2/Users"
     echo "  just scim-check    # the scim2-tester compliance checker against it"
+    echo "  just doctor        # the go-live checks, as alice signs in, isolation tried with real traffic"
     if [ -f {{state}}/toolbox.ref ]; then
       echo "Run a pod as alice (the node's toolbox image: busybox and kubectl):"
       echo "  kubectl --as alice@example.com -n user-alice run hello --image=$(cat {{state}}/toolbox.ref) --image-pull-policy=Never \\"
@@ -229,6 +238,15 @@ scan:
 scim-check:
     tools/scim/check.sh https://{{scim_address}}/scim/v2 {{state}}/scim-token {{state}}/scim-ca.crt
 
+# Run `homestead doctor` against `just up`'s cluster: as the admin, with alice's own kubeconfig for the identity mapping, and (with the node) Homestead's image for the network isolation probe Pods.
+doctor:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    image=()
+    [ -f {{state}}/homestead-image.ref ] && image=(--probe-image "$(cat {{state}}/homestead-image.ref)")
+    {{target}}/debug/homestead doctor --kubeconfig {{state}}/admin.kubeconfig \
+      --person-kubeconfig {{state}}/alice.kubeconfig "${image[@]}"
+
 # Stop the SCIM service, the operator and the control plane started by `just up`.
 down:
     #!/usr/bin/env bash
@@ -242,5 +260,5 @@ down:
       kill -0 "$pid" 2>/dev/null && { echo "$name ($pid) did not stop"; exit 1; }
       rm -f "$pidfile"
     done
-    rm -f {{state}}/testenv.dir
+    rm -f {{state}}/testenv.dir {{state}}/homestead-image.ref {{state}}/homestead-image.tar
     echo "stopped"

@@ -232,13 +232,59 @@ pub enum Command {
     Adopt(AdoptArgs),
     /// Check a live cluster the way the platform team would before go-live: the CRDs, the
     /// admission policies (loaded, bound to deny, and refusing a write they must refuse), the
-    /// operator's Lease, and, with `--person-kubeconfig`, that a person authenticates with the
-    /// very username their User binds. Prints each check and what to fix; exits 1 if one fails.
+    /// operator's Lease, with `--person-kubeconfig` that a person authenticates with the very
+    /// username their User binds, and when a Profile isolates, that NetworkPolicies are
+    /// enforced (real traffic between probe Pods of Homestead's image, in two namespaces
+    /// `homestead-doctor-*` it removes afterwards). Prints each check and what to fix; exits 1
+    /// if one fails.
     Doctor(DoctorArgs),
     /// Serve the aggregated API `homes.homestead.dev/v1alpha1` (`kubectl get homes`): each
     /// person's homes, to that person alone, for requests kube-apiserver proxies with its
     /// front-proxy certificate (docs/homes.md).
     HomesApi(HomesApiArgs),
+    /// What the Pods of `homestead doctor`'s network isolation check run (not for people).
+    #[command(hide = true)]
+    Probe(ProbeArgs),
+}
+
+/// `homestead probe`.
+#[derive(Debug, clap::Args)]
+pub struct ProbeArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: ProbeAction,
+}
+
+/// `homestead probe serve` and `homestead probe connect`.
+#[derive(Debug, Subcommand)]
+pub enum ProbeAction {
+    /// Accept TCP connections and greet each, until stopped.
+    Serve {
+        /// The port to listen on (every address).
+        #[arg(long, default_value_t = crate::probe::PORT)]
+        port: u16,
+    },
+    /// Try an address once a second until the outcome is the one wanted or time is up; exit 0
+    /// when it was, 1 when not.
+    Connect {
+        /// Where a `probe serve` may listen (IP:port).
+        address: SocketAddr,
+        /// The outcome wanted.
+        #[arg(long)]
+        want: ProbeWant,
+        /// How long to keep trying, in seconds.
+        #[arg(long, default_value_t = 30)]
+        within_seconds: u64,
+    },
+}
+
+/// What `homestead probe connect` wants to see.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ProbeWant {
+    /// The server greets.
+    Reached,
+    /// Several attempts in a row fail (a NetworkPolicy holds).
+    Blocked,
 }
 
 /// The name under which kubectl runs this binary as a plugin: installed on the `PATH` as
@@ -402,6 +448,12 @@ pub struct DoctorArgs {
     /// for a User binding exactly that username.
     #[arg(long)]
     pub person_kubeconfig: Option<std::path::PathBuf>,
+
+    /// Homestead's image, for the Pods that try network isolation with real traffic when a
+    /// Profile isolates (two namespaces `homestead-doctor-*`, removed afterwards). Default: the
+    /// image of the operator's Deployment `homestead` in --operator-namespace.
+    #[arg(long)]
+    pub probe_image: Option<String>,
 }
 
 /// The output formats of `homestead access` and `homestead adopt`.

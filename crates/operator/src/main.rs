@@ -13,6 +13,7 @@ mod homes;
 mod import;
 mod leadership;
 mod operator;
+mod probe;
 mod scim;
 mod server;
 
@@ -43,6 +44,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
             Some(cli::Command::Access(args)) => access::run(args).await,
             Some(cli::Command::Adopt(args)) => adopt::run(args).await,
             Some(cli::Command::Doctor(args)) => doctor::run(args).await,
+            Some(cli::Command::Probe(args)) => probe::run(args).await,
             Some(cli::Command::HomesApi(args)) => homes::run(args)
                 .await
                 .map(|()| std::process::ExitCode::SUCCESS),

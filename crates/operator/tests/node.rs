@@ -5,7 +5,8 @@
 //! the Helm chart with two operator replicas, the SCIM service and Homestead's own NetworkPolicies
 //! (`tools/node/install-chart.sh`). Then: leader failover between Pods and a `helm upgrade` that
 //! rolls them without rewriting a User, SCIM through its Service's ClusterIP, a person's
-//! workloads under their own credentials, network isolation with real traffic between Pods, and
+//! workloads under their own credentials, network isolation with real traffic between Pods (and
+//! `homestead doctor` trying it, with the NetworkPolicy implementation running and paused), and
 //! a suspended person's running Pod losing its API access.
 //!
 //! The node needs root; without it (or without containerd, ...) every test here fails with the
@@ -53,6 +54,10 @@ fn cluster() -> &'static ControlPlane {
             .identity(Identity::new(NOAH))
     })
 }
+
+/// Held for reading by tests that need NetworkPolicy enforced throughout, and for writing by
+/// the one that pauses it.
+static ENFORCEMENT: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
 /// What `tools/node/install-chart.sh` installed, once per test binary.
 struct Chart {
@@ -650,6 +655,7 @@ async fn a_persons_workloads_run_within_their_profile_under_their_own_credential
 #[tokio::test(flavor = "multi_thread")]
 async fn isolated_namespaces_admit_only_their_own_and_allowed_traffic() {
     chart();
+    let _enforced = ENFORCEMENT.read().await;
     // A gateway namespace (isolation None) that isolated namespaces admit.
     create_user("node-gate", "node-gate@example.com", json!({}));
     let profile = json!({
@@ -806,6 +812,7 @@ async fn a_suspended_persons_running_pod_loses_its_api_access() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tenant_can_neither_take_anothers_traffic_nor_open_isolated_egress() {
     chart();
+    let _enforced = ENFORCEMENT.read().await;
     create_user("node-mal", MAL, json!({}));
     create_user("node-bea", "node-bea@example.com", json!({}));
     create_user("node-dan", "node-dan@example.com", json!({}));
@@ -1241,4 +1248,88 @@ async fn the_homes_api_refuses_forged_headers_and_other_pods() {
         "a tenant's Pod reached the homes API: {out}"
     );
     kubectl(&["delete", "user", "node-mia", "--wait=false"]);
+}
+
+/// Runs `homestead doctor` as the admin (probe image: the operator Deployment's); whether it
+/// exited 0, and its output (stdout then stderr).
+fn doctor() -> (bool, String) {
+    let plane = cluster();
+    let kubeconfig = plane
+        .write_kubeconfig(ADMIN, &plane.dir().join("doctor-admin.kubeconfig"))
+        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_homestead"))
+        .arg("doctor")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// `homestead doctor` proves network isolation with real traffic between probe Pods of the
+/// operator's own image: `ok` while kube-router enforces NetworkPolicy, and `FAIL ... NOT
+/// enforced` with the fix (exit 1) while it is paused, the NetworkPolicy still in the API. Its
+/// probe namespaces are removed either way.
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_proves_isolation_with_real_traffic_and_fails_when_nothing_enforces_it() {
+    chart();
+    let profile = json!({
+        "apiVersion": homestead_api::API_VERSION, "kind": "Profile",
+        "metadata": {"name": "node-doctor-isolated"},
+        "spec": {"networkIsolation": "Isolated"},
+    });
+    let (ok, out) = apply_as(ADMIN, &profile);
+    assert!(ok, "{out}");
+    let _paused_for_others = ENFORCEMENT.write().await;
+    let isolation = |out: &str| {
+        out.lines()
+            .find(|l| l.contains("network isolation: "))
+            .unwrap_or_else(|| panic!("no isolation check in {out}"))
+            .to_owned()
+    };
+
+    let (ok, out) = doctor();
+    println!("{out}");
+    assert!(ok, "{out}");
+    let line = isolation(&out);
+    assert!(
+        line.starts_with("ok    network isolation: enforced for Profiles")
+            && line.contains("node-doctor-isolated")
+            && line.contains("probe Pods of homestead.local/homestead:dev-"),
+        "{out}"
+    );
+
+    let paused = cluster().node().unwrap().pause_network_policy().unwrap();
+    let (ok, out) = doctor();
+    drop(paused);
+    println!("{out}");
+    assert!(!ok, "doctor passed with NetworkPolicy unenforced: {out}");
+    let line = isolation(&out);
+    assert!(
+        line.starts_with("FAIL  network isolation: NOT enforced"),
+        "{out}"
+    );
+    assert!(
+        out.contains("fix: the NetworkPolicy is written but nothing enforces it"),
+        "{out}"
+    );
+
+    eventually("the probe namespaces to be removed", 90, || {
+        let names = kubectl(&[
+            "get",
+            "namespaces",
+            "-l",
+            "homestead.dev/doctor=probe",
+            "-o",
+            "name",
+        ]);
+        names.trim().is_empty().then_some(())
+    })
+    .await;
+    kubectl(&["delete", "profile", "node-doctor-isolated"]);
 }

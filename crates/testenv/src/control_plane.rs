@@ -136,6 +136,37 @@ impl Node {
         node::import_image(&self.containerd_socket(), archive, repository)
     }
 
+    /// Pauses the node's NetworkPolicy implementation (kube-router, SIGSTOP) until the returned
+    /// guard is dropped (SIGCONT): NetworkPolicies stay in the API and the rules already applied
+    /// stay, but no Pod started meanwhile is put under them. A cluster whose network plugin does
+    /// not enforce NetworkPolicy, on cue, for tests of what notices.
+    ///
+    /// # Errors
+    /// [`Error::Node`] if kube-router's process is not found or cannot be signalled.
+    pub fn pause_network_policy(&self) -> Result<NetworkPolicyPaused> {
+        let kubeconfig = format!(
+            "--kubeconfig={}",
+            self.dir.dir.join("kube-router.kubeconfig").display()
+        );
+        let found = std::process::Command::new("pgrep")
+            .args(["-x", "kube-router"])
+            .output()
+            .map_err(|e| Error::Node(format!("running pgrep: {e}")))?;
+        let pid = String::from_utf8_lossy(&found.stdout)
+            .lines()
+            .find(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+                    cmdline
+                        .split(|b| *b == 0)
+                        .any(|arg| arg == kubeconfig.as_bytes())
+                })
+            })
+            .map(str::to_owned)
+            .ok_or_else(|| Error::Node("this node's kube-router is not running".to_owned()))?;
+        node::run("kill", &["-STOP", &pid])?;
+        Ok(NetworkPolicyPaused { pid })
+    }
+
     /// Prepares a node's machine-wide prerequisites before the control plane starts: the tools,
     /// the preflight checks, the lock, cleanup after a node that crashed, and the bridge.
     fn prepare(plane_dir: &Path, bin: &Path) -> Result<Self> {
@@ -166,6 +197,20 @@ impl Node {
             tools,
             _lock: lock,
         })
+    }
+}
+
+/// kube-router paused by [`Node::pause_network_policy`]; resumed when dropped.
+#[derive(Debug)]
+pub struct NetworkPolicyPaused {
+    pid: String,
+}
+
+impl Drop for NetworkPolicyPaused {
+    fn drop(&mut self) {
+        if let Err(error) = node::run("kill", &["-CONT", &self.pid]) {
+            tracing::error!(%error, pid = %self.pid, "cannot resume kube-router");
+        }
     }
 }
 

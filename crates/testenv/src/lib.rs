@@ -27,7 +27,7 @@ pub use certificates::{
     APISERVER_KUBELET_CLIENT, ApiServerFiles, FRONT_PROXY_CLIENT, FrontProxyFiles,
     KubeletClientFiles,
 };
-pub use control_plane::{ControlPlane, Node, Options};
+pub use control_plane::{ControlPlane, NetworkPolicyPaused, Node, Options};
 pub use credentials::{
     ADMIN, HOMES_API, Identity, OPERATOR, SCIM, ScimCredentials, kubeconfig, scim_credentials,
     scim_credentials_until, token_file,

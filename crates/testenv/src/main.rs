@@ -1,7 +1,8 @@
 //! `homestead-testenv up`: runs the local control plane in the foreground until SIGINT or
 //! SIGTERM, for `just up` / `just down`. It writes, into the state directory (default
 //! `.homestead`): `admin.kubeconfig`, `operator.kubeconfig`, `scim.kubeconfig` and
-//! `homes-api.kubeconfig`; for the SCIM
+//! `homes-api.kubeconfig`, and `alice.kubeconfig` (the sample person `alice@example.com` with a
+//! token of her own, as she would sign in; `homestead doctor --person-kubeconfig`); for the SCIM
 //! service `scim-ca.crt`, `scim-tls.crt`, `scim-tls.key` and a bearer token in `scim-token`;
 //! `bin` (a symlink to the
 //! directory with the matching `kubectl`), `testenv.pid`, `testenv.dir` (the control plane's
@@ -14,8 +15,11 @@ use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
 use homestead_testenv::{
-    ADMIN, ControlPlane, HOMES_API, OPERATOR, Options, SCIM, scim_credentials,
+    ADMIN, ControlPlane, HOMES_API, Identity, OPERATOR, Options, SCIM, scim_credentials,
 };
+
+/// The sample person (manifests/samples/) who gets a token of her own.
+const ALICE: &str = "alice@example.com";
 
 #[derive(Parser)]
 #[command(about = "Run Homestead's local Kubernetes control plane")]
@@ -69,6 +73,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     plane.write_kubeconfig(OPERATOR, &state_dir.join("operator.kubeconfig"))?;
     plane.write_kubeconfig(SCIM, &state_dir.join("scim.kubeconfig"))?;
     plane.write_kubeconfig(HOMES_API, &state_dir.join("homes-api.kubeconfig"))?;
+    plane.write_kubeconfig(ALICE, &state_dir.join("alice.kubeconfig"))?;
     scim_credentials(&state_dir)?;
     let bin = state_dir.join("bin");
     let _ = std::fs::remove_file(&bin);
@@ -103,17 +108,18 @@ async fn start(
     require_node: bool,
 ) -> Result<ControlPlane, Box<dyn std::error::Error>> {
     let _ = std::fs::remove_file(state_dir.join("node.error"));
+    let options = || Options::default().identity(Identity::new(ALICE));
     if !node {
-        return Ok(ControlPlane::start(Options::default()).await?);
+        return Ok(ControlPlane::start(options()).await?);
     }
-    match ControlPlane::start(Options::default().with_node()).await {
+    match ControlPlane::start(options().with_node()).await {
         Ok(plane) => Ok(plane),
         Err(e) if !require_node => {
             let reason = e.to_string();
             let first = reason.lines().next().unwrap_or_default();
             tracing::warn!(error = %reason, "starting without a node");
             std::fs::write(state_dir.join("node.error"), format!("{first}\n"))?;
-            Ok(ControlPlane::start(Options::default()).await?)
+            Ok(ControlPlane::start(options()).await?)
         }
         Err(e) => Err(e.into()),
     }
@@ -128,6 +134,7 @@ fn remove_state(state_dir: &Path) {
         "operator.kubeconfig",
         "scim.kubeconfig",
         "homes-api.kubeconfig",
+        "alice.kubeconfig",
         "scim-ca.crt",
         "scim-tls.crt",
         "scim-tls.key",

@@ -239,11 +239,20 @@ pub fn desired_limit_range(user: &User, namespace: &str, spec: &LimitRangeSpec) 
 }
 
 /// The desired NetworkPolicy `homestead-isolation` in `namespace`, for a Profile with
-/// `networkIsolation: Isolated`: it selects every Pod and admits ingress only from Pods of the
-/// same Namespace and of the Namespaces named in `allowed` (by their
-/// `kubernetes.io/metadata.name` label); egress only to the same peers and to port 53 (DNS, UDP
-/// and TCP) anywhere. See <https://kubernetes.io/docs/concepts/services-networking/network-policies/>.
+/// `networkIsolation: Isolated`, with the spec of [`isolation_spec`].
 pub fn desired_network_policy(user: &User, namespace: &str, allowed: &[String]) -> NetworkPolicy {
+    NetworkPolicy {
+        metadata: managed_meta(user, NETWORK_POLICY_NAME, namespace),
+        spec: Some(isolation_spec(allowed)),
+    }
+}
+
+/// The spec of an isolated home's NetworkPolicy (also what `homestead doctor` tries with real
+/// traffic): it selects every Pod and admits ingress only from Pods of the same Namespace and
+/// of the Namespaces named in `allowed` (by their `kubernetes.io/metadata.name` label); egress
+/// only to the same peers and to port 53 (DNS, UDP and TCP) anywhere. See
+/// <https://kubernetes.io/docs/concepts/services-networking/network-policies/>.
+pub fn isolation_spec(allowed: &[String]) -> NetworkPolicySpec {
     let peers: Vec<NetworkPolicyPeer> = std::iter::once(NetworkPolicyPeer {
         pod_selector: Some(LabelSelector::default()),
         ..NetworkPolicyPeer::default()
@@ -263,26 +272,23 @@ pub fn desired_network_policy(user: &User, namespace: &str, allowed: &[String]) 
             end_port: None,
         })
         .to_vec();
-    NetworkPolicy {
-        metadata: managed_meta(user, NETWORK_POLICY_NAME, namespace),
-        spec: Some(NetworkPolicySpec {
-            pod_selector: Some(LabelSelector::default()),
-            policy_types: Some(vec!["Ingress".to_owned(), "Egress".to_owned()]),
-            ingress: Some(vec![NetworkPolicyIngressRule {
-                from: Some(peers.clone()),
+    NetworkPolicySpec {
+        pod_selector: Some(LabelSelector::default()),
+        policy_types: Some(vec!["Ingress".to_owned(), "Egress".to_owned()]),
+        ingress: Some(vec![NetworkPolicyIngressRule {
+            from: Some(peers.clone()),
+            ports: None,
+        }]),
+        egress: Some(vec![
+            NetworkPolicyEgressRule {
+                to: Some(peers),
                 ports: None,
-            }]),
-            egress: Some(vec![
-                NetworkPolicyEgressRule {
-                    to: Some(peers),
-                    ports: None,
-                },
-                NetworkPolicyEgressRule {
-                    to: None,
-                    ports: Some(dns),
-                },
-            ]),
-        }),
+            },
+            NetworkPolicyEgressRule {
+                to: None,
+                ports: Some(dns),
+            },
+        ]),
     }
 }
 

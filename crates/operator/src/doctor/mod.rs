@@ -12,9 +12,9 @@
 //!   is (SelfSubjectReview); some User must bind exactly that username. A User that binds it
 //!   without the authenticator's prefix (or in another case) is `Ready=True` while the person
 //!   gets Forbidden: the check names the prefix and the fix.
-//! - **Network isolation**: Profiles that ask for it are named; whether the node's
-//!   NetworkPolicy implementation enforces it takes real traffic between Pods, which this
-//!   command does not start (docs/troubleshooting.md says how to try it).
+//! - **Network isolation**, when a Profile asks for it: real traffic between probe Pods of
+//!   Homestead's image in two namespaces of the doctor's own, one under an isolated home's
+//!   NetworkPolicy, must be blocked both ways across its edge and flow within it ([`isolation`]).
 
 use std::process::ExitCode;
 
@@ -32,6 +32,8 @@ use kube::api::{Api, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 
 use crate::cli::DoctorArgs;
+
+pub mod isolation;
 
 /// How a check came out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,7 +87,7 @@ impl Check {
 /// The admission policies Homestead installs (the chart's, as `rbac/admission-policy.yaml`
 /// renders them), by name.
 pub fn expected_policies() -> Vec<&'static str> {
-    let manifest = include_str!("../../../rbac/admission-policy.yaml");
+    let manifest = include_str!("../../../../rbac/admission-policy.yaml");
     let mut names = Vec::new();
     let mut lines = manifest.lines();
     while let Some(line) = lines.next() {
@@ -137,7 +139,7 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
             "run again with --person-kubeconfig, a kubeconfig with one person's own credentials",
         ),
     });
-    checks.push(isolation(&client).await);
+    checks.push(isolation(&client, args.probe_image, &args.operator_namespace).await);
     print(&checks, &mut std::io::stdout().lock())?;
     let failed = checks.iter().any(|c| c.verdict == Verdict::Fail);
     Ok(if failed {
@@ -477,7 +479,11 @@ pub fn judge_identity(username: &str, users: &[User]) -> Check {
     )
 }
 
-async fn isolation(client: &Client) -> Check {
+async fn isolation(
+    client: &Client,
+    probe_image: Option<String>,
+    operator_namespace: &str,
+) -> Check {
     const NAME: &str = "network isolation";
     let profiles = match Api::<Profile>::all(client.clone())
         .list(&ListParams::default())
@@ -501,15 +507,7 @@ async fn isolation(client: &Client) -> Check {
     if isolated.is_empty() {
         Check::pass(NAME, "no Profile asks for it")
     } else {
-        Check::with(
-            NAME,
-            Verdict::Warn,
-            format!(
-                "Profiles {} isolate their homes; enforcement not checked here",
-                isolated.join(", ")
-            ),
-            "NetworkPolicies need a CNI that enforces them: try real traffic between two homes (docs/troubleshooting.md, \"Is isolation enforced?\")",
-        )
+        isolation::check(client, probe_image, operator_namespace, &isolated).await
     }
 }
 
