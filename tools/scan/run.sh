@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Scans what the Helm chart renders, every optional part on (the SCIM service, the homes API, NetworkPolicies,
-# monitoring): kubeconform against the JSON schemas of the Kubernetes the project pins (made
+# Scans what the Helm chart renders, every optional part on (the SCIM service, the homes API,
+# NetworkPolicies, monitoring, the pre-delete hook of crds.keep=false): kubeconform against the JSON schemas of the Kubernetes the project pins (made
 # from that module's own OpenAPI spec by openapi2jsonschema, cached; CRDs, ServiceMonitors and
 # PrometheusRules are not in it, and the chart tests dry-run them against a real API server),
 # then checkov and kube-score (tools/scan/install.sh). Fails on any finding but the ones below,
@@ -26,7 +26,7 @@ trap 'rm -rf "$out"' EXIT
   --set scim.enabled=true --set networkPolicy.enabled=true \
   --set monitoring.serviceMonitor.enabled=true --set monitoring.prometheusRule.enabled=true \
   --set monitoring.dashboard.enabled=true --set homesApi.enabled=true \
-  --set homesApi.caBundle=Y2E= >"$out/chart.yaml"
+  --set homesApi.caBundle=Y2E= --set crds.keep=false >"$out/chart.yaml"
 # The pinned Kubernetes version and its OpenAPI spec, from the control plane's own go.mod.
 kubernetes=$(cd "$root/tools/control-plane" && GOFLAGS=-mod=mod go mod download -json k8s.io/kubernetes)
 version=$(sed -n 's/^[[:space:]]*"Version": "\(.*\)",$/\1/p' <<<"$kubernetes")

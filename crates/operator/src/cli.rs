@@ -242,9 +242,37 @@ pub enum Command {
     /// person's homes, to that person alone, for requests kube-apiserver proxies with its
     /// front-proxy certificate (docs/homes.md).
     HomesApi(HomesApiArgs),
+    /// Release every person before Homestead's CRDs are removed (an uninstall with
+    /// `crds.keep=false`; the chart's pre-delete hook runs it): with the operator still
+    /// running, deletes the `users.homestead.dev` CRD, so the operator releases every User as
+    /// `Retain` (access revoked; namespace and data kept, labelled
+    /// `homestead.dev/retained-from`), and waits until the CRD is gone. Refuses (exit 1) when
+    /// no operator leads: the CRD's deletion would then wait on every User's finalizer.
+    Release(ReleaseArgs),
     /// What the Pods of `homestead doctor`'s network isolation check run (not for people).
     #[command(hide = true)]
     Probe(ProbeArgs),
+}
+
+/// `homestead release`.
+#[derive(Debug, clap::Args)]
+pub struct ReleaseArgs {
+    /// The cluster, as a platform administrator (or the chart's hook identity: delete the
+    /// `users.homestead.dev` CRD, list Users, read the Lease).
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
+    /// The namespace the operator runs in (its Lease there).
+    #[arg(long, default_value = "homestead-system")]
+    pub operator_namespace: String,
+
+    /// The operator's leader-election Lease there (its `--lease-name`).
+    #[arg(long, default_value = "homestead-leader")]
+    pub lease_name: String,
+
+    /// How long to wait for every User to be released: a number with a unit, `s`, `m` or `h`.
+    #[arg(long, default_value = "5m", value_parser = parse_positive_duration)]
+    pub timeout: std::time::Duration,
 }
 
 /// `homestead probe`.

@@ -14,6 +14,7 @@ mod import;
 mod leadership;
 mod operator;
 mod probe;
+mod release;
 mod scim;
 mod server;
 
@@ -45,6 +46,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
             Some(cli::Command::Adopt(args)) => adopt::run(args).await,
             Some(cli::Command::Doctor(args)) => doctor::run(args).await,
             Some(cli::Command::Probe(args)) => probe::run(args).await,
+            Some(cli::Command::Release(args)) => release::run(args).await,
             Some(cli::Command::HomesApi(args)) => homes::run(args)
                 .await
                 .map(|()| std::process::ExitCode::SUCCESS),

@@ -55,6 +55,16 @@ fn cluster() -> &'static ControlPlane {
     })
 }
 
+/// Held for reading by every test while it needs Homestead installed (see [`installed`]), and
+/// for writing by the one that uninstalls and installs it again.
+static INSTALLED: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// Installs the chart once ([`chart`]) and holds it installed until the guard is dropped.
+async fn installed() -> tokio::sync::RwLockReadGuard<'static, ()> {
+    chart();
+    INSTALLED.read().await
+}
+
 /// Held for reading by tests that need NetworkPolicy enforced throughout, and for writing by
 /// the one that pauses it.
 static ENFORCEMENT: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
@@ -350,7 +360,7 @@ fn cluster_ip(namespace: &str, service: &str) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn two_operator_pods_elect_a_leader_survive_its_death_and_an_upgrade_without_rewriting_a_user()
  {
-    chart();
+    let _installed = installed().await;
     let leaders = eventually("two Ready operator Pods, exactly one leading", 120, || {
         let pods = leadership();
         let leading: Vec<String> = pods
@@ -508,6 +518,7 @@ fn scim_once(method: &str, path: &str, body: Option<&Value>) -> Result<(u16, Val
 
 #[tokio::test(flavor = "multi_thread")]
 async fn scim_through_its_service_creates_suspends_and_deletes_a_person() {
+    let _installed = installed().await;
     let person = json!({
         "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"],
         "userName": "node-sam@example.com",
@@ -564,7 +575,7 @@ async fn scim_through_its_service_creates_suspends_and_deletes_a_person() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_persons_workloads_run_within_their_profile_under_their_own_credentials() {
-    chart();
+    let _installed = installed().await;
     let profile = json!({
         "apiVersion": homestead_api::API_VERSION, "kind": "Profile",
         "metadata": {"name": "node-workloads"},
@@ -654,7 +665,7 @@ async fn a_persons_workloads_run_within_their_profile_under_their_own_credential
 
 #[tokio::test(flavor = "multi_thread")]
 async fn isolated_namespaces_admit_only_their_own_and_allowed_traffic() {
-    chart();
+    let _installed = installed().await;
     let _enforced = ENFORCEMENT.read().await;
     // A gateway namespace (isolation None) that isolated namespaces admit.
     create_user("node-gate", "node-gate@example.com", json!({}));
@@ -745,7 +756,7 @@ async fn isolated_namespaces_admit_only_their_own_and_allowed_traffic() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_suspended_persons_running_pod_loses_its_api_access() {
-    chart();
+    let _installed = installed().await;
     create_user("node-dave", DAVE, json!({"role": "admin"}));
     wait_ready("node-dave", "True/Provisioned").await;
     let ns = "user-node-dave";
@@ -811,7 +822,7 @@ async fn a_suspended_persons_running_pod_loses_its_api_access() {
 /// outside it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tenant_can_neither_take_anothers_traffic_nor_open_isolated_egress() {
-    chart();
+    let _installed = installed().await;
     let _enforced = ENFORCEMENT.read().await;
     create_user("node-mal", MAL, json!({}));
     create_user("node-bea", "node-bea@example.com", json!({}));
@@ -967,7 +978,7 @@ fn home_rows(identity: &str, args: &[&str]) -> Vec<String> {
 /// `-o wide|yaml|name` work; a watch sees a share appear and end.
 #[tokio::test(flavor = "multi_thread")]
 async fn each_person_sees_exactly_their_homes_with_plain_kubectl() {
-    chart();
+    let _installed = installed().await;
     eventually("the homes APIService to be Available", 90, || {
         let out = kubectl(&[
             "get",
@@ -1140,7 +1151,7 @@ async fn each_person_sees_exactly_their_homes_with_plain_kubectl() {
 /// connection to them (the NetworkPolicy admits the API server alone).
 #[tokio::test(flavor = "multi_thread")]
 async fn the_homes_api_refuses_forged_headers_and_other_pods() {
-    chart();
+    let _installed = installed().await;
     let pods = kubectl(&[
         "-n",
         SYSTEM,
@@ -1277,7 +1288,7 @@ fn doctor() -> (bool, String) {
 /// probe namespaces are removed either way.
 #[tokio::test(flavor = "multi_thread")]
 async fn doctor_proves_isolation_with_real_traffic_and_fails_when_nothing_enforces_it() {
-    chart();
+    let _installed = installed().await;
     let profile = json!({
         "apiVersion": homestead_api::API_VERSION, "kind": "Profile",
         "metadata": {"name": "node-doctor-isolated"},
@@ -1332,4 +1343,160 @@ async fn doctor_proves_isolation_with_real_traffic_and_fails_when_nothing_enforc
     })
     .await;
     kubectl(&["delete", "profile", "node-doctor-isolated"]);
+}
+
+/// `homestead release` as the admin with `args`: whether it exited 0, and its output.
+fn release(args: &[&str]) -> (bool, String) {
+    let kubeconfig = cluster().dir().join("chart-admin.kubeconfig");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_homestead"))
+        .arg("release")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// The value of `jsonpath` on the object `kind/name`, as the admin.
+fn jsonpath(kind_name: &str, jsonpath: &str) -> String {
+    kubectl(&["get", kind_name, "-o", &format!("jsonpath={jsonpath}")])
+}
+
+/// `helm uninstall` with `crds.keep=false` loses no person's data and leaves nobody their
+/// access: the chart's pre-delete hook (a Job of Homestead's image running `homestead release`)
+/// deletes the users CRD while the operator still runs, so it releases every User as Retain,
+/// the one with `deletionPolicy: Delete` too; then Helm removes the operator and the other CRDs.
+/// Without the hook, Helm removed the operator's RBAC first and the users CRD hung in
+/// Terminating on every User's finalizer. `homestead release` refuses when no operator leads.
+/// The chart is installed again afterwards, for the other tests.
+#[tokio::test(flavor = "multi_thread")]
+async fn helm_uninstall_without_keeping_the_crds_releases_every_user_and_keeps_their_data() {
+    chart();
+    let _alone = INSTALLED.write().await;
+    create_user(
+        "node-del",
+        "node-del@example.com",
+        json!({"deletionPolicy": "Delete"}),
+    );
+    create_user("node-ret", "node-ret@example.com", json!({}));
+    let profile = json!({
+        "apiVersion": homestead_api::API_VERSION, "kind": "Profile",
+        "metadata": {"name": "node-release"}, "spec": {},
+    });
+    let (ok, out) = apply_as(ADMIN, &profile);
+    assert!(ok, "{out}");
+    let (del, ret) = ("user-node-del", "user-node-ret");
+    for user in ["node-del", "node-ret"] {
+        wait_ready(user, "True/Provisioned").await;
+    }
+    for ns in [del, ret] {
+        kubectl(&[
+            "-n",
+            ns,
+            "create",
+            "configmap",
+            "data",
+            "--from-literal=k=v",
+        ]);
+    }
+    let can_i = |ns: &str, person: &str| {
+        kubectl_as(
+            ADMIN,
+            &["auth", "can-i", "get", "pods", "-n", ns, "--as", person],
+            "",
+        )
+        .1
+        .trim()
+        .to_owned()
+    };
+    assert_eq!(can_i(del, "node-del@example.com"), "yes");
+
+    // No operator leads under that Lease: refused, nothing deleted.
+    let (ok, out) = release(&["--lease-name", "no-such-lease"]);
+    assert!(!ok, "{out}");
+    assert!(out.contains("no operator leads"), "{out}");
+    assert!(jsonpath("crd/users.homestead.dev", "{.metadata.deletionTimestamp}").is_empty());
+
+    let node = cluster().node().unwrap();
+    let state = cluster().dir().join("chart");
+    let kubeconfig = cluster().dir().join("chart-admin.kubeconfig");
+    install_chart(
+        &kubeconfig,
+        &node.containerd_socket(),
+        &state,
+        &["--set", "crds.keep=false"],
+    );
+    let started = Instant::now();
+    let helm = common::repo_tool("tools/helm/install.sh");
+    let out = std::process::Command::new(helm)
+        .args([
+            "uninstall",
+            "homestead",
+            "--namespace",
+            SYSTEM,
+            "--timeout",
+            "300s",
+        ])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "helm uninstall: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!(
+        "helm uninstall with crds.keep=false, its hook included: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    eventually("Homestead's CRDs to be gone", 60, || {
+        let crds = kubectl(&["get", "crds", "-o", "name"]);
+        (!crds.contains("homestead.dev")).then_some(())
+    })
+    .await;
+    for (ns, user, person) in [
+        (del, "node-del", "node-del@example.com"),
+        (ret, "node-ret", "node-ret@example.com"),
+    ] {
+        assert_eq!(
+            jsonpath(&format!("namespace/{ns}"), "{.status.phase}"),
+            "Active"
+        );
+        assert_eq!(
+            jsonpath(
+                &format!("namespace/{ns}"),
+                "{.metadata.labels.homestead\\.dev/retained-from}"
+            ),
+            user
+        );
+        assert!(
+            jsonpath(&format!("namespace/{ns}"), "{.metadata.ownerReferences}").is_empty(),
+            "{ns} still has an owner reference"
+        );
+        let data = kubectl(&[
+            "-n",
+            ns,
+            "get",
+            "configmap",
+            "data",
+            "-o",
+            "jsonpath={.data.k}",
+        ]);
+        assert_eq!(data, "v");
+        assert_eq!(can_i(ns, person), "no", "{person} kept access to {ns}");
+    }
+
+    install_chart(&kubeconfig, &node.containerd_socket(), &state, &[]);
+    for ns in [del, ret] {
+        kubectl(&["delete", "namespace", ns, "--wait=false"]);
+    }
 }

@@ -339,7 +339,8 @@ async fn in_force(as_operator: &Client, operator: &str) -> Check {
     }
 }
 
-async fn lease(client: &Client, namespace: &str, name: &str) -> Check {
+/// Whether the operator's Lease `name` in `namespace` is held and was renewed within 60 s.
+pub async fn lease(client: &Client, namespace: &str, name: &str) -> Check {
     const NAME: &str = "operator";
     let lease = Api::<Lease>::namespaced(client.clone(), namespace)
         .get_opt(name)
