@@ -254,6 +254,18 @@ pub enum Command {
     Probe(ProbeArgs),
 }
 
+/// Where the operator runs, for the commands that look at it (`doctor`, `release`).
+#[derive(Debug, clap::Args)]
+pub struct OperatorArgs {
+    /// The namespace the operator runs in.
+    #[arg(long, default_value = "homestead-system")]
+    pub operator_namespace: String,
+
+    /// The operator's leader-election Lease there (its `--lease-name`).
+    #[arg(long, default_value = "homestead-leader")]
+    pub lease_name: String,
+}
+
 /// `homestead release`.
 #[derive(Debug, clap::Args)]
 pub struct ReleaseArgs {
@@ -262,13 +274,9 @@ pub struct ReleaseArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
 
-    /// The namespace the operator runs in (its Lease there).
-    #[arg(long, default_value = "homestead-system")]
-    pub operator_namespace: String,
-
-    /// The operator's leader-election Lease there (its `--lease-name`).
-    #[arg(long, default_value = "homestead-leader")]
-    pub lease_name: String,
+    /// Where the operator runs.
+    #[command(flatten)]
+    pub operator: OperatorArgs,
 
     /// How long to wait for every User to be released: a number with a unit, `s`, `m` or `h`.
     #[arg(long, default_value = "5m", value_parser = parse_positive_duration)]
@@ -463,13 +471,9 @@ pub struct DoctorArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
 
-    /// The namespace the operator runs in (its ServiceAccount `homestead` and Lease there).
-    #[arg(long, default_value = "homestead-system")]
-    pub operator_namespace: String,
-
-    /// The operator's leader-election Lease there (its `--lease-name`).
-    #[arg(long, default_value = "homestead-leader")]
-    pub lease_name: String,
+    /// Where the operator runs (its ServiceAccount `homestead` and its Lease).
+    #[command(flatten)]
+    pub operator: OperatorArgs,
 
     /// A kubeconfig of one person with a User (their own credentials, as they sign in): the
     /// identity mapping check asks the API server who they are (SelfSubjectReview) and looks

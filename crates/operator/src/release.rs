@@ -41,7 +41,12 @@ pub async fn run(args: ReleaseArgs) -> anyhow::Result<ExitCode> {
         println!("no CRD {CRD_NAME}: no User to release");
         return Ok(ExitCode::SUCCESS);
     };
-    let lease = doctor::lease(&client, &args.operator_namespace, &args.lease_name).await;
+    let lease = doctor::lease(
+        &client,
+        &args.operator.operator_namespace,
+        &args.operator.lease_name,
+    )
+    .await;
     if lease.verdict != Verdict::Pass {
         bail!(
             "no operator leads ({}): deleting {CRD_NAME} now would leave it and every User waiting on Homestead's finalizer; start the operator first (fix: {})",

@@ -108,22 +108,13 @@ subjects: [{{apiGroup: rbac.authorization.k8s.io, kind: User, name: dave@example
     assert_eq!(label, "");
     // The Event says what was removed.
     eventually("the Event naming the revoked binding", 10, || async {
-        let (_, events) = kubectl(
-            &[
-                "get",
-                "events",
-                "-n",
-                "default",
-                "--field-selector",
-                &format!("involvedObject.name={user}"),
-                "-o",
-                "jsonpath={.items[*].message}",
-            ],
-            "",
-        );
-        (events.contains("removed its RoleBindings made before adoption")
-            && events.contains("legacy-dev"))
-        .then_some(events)
+        user_events(&c, user)
+            .await
+            .into_iter()
+            .find(|(_, _, note)| {
+                note.contains("removed its RoleBindings made before adoption")
+                    && note.contains("legacy-dev")
+            })
     })
     .await;
 }

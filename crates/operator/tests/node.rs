@@ -1268,18 +1268,13 @@ fn doctor() -> (bool, String) {
     let kubeconfig = plane
         .write_kubeconfig(ADMIN, &plane.dir().join("doctor-admin.kubeconfig"))
         .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_homestead"))
-        .arg("doctor")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    common::run_with_stdin(
+        std::process::Command::new(env!("CARGO_BIN_EXE_homestead"))
+            .arg("doctor")
+            .arg("--kubeconfig")
+            .arg(kubeconfig),
+        "",
+    )
 }
 
 /// `homestead doctor` proves network isolation with real traffic between probe Pods of the
@@ -1348,19 +1343,14 @@ async fn doctor_proves_isolation_with_real_traffic_and_fails_when_nothing_enforc
 /// `homestead release` as the admin with `args`: whether it exited 0, and its output.
 fn release(args: &[&str]) -> (bool, String) {
     let kubeconfig = cluster().dir().join("chart-admin.kubeconfig");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_homestead"))
-        .arg("release")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    common::run_with_stdin(
+        std::process::Command::new(env!("CARGO_BIN_EXE_homestead"))
+            .arg("release")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(args),
+        "",
+    )
 }
 
 /// The value of `jsonpath` on the object `kind/name`, as the admin.
@@ -1433,26 +1423,21 @@ async fn helm_uninstall_without_keeping_the_crds_releases_every_user_and_keeps_t
         &["--set", "crds.keep=false"],
     );
     let started = Instant::now();
-    let helm = common::repo_tool("tools/helm/install.sh");
-    let out = std::process::Command::new(helm)
-        .args([
-            "uninstall",
-            "homestead",
-            "--namespace",
-            SYSTEM,
-            "--timeout",
-            "300s",
-        ])
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "helm uninstall: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let (ok, out) = common::run_with_stdin(
+        std::process::Command::new(common::repo_tool("tools/helm/install.sh"))
+            .args([
+                "uninstall",
+                "homestead",
+                "--namespace",
+                SYSTEM,
+                "--timeout",
+                "300s",
+            ])
+            .arg("--kubeconfig")
+            .arg(&kubeconfig),
+        "",
     );
+    assert!(ok, "helm uninstall: {out}");
     println!(
         "helm uninstall with crds.keep=false, its hook included: {:.1} s",
         started.elapsed().as_secs_f64()

@@ -172,7 +172,8 @@ pub struct FaultWindow {
 pub struct Model {
     pub users: BTreeMap<String, ModelUser>,
     pub offboarded: Vec<Offboarded>,
-    /// Namespaces the platform made by hand: Homestead must never write them.
+    /// Namespaces the platform made by hand and has not handed (`homestead.dev/adopt-for`) to
+    /// the User that names them: Homestead must never write them.
     pub squatted: BTreeSet<String>,
     /// The soak's Profiles and their roles.
     pub profiles: BTreeMap<String, String>,

@@ -9,7 +9,7 @@ use std::io::{BufRead, Seek};
 use std::path::PathBuf;
 
 use futures::StreamExt;
-use homestead_api::{LABEL_SHARE, Share, User};
+use homestead_api::{LABEL_ADOPT_FOR, LABEL_SHARE, Share, User};
 use homestead_testenv::OPERATOR;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -654,11 +654,18 @@ impl Oracle {
                 .map(|c| c.reason.clone())
                 .unwrap_or_default();
             if !owned {
-                // Someone else's namespace (made by hand, retained, or another User's).
-                if reason != "NamespaceConflict" && reason != "DuplicateIdentity" {
+                // Someone else's namespace (made by hand, retained, or another User's); but
+                // one the platform handed to this User is adopted, unless another User holds
+                // its username.
+                let handed = namespace.is_some_and(|n| {
+                    n.labels().get(LABEL_ADOPT_FOR) == Some(name)
+                        && n.metadata.deletion_timestamp.is_none()
+                });
+                if reason != "DuplicateIdentity" && (reason != "NamespaceConflict" || handed) {
                     wrong.push(format!(
-                        "User {name} does not own {} and says {reason:?}",
-                        m.namespace
+                        "User {name} does not own {}{} and says {reason:?}",
+                        m.namespace,
+                        if handed { ", handed to it," } else { "" }
                     ));
                 }
                 continue;

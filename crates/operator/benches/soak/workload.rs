@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use homestead_api::{Profile, Share, User};
+use homestead_api::{LABEL_ADOPT_FOR, Profile, Share, User};
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::RoleBinding;
@@ -161,6 +161,12 @@ pub enum Op {
     PlatformSquat {
         namespace: String,
     },
+    /// The platform hands a namespace it made by hand to `user` (the label
+    /// `homestead.dev/adopt-for`): adopted if that User names it, untouched otherwise.
+    PlatformAdopt {
+        namespace: String,
+        user: String,
+    },
     /// The platform deletes a namespace retained from an offboarded User.
     PlatformPurge {
         namespace: String,
@@ -228,6 +234,7 @@ impl Op {
             | Op::TenantExternalIp { .. } => "tenant",
             Op::PlatformProfileRole { .. }
             | Op::PlatformSquat { .. }
+            | Op::PlatformAdopt { .. }
             | Op::PlatformPurge { .. }
             | Op::PlatformGrantRetained { .. } => "platform",
             Op::Race { .. } => "race",
@@ -329,8 +336,9 @@ fn hr_create(rng: &mut fastrand::Rng, model: &Model, name: String) -> Op {
         Some(p) if rng.u32(..100) < 85 => (*p).to_owned(),
         _ => PEOPLE[rng.usize(..PEOPLE.len())].to_owned(),
     };
+    let squats: Vec<&String> = model.squatted.iter().collect();
     let namespace = (rng.u32(..100) < 8)
-        .then(|| model.squatted.iter().next().cloned())
+        .then(|| pick(rng, &squats).map(|s| (*s).clone()))
         .flatten();
     Op::HrCreate {
         name,
@@ -478,6 +486,29 @@ fn platform_op(rng: &mut fastrand::Rng, model: &Model) -> Op {
             namespace: pick(rng, &retained).unwrap().clone(),
             subject: PEOPLE[rng.usize(..PEOPLE.len())].to_owned(),
         },
+        80..90 if !model.squatted.is_empty() => {
+            // Mostly to a User that asks for it; else to a name no User has (a mistake, which
+            // leaves the namespace the platform's).
+            let askers: Vec<(&String, &String)> = model
+                .users
+                .iter()
+                .filter(|(_, u)| model.squatted.contains(&u.namespace) && u.deleting_at.is_none())
+                .map(|(n, u)| (n, &u.namespace))
+                .collect();
+            match pick(rng, &askers) {
+                Some((user, namespace)) if rng.u32(..100) < 80 => Op::PlatformAdopt {
+                    namespace: (*namespace).clone(),
+                    user: (*user).clone(),
+                },
+                _ => {
+                    let squats: Vec<&String> = model.squatted.iter().collect();
+                    Op::PlatformAdopt {
+                        namespace: (*pick(rng, &squats).unwrap()).clone(),
+                        user: "nobody-asked".to_owned(),
+                    }
+                }
+            }
+        }
         _ => Op::PlatformSquat {
             namespace: format!("user-squat-{}", rng.u32(..SQUATS)),
         },
@@ -1449,6 +1480,24 @@ impl Actors {
                         .unwrap()
                         .squatted
                         .insert(namespace.clone());
+                }
+                Outcome::from(result)
+            }
+            Op::PlatformAdopt { namespace, user } => {
+                let label = json!({ "metadata": { "labels": { LABEL_ADOPT_FOR: user } } });
+                let result = Api::<Namespace>::all(self.admin.clone())
+                    .patch(namespace, &PatchParams::default(), &Patch::Merge(&label))
+                    .await;
+                let mut model = self.model.lock().unwrap();
+                // Handed to the User that names it: from now on Homestead's to write (the
+                // operator adopts it, or once the User may have it: another User with its
+                // username may hold it up).
+                let asks = model
+                    .users
+                    .get(user)
+                    .is_some_and(|u| &u.namespace == namespace && u.deleting_at.is_none());
+                if result.is_ok() && asks {
+                    model.squatted.remove(namespace);
                 }
                 Outcome::from(result)
             }

@@ -119,7 +119,7 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let client = Client::try_from(config.clone()).context("connecting to the API server")?;
     let operator = format!(
         "system:serviceaccount:{}:homestead",
-        args.operator_namespace
+        args.operator.operator_namespace
     );
     let mut impersonated = config;
     impersonated.auth_info.impersonate = Some(operator.clone());
@@ -128,7 +128,12 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
         crds(&client).await,
         policies(&client).await,
         in_force(&as_operator, &operator).await,
-        lease(&client, &args.operator_namespace, &args.lease_name).await,
+        lease(
+            &client,
+            &args.operator.operator_namespace,
+            &args.operator.lease_name,
+        )
+        .await,
     ];
     checks.push(match &args.person_kubeconfig {
         Some(path) => identity(&client, path).await,
@@ -139,7 +144,7 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
             "run again with --person-kubeconfig, a kubeconfig with one person's own credentials",
         ),
     });
-    checks.push(isolation(&client, args.probe_image, &args.operator_namespace).await);
+    checks.push(isolation(&client, args.probe_image, &args.operator.operator_namespace).await);
     print(&checks, &mut std::io::stdout().lock())?;
     let failed = checks.iter().any(|c| c.verdict == Verdict::Fail);
     Ok(if failed {

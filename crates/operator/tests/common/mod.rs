@@ -872,3 +872,22 @@ impl Operator {
         operator_pid(&self.address).expect("operator running")
     }
 }
+
+/// Events on a User (in `default`, as for any cluster-scoped object): type, reason and note.
+pub async fn user_events(c: &Client, user: &str) -> Vec<(String, String, String)> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(c.clone(), "default");
+    events
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(user))
+        .map(|e| {
+            (
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+            )
+        })
+        .collect()
+}

@@ -19,20 +19,15 @@ fn doctor(person: &str) -> (bool, String) {
         person.replace([':', '@'], "-")
     ));
     let person = plane.write_kubeconfig(person, &file).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_homestead"))
-        .arg("doctor")
-        .arg("--kubeconfig")
-        .arg(admin)
-        .arg("--person-kubeconfig")
-        .arg(person)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    run_with_stdin(
+        std::process::Command::new(env!("CARGO_BIN_EXE_homestead"))
+            .arg("doctor")
+            .arg("--kubeconfig")
+            .arg(admin)
+            .arg("--person-kubeconfig")
+            .arg(person),
+        "",
+    )
 }
 
 #[tokio::test]

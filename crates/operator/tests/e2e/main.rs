@@ -17,7 +17,6 @@ use homestead_api::{
 };
 use homestead_testenv::OPERATOR;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ResourceQuota};
-use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -44,26 +43,6 @@ async fn patch_spec(c: &Client, name: &str, spec: serde_json::Value) {
         )
         .await
         .unwrap();
-}
-
-/// Events on a User: type, reason and note.
-async fn user_events(c: &Client, user: &str) -> Vec<(String, String, String)> {
-    let events: Api<Event> = Api::namespaced(c.clone(), "default");
-    events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(user))
-        .map(|e| {
-            let note = e.note.unwrap_or_default();
-            (
-                e.type_.unwrap_or_default(),
-                e.reason.unwrap_or_default(),
-                note,
-            )
-        })
-        .collect()
 }
 
 /// Events on a User, by type and reason.
