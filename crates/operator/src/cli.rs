@@ -283,6 +283,9 @@ pub struct ReleaseArgs {
     pub timeout: std::time::Duration,
 }
 
+/// The port `homestead probe serve` listens on by default.
+pub const PROBE_PORT: u16 = 8080;
+
 /// `homestead probe`.
 #[derive(Debug, clap::Args)]
 pub struct ProbeArgs {
@@ -297,7 +300,7 @@ pub enum ProbeAction {
     /// Accept TCP connections and greet each, until stopped.
     Serve {
         /// The port to listen on (every address).
-        #[arg(long, default_value_t = crate::probe::PORT)]
+        #[arg(long, default_value_t = PROBE_PORT)]
         port: u16,
     },
     /// Try an address once a second until the outcome is the one wanted or time is up; exit 0

@@ -22,9 +22,6 @@ use crate::cli::{ProbeAction, ProbeArgs, ProbeWant};
 /// does not say it reached something else.
 pub const GREETING: &[u8] = b"homestead-probe\n";
 
-/// The port `probe serve` listens on by default.
-pub const PORT: u16 = 8080;
-
 /// How many attempts in a row must fail before `--want blocked` counts the target as blocked.
 pub const BLOCKED_IN_A_ROW: u32 = 3;
 

@@ -26,9 +26,8 @@ use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
 
-use super::{Check, Verdict};
-use crate::cli::ProbeWant;
-use crate::probe::PORT;
+use super::check::{Check, Verdict};
+use crate::cli::{PROBE_PORT, ProbeWant};
 
 const NAME: &str = "network isolation";
 
@@ -277,7 +276,7 @@ impl Run {
             Ok(Ok(Some(pod))) => pod
                 .status
                 .and_then(|s| s.pod_ip)
-                .map(|ip| format!("{ip}:{PORT}"))
+                .map(|ip| format!("{ip}:{PROBE_PORT}"))
                 .ok_or_else(|| format!("the Pod {namespace}/{name} runs without an IP")),
             _ => Err(self.stuck(namespace, name).await),
         }

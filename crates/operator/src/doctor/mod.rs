@@ -33,56 +33,10 @@ use kube::{Client, ResourceExt};
 
 use crate::cli::DoctorArgs;
 
+mod check;
 pub mod isolation;
 
-/// How a check came out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// As it should be.
-    Pass,
-    /// Not checked, or worth a look; go-live may proceed.
-    Warn,
-    /// Broken: fix it before go-live.
-    Fail,
-}
-
-/// One check's outcome: what was checked, how it came out, what was found and what to do.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Check {
-    /// What was checked.
-    pub name: &'static str,
-    /// How it came out.
-    pub verdict: Verdict,
-    /// What was found.
-    pub found: String,
-    /// What to do, when something is to be done.
-    pub fix: Option<String>,
-}
-
-impl Check {
-    fn pass(name: &'static str, found: impl Into<String>) -> Self {
-        Self {
-            name,
-            verdict: Verdict::Pass,
-            found: found.into(),
-            fix: None,
-        }
-    }
-
-    fn with(
-        name: &'static str,
-        verdict: Verdict,
-        found: impl Into<String>,
-        fix: impl Into<String>,
-    ) -> Self {
-        Self {
-            name,
-            verdict,
-            found: found.into(),
-            fix: Some(fix.into()),
-        }
-    }
-}
+pub use check::{Check, Verdict};
 
 /// The admission policies Homestead installs (the chart's, as `rbac/admission-policy.yaml`
 /// renders them), by name.
