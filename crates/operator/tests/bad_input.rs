@@ -11,7 +11,6 @@ use std::time::Duration;
 use common::*;
 use homestead_api::User;
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
@@ -229,29 +228,10 @@ async fn bad_users_are_refused_at_admission_with_the_rule_named() {
     wait_reason(&admin().await, "bad-boundaries", "Provisioned").await;
 }
 
-/// Events about `user`: (type, reason, note).
-async fn events(c: &Client, user: &str) -> Vec<(String, String, String)> {
-    let events: Api<Event> = Api::namespaced(c.clone(), "default");
-    events
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(user))
-        .map(|e| {
-            (
-                e.type_.unwrap_or_default(),
-                e.reason.unwrap_or_default(),
-                e.note.unwrap_or_default(),
-            )
-        })
-        .collect()
-}
-
 /// Waits for a Warning Event with `reason` about `user`; returns its note.
 async fn warning(c: &Client, user: &str, reason: &str) -> String {
     eventually(&format!("a Warning {reason} on {user}"), 30, || async {
-        events(c, user)
+        user_events(c, user)
             .await
             .into_iter()
             .find(|(t, r, _)| t == "Warning" && r == reason)
