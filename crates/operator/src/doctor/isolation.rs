@@ -189,12 +189,17 @@ struct Run {
 
 impl Run {
     fn new(client: Client) -> Self {
+        let (home, away) = Self::new_names();
+        Self { client, home, away }
+    }
+
+    /// A run's two namespace names, from the clock (`homestead-doctor-<6 hex>-home|away`).
+    fn new_names() -> (String, String) {
         let id = Timestamp::now().as_millisecond().rem_euclid(1 << 24);
-        Self {
-            client,
-            home: format!("homestead-doctor-{id:06x}-home"),
-            away: format!("homestead-doctor-{id:06x}-away"),
-        }
+        (
+            format!("homestead-doctor-{id:06x}-home"),
+            format!("homestead-doctor-{id:06x}-away"),
+        )
     }
 
     fn pods(&self, namespace: &str) -> Api<Pod> {
@@ -354,8 +359,8 @@ impl Run {
         let Ok(old) = namespaces.list_metadata(&selector).await else {
             return;
         };
-        for namespace in old {
-            if let Some(name) = namespace.metadata.name {
+        for name in old.into_iter().filter_map(|n| n.metadata.name) {
+            if is_probe_namespace(&name) {
                 let _ = namespaces.delete(&name, &DeleteParams::background()).await;
             }
         }
@@ -374,6 +379,19 @@ impl Run {
             }
         }
     }
+}
+
+/// Whether `name` is one a run of the check makes (`homestead-doctor-<6 hex>-home|away`): a
+/// leftover is removed only when it carries the label and has that name, so a label put on
+/// someone's namespace by mistake never gets it deleted.
+fn is_probe_namespace(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("homestead-doctor-") else {
+        return false;
+    };
+    let Some((id, side)) = rest.split_once('-') else {
+        return false;
+    };
+    id.len() == 6 && id.bytes().all(|b| b.is_ascii_hexdigit()) && matches!(side, "home" | "away")
 }
 
 fn phase(pod: Option<&Pod>) -> Option<&str> {
@@ -440,6 +458,23 @@ mod tests {
 
     fn missed(said: &str) -> Probe {
         Probe::Missed(said.to_owned())
+    }
+
+    #[test]
+    fn only_namespaces_a_run_names_count_as_leftovers() {
+        let run = Run::new_names();
+        assert!(is_probe_namespace(&run.0) && is_probe_namespace(&run.1));
+        for other in [
+            "team-ml",
+            "homestead-system",
+            "homestead-doctor-",
+            "homestead-doctor-abc-home",
+            "homestead-doctor-00ff0g-home",
+            "homestead-doctor-00ff00-data",
+            "homestead-doctor-00ff00-home-x",
+        ] {
+            assert!(!is_probe_namespace(other), "{other}");
+        }
     }
 
     #[test]
