@@ -137,10 +137,23 @@ _cluster *flags:
     if [ -f {{state}}/testenv.pid ] && kill -0 "$(cat {{state}}/testenv.pid)" 2>/dev/null; then
       echo "already up; run 'just down' first"; exit 1
     fi
-    cargo build -q -p homestead-testenv -p homestead --bins
+    # Every build happens here, in the foreground with its progress, before anything starts: the
+    # binaries, and with --node the node's tools (Debian packages, kube-router, images; minutes
+    # on a machine that never ran Homestead). The cluster's own start then builds nothing.
+    cargo build -p homestead-testenv -p homestead --bins
+    if [[ " {{flags}} " == *" --node "* ]]; then
+      echo "preparing the node's tools (cached in ${HOMESTEAD_CACHE:-~/.cache/homestead}/node)"
+      if ! tools/node/build.sh >/dev/null && [[ " {{flags}} " == *" --require-node "* ]]; then
+        echo "the node's tools could not be prepared (above); the node is required"; exit 1
+      fi
+    fi
     nohup {{target}}/debug/homestead-testenv up --state-dir {{state}} {{flags}} > {{state}}/testenv.log 2>&1 &
-    for _ in $(seq 360); do [ -f {{state}}/ready ] && break; kill -0 $! 2>/dev/null || break; sleep 0.5; done
-    [ -f {{state}}/ready ] || { echo "the local cluster did not start:"; tail -50 {{state}}/testenv.log; exit 1; }
+    pid=$!
+    # Wait on the process, not a count: until it says ready, or until it exits (its cause is the
+    # end of its log). Its own steps have their own timeouts (docs/development.md, "just up").
+    echo "starting the local cluster (log: {{state}}/testenv.log)"
+    while [ ! -f {{state}}/ready ] && kill -0 "$pid" 2>/dev/null; do sleep 0.5; done
+    [ -f {{state}}/ready ] || { echo "the local cluster did not start (homestead-testenv exited):"; tail -50 {{state}}/testenv.log; exit 1; }
     if [ -f {{state}}/node.error ]; then echo "no node, so no Pods run: $(cat {{state}}/node.error)"; fi
 
 # Start the local cluster (control plane, and a node unless this machine cannot run one: it says why), install the CRD, rbac/ (admission policy included) and the operator (as its own identity, allowing namespaces user-*, research-* and legacy-*), the SCIM service and the homes API (registered as an APIService), and apply manifests/samples/.
