@@ -9,8 +9,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use homestead_api::User;
-use kube::api::{Api, Patch, PatchParams};
+use homestead_api::{DirectoryGroup, Profile, Share, User};
+use homestead_testenv::ADMIN;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 /// The tests of this binary disturb the whole cluster, so they run one at a time.
@@ -126,6 +127,145 @@ async fn a_restart_over_converged_users_writes_nothing_and_catches_up_at_once() 
         revoked_after.as_secs_f64(),
         converged.len()
     );
+}
+
+/// How many large DirectoryGroups the restart below lists, and how many member names each has:
+/// enough that the groups' first list ends well after the Users' (about 3 MiB of JSON).
+const LARGE_GROUPS: usize = 20;
+const LARGE_GROUP_MEMBERS: usize = 8_000;
+
+/// Creates `object` as the admin, replacing one left by an earlier run.
+async fn replace<K>(api: &Api<K>, object: &K)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let name = object.meta().name.clone().unwrap();
+    if api.get_opt(&name).await.unwrap().is_some() {
+        let _ = api.delete(&name, &DeleteParams::default()).await;
+        wait_gone(api, &name, 60).await;
+    }
+    api.create(&PostParams::default(), object).await.unwrap();
+}
+
+/// Rule 29 (docs/design.md): a restart judges nobody before every cache has listed. A person
+/// whose Profile (role `view`, a quota) comes from a directory group, and a Share to that group,
+/// are converged; the operator restarts while the groups are large enough that their first list
+/// comes last. Nothing is written for either of them: no RoleBinding deleted or created, no
+/// status changed, no Event; and the person's access is what it was throughout.
+#[tokio::test]
+async fn a_restart_with_large_directory_groups_changes_nobodys_access() {
+    let _turn = one_at_a_time().await;
+    let s = Scenario::new();
+    let c = admin().await;
+    let profiles: Api<Profile> = Api::all(c.clone());
+    let team = Profile::test("flt-team")
+        .with_spec(json!({ "role": "view", "quota": { "hard": { "pods": "7" } } }))
+        .for_directory_groups(&["flt-team-0"], 0);
+    replace(&profiles, &team).await;
+    let groups: Api<DirectoryGroup> = Api::all(c.clone());
+    let (person, owner) = ("flt-dir-person", "flt-dir-owner");
+    for g in 0..LARGE_GROUPS {
+        let mut members: Vec<String> = (0..LARGE_GROUP_MEMBERS)
+            .map(|i| format!("flt-m{g}-{i:05}"))
+            .collect();
+        if g == 0 {
+            members.push(person.to_owned());
+        }
+        let members: Vec<&str> = members.iter().map(String::as_str).collect();
+        let name = format!("flt-team-{g}");
+        let mut group = DirectoryGroup::test(&name, &name).with_members(&members);
+        group.metadata.generation = None;
+        group.status = None;
+        replace(&groups, &group).await;
+    }
+    s.create(&c, &User::test(person)).await;
+    s.create(&c, &User::test(owner)).await;
+    let provisioned = wait_reason(&c, person, "Provisioned").await;
+    assert_eq!(
+        provisioned.status.as_ref().and_then(|s| s.role.as_deref()),
+        Some("view"),
+        "the group's Profile chose the role"
+    );
+    wait_reason(&c, owner, "Provisioned").await;
+    let home = format!("user-{owner}");
+    let until =
+        k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_hours(1);
+    let share: Share = serde_json::from_value(json!({
+        "apiVersion": homestead_api::API_VERSION, "kind": "Share",
+        "metadata": { "name": "flt-team", "namespace": home,
+                      "annotations": { "homestead.dev/created-by": ADMIN } },
+        "spec": { "to": [{ "group": "flt-team-0" }], "role": "edit",
+                  "expiresAt": until.round(k8s_openapi::jiff::Unit::Second).unwrap().to_string(),
+                  "reason": "restart with large groups" },
+    }))
+    .unwrap();
+    replace(&Api::<Share>::namespaced(c.clone(), &home), &share).await;
+    let person_identity = format!("{person}@example.com");
+    eventually("the Share to reach the group's member", 60, || async {
+        (can_get_pods(&person_identity, &home) == "yes").then_some(())
+    })
+    .await;
+    assert_eq!(
+        kubectl_can(
+            &person_identity,
+            "create",
+            "pods",
+            &format!("user-{person}")
+        ),
+        "no",
+        "view, from the group's Profile"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let names = [person.to_owned(), owner.to_owned()];
+    for round in 0..2 {
+        env().operator.lock().unwrap().stop();
+        let mark = audit().len();
+        let address = env().metrics_address.clone();
+        *env().operator.lock().unwrap() =
+            spawn_operator("homestead-restarted", "homestead-restarted", &address);
+        eventually("the restarted operator to be ready", 120, || async {
+            (http_get(&address, "/readyz")?.0 == 200).then_some(())
+        })
+        .await;
+        // Access as it was, sampled while the restarted operator settles.
+        for _ in 0..10 {
+            assert_eq!(
+                kubectl_can(
+                    &person_identity,
+                    "create",
+                    "pods",
+                    &format!("user-{person}")
+                ),
+                "no",
+                "round {round}: the person was judged without their group's Profile"
+            );
+            assert_eq!(
+                can_get_pods(&person_identity, &home),
+                "yes",
+                "round {round}: the Share to the group was revoked on restart"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let writes = writes_for(mark, &names);
+        assert!(
+            writes.is_empty(),
+            "round {round}: the restart wrote for people whose groups had not listed yet: {writes:#?}"
+        );
+    }
+    for g in 0..LARGE_GROUPS {
+        let _ = groups
+            .delete(&format!("flt-team-{g}"), &DeleteParams::default())
+            .await;
+    }
+    let _ = profiles.delete("flt-team", &DeleteParams::default()).await;
+}
+
+/// `kubectl auth can-i VERB RESOURCE -n NS --as PERSON`: "yes" or "no".
+fn kubectl_can(person: &str, verb: &str, resource: &str, ns: &str) -> String {
+    let who = format!("--as={person}");
+    let (_, out) = kubectl(&["auth", "can-i", verb, resource, "-n", ns, &who], "");
+    out.lines().next().unwrap_or_default().trim().to_owned()
 }
 
 /// An API Priority and Fairness squeeze: the operator's ServiceAccount gets a priority level

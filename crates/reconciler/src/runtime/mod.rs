@@ -157,7 +157,7 @@ impl Runtime {
     /// Events to be published.
     pub async fn run(self, stop: CancellationToken, synced: impl FnOnce() + Send + 'static) {
         let ctx = self.ctx;
-        tokio::spawn(mark_synced(self.users.store(), ctx.clone(), synced));
+        tokio::spawn(mark_synced(ctx.clone(), synced));
         tokio::spawn(keep_retained_count(
             ctx.clone(),
             self.retained_count_interval,
@@ -232,8 +232,8 @@ impl Runtime {
 }
 
 /// Lets reconciles proceed once every cache has listed, then calls `synced`.
-async fn mark_synced(users: Store<User>, ctx: Arc<Context>, synced: impl FnOnce()) {
-    watches::synced(&users, ctx.caches()).await;
+async fn mark_synced(ctx: Arc<Context>, synced: impl FnOnce()) {
+    ctx.caches().synced().await;
     tracing::info!("caches synced");
     ctx.mark_synced();
     synced();

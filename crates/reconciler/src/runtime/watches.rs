@@ -863,34 +863,6 @@ fn trim_quota(quota: &mut ResourceQuota) {
     quota.status = None;
 }
 
-/// Waits until the User cache and every managed-object cache have seen their first list.
-pub async fn synced(users: &Store<User>, caches: &Caches) {
-    wait_until_ready(users).await;
-    caches.namespaces.wait_until_ready().await;
-    caches.role_bindings.wait_until_ready().await;
-    wait_until_ready(&caches.quotas).await;
-    wait_until_ready(&caches.limit_ranges).await;
-    wait_until_ready(&caches.network_policies).await;
-    wait_until_ready(&caches.profiles).await;
-    wait_until_ready(&caches.shares).await;
-}
-
-/// Waits until `store` has seen its first complete list.
-///
-/// `Store::wait_until_ready` wakes only the most recent of several concurrent waiters (its
-/// oneshot receiver keeps one waker), and the Controller waits on the User store too; so this
-/// polls again every 250 ms instead of relying on a wake-up. Once ready, it returns at once.
-async fn wait_until_ready<K>(store: &Store<K>)
-where
-    K: Resource<DynamicType = ()> + Clone + 'static,
-{
-    let poll = Duration::from_millis(250);
-    while tokio::time::timeout(poll, store.wait_until_ready())
-        .await
-        .is_err()
-    {}
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

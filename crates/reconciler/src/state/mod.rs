@@ -75,6 +75,40 @@ impl Caches {
         }
     }
 
+    /// Waits until every cache a reconcile reads has seen its first complete list: this is
+    /// the operator's readiness (docs/design.md, rule 29). Derived from the fields of
+    /// [`Caches`] themselves: the destructuring below names every field without `..`, so a
+    /// cache added to [`Caches`] does not compile until it is waited on here, or said to be an
+    /// index fed by one of the watches waited on. Returns only once all have listed; never
+    /// fails (a watch that cannot list keeps retrying, and this keeps waiting).
+    pub async fn synced(&self) {
+        let Self {
+            namespaces,
+            role_bindings,
+            quotas,
+            limit_ranges,
+            network_policies,
+            profiles,
+            groups,
+            users,
+            shares,
+            // Indexes fed by the User watch (identities, index) and the Share watch
+            // (share_index): complete when `users` and `shares` are.
+            identities: _,
+            index: _,
+            share_index: _,
+        } = self;
+        namespaces.wait_until_ready().await;
+        role_bindings.wait_until_ready().await;
+        wait_until_ready(quotas).await;
+        wait_until_ready(limit_ranges).await;
+        wait_until_ready(network_policies).await;
+        wait_until_ready(profiles).await;
+        wait_until_ready(groups).await;
+        wait_until_ready(users).await;
+        wait_until_ready(shares).await;
+    }
+
     /// The managed Namespace `name`, if cached.
     pub fn namespace(&self, name: &str) -> Option<Arc<CachedNamespace>> {
         self.namespaces.get(None, name).map(Arc::new)
@@ -134,6 +168,12 @@ impl Caches {
         self.groups.get(&ObjectRef::new(name))
     }
 
+    /// Whether `user` is refused as `DuplicateIdentity`: another User holds its identity
+    /// ([`Identities::holder_other_than`]).
+    pub fn is_duplicate(&self, user: &User) -> bool {
+        self.identities.holder_other_than(user).is_some()
+    }
+
     /// The User `name`, if cached.
     pub fn user(&self, name: &str) -> Option<Arc<User>> {
         self.users.get(&ObjectRef::new(name))
@@ -156,4 +196,85 @@ where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
     store.get(&ObjectRef::new(name).within(namespace))
+}
+
+/// Waits until `store` has seen its first complete list.
+///
+/// `Store::wait_until_ready` wakes only the most recent of several concurrent waiters (its
+/// oneshot receiver keeps one waker), and the Controller waits on the User store too; so this
+/// polls again every 250 ms instead of relying on a wake-up. Once ready, it returns at once.
+async fn wait_until_ready<K>(store: &Store<K>)
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    let poll = std::time::Duration::from_millis(250);
+    while tokio::time::timeout(poll, store.wait_until_ready())
+        .await
+        .is_err()
+    {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher::Event;
+
+    /// Marks a reflector store as having listed (an empty first list).
+    fn listed<K>(writer: &mut Writer<K>)
+    where
+        K: Resource<DynamicType = ()> + Clone + 'static,
+    {
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitDone);
+    }
+
+    /// Rule 29: `synced` waits for every cache, DirectoryGroups included (an operator that
+    /// judged people before its groups had listed moved them off their group's Profile).
+    #[tokio::test(start_paused = true)]
+    async fn synced_waits_for_every_cache_the_groups_included() {
+        let (namespaces, mut namespace_writer) = compact_store();
+        let (role_bindings, mut role_binding_writer) = compact_store();
+        let (quotas, mut quota_writer) = reflector::store();
+        let (limit_ranges, mut limit_range_writer) = reflector::store();
+        let (network_policies, mut network_policy_writer) = reflector::store();
+        let (profiles, mut profile_writer) = reflector::store();
+        let (groups, mut group_writer) = reflector::store::<DirectoryGroup>();
+        let (users, mut user_writer) = reflector::store();
+        let (shares, mut share_writer) = reflector::store();
+        let caches = Caches {
+            namespaces,
+            role_bindings,
+            quotas,
+            limit_ranges,
+            network_policies,
+            profiles,
+            groups,
+            identities: Identities::default(),
+            users,
+            index: ProfileIndex::default(),
+            shares,
+            share_index: ShareIndex::default(),
+        };
+        namespace_writer.apply(&Event::Init);
+        namespace_writer.apply(&Event::InitDone);
+        role_binding_writer.apply(&Event::Init);
+        role_binding_writer.apply(&Event::InitDone);
+        listed(&mut quota_writer);
+        listed(&mut limit_range_writer);
+        listed(&mut network_policy_writer);
+        listed(&mut profile_writer);
+        listed(&mut user_writer);
+        listed(&mut share_writer);
+        let wait = std::time::Duration::from_secs(60);
+        assert!(
+            tokio::time::timeout(wait, caches.synced()).await.is_err(),
+            "synced returned before the DirectoryGroups had listed"
+        );
+        listed(&mut group_writer);
+        assert!(
+            tokio::time::timeout(wait, caches.synced()).await.is_ok(),
+            "synced kept waiting once every cache had listed"
+        );
+    }
 }
