@@ -48,7 +48,7 @@ use scim_v2::schema_urns;
 use error::ScimError;
 
 use service::{Base, Search, list_response, live, reply};
-pub use service::{MAX_PATCH_OPERATIONS, Scim, Settings, Tokens, watch_users};
+pub use service::{MAX_PATCH_OPERATIONS, Scim, Settings, Tokens, UserCaches, watch_users};
 use users::{
     create_user, delete_user, get_user, list_users, patch_user, replace_user, representation,
     search_users,

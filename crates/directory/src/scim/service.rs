@@ -107,6 +107,9 @@ pub(super) fn digest(token: &str) -> [u8; 32] {
 pub struct Scim {
     pub(super) api: Api<User>,
     pub(super) store: Store<User>,
+    /// Every User of every writer, cut down to its name, uid, deletion timestamp and
+    /// `spec.identity.username`: what a `userName` is checked against.
+    pub(super) identities: Store<User>,
     pub(super) groups_api: Api<DirectoryGroup>,
     pub(super) groups: Store<DirectoryGroup>,
     pub(super) ready: Arc<AtomicBool>,
@@ -116,18 +119,19 @@ pub struct Scim {
 }
 
 impl Scim {
-    /// A service writing through `client` and reading from `store` (from [`watch_users`]) and
+    /// A service writing through `client` and reading from `users` (from [`watch_users`]) and
     /// `groups` (from [`groups::watch_groups`]).
     pub fn new(
         client: Client,
-        store: Store<User>,
+        users: UserCaches,
         groups: Store<DirectoryGroup>,
         tokens: Arc<Tokens>,
         settings: Settings,
     ) -> Self {
         Self {
             api: Api::all(client.clone()),
-            store,
+            store: users.owned,
+            identities: users.identities,
             groups_api: Api::all(client),
             groups,
             ready: Arc::default(),
@@ -153,6 +157,7 @@ impl Scim {
     /// `/readyz` answers 200 from then on.
     pub async fn wait_until_ready(&self) {
         if self.store.wait_until_ready().await.is_ok()
+            && self.identities.wait_until_ready().await.is_ok()
             && self.groups.wait_until_ready().await.is_ok()
         {
             self.ready.store(true, Ordering::Relaxed);
@@ -165,11 +170,57 @@ pub(super) fn owned() -> String {
     format!("{LABEL_WRITER}={WRITER_SCIM}")
 }
 
-/// A cache of the Users the service owns (labelled `homestead.dev/writer=scim`) fed by a watch,
-/// and the future that keeps it (run it until shutdown). Cached Users carry no `managedFields`
-/// beyond the latest change time (for `meta.lastModified`) and no last-applied annotation.
-pub fn watch_users(client: Client) -> (Store<User>, impl Future<Output = ()> + Send + 'static) {
-    watch_owned(client, "Users")
+/// The service's two caches of Users, from [`watch_users`].
+#[derive(Clone)]
+pub struct UserCaches {
+    /// The Users the service owns (labelled `homestead.dev/writer=scim`), whole but for
+    /// `managedFields` (the latest change time only, for `meta.lastModified`) and the
+    /// last-applied annotation.
+    pub owned: Store<User>,
+    /// Every User, whoever wrote it, with nothing but its name, uid, creation and deletion
+    /// timestamps and `spec.identity.username` (about 150 bytes a User): a `userName` is unique
+    /// among all of them, not only among the service's own (docs/security.md, "One person, one
+    /// User").
+    pub identities: Store<User>,
+}
+
+/// The service's caches of Users ([`UserCaches`]), fed by two watches, and the future that
+/// keeps both (run it until shutdown).
+pub fn watch_users(client: Client) -> (UserCaches, impl Future<Output = ()> + Send + 'static) {
+    let (owned, keep_owned) = watch_owned(client.clone(), "Users");
+    let (identities, writer) = reflector::store();
+    let stream = watcher(Api::<User>::all(client), watcher::Config::default())
+        .default_backoff()
+        .modify(|user: &mut User| {
+            let meta = &mut user.metadata;
+            *meta = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: meta.name.take(),
+                uid: meta.uid.take(),
+                resource_version: meta.resource_version.take(),
+                creation_timestamp: meta.creation_timestamp.take(),
+                deletion_timestamp: meta.deletion_timestamp.take(),
+                ..Default::default()
+            };
+            let username = std::mem::take(&mut user.spec.identity.username);
+            // The smallest spec there is: the identity alone (every other field has a default).
+            if let Ok(spec) =
+                serde_json::from_value(json!({ "identity": { "username": username } }))
+            {
+                user.spec = spec;
+            } else {
+                user.spec.identity.username = username;
+            }
+            user.status = None;
+        });
+    let keep_identities = reflector::reflector(writer, stream).for_each(|event| async move {
+        if let Err(error) = event {
+            tracing::warn!(%error, "watching every User's identity failed; retrying");
+        }
+    });
+    let caches = UserCaches { owned, identities };
+    (caches, async move {
+        futures::join!(keep_owned, keep_identities);
+    })
 }
 
 /// A cache of the objects of kind `K` labelled `homestead.dev/writer=scim`, trimmed as

@@ -34,14 +34,18 @@ impl Scim {
             .ok_or_else(|| ScimError::not_found(format!("no User with id {id}")))
     }
 
-    /// Refuses (409 `uniqueness`) a `userName` another live User of the service's (other than
-    /// `except`, a uid) already has; `userName` compares case-insensitively (RFC 7643 §4.1.1).
+    /// Refuses (409 `uniqueness`) a `userName` another live User (other than `except`, a uid)
+    /// already has, whoever wrote that User: HR's, the roster's and the platform's count as
+    /// much as the service's own, so no write over SCIM (POST, PUT, or PATCH with or without a
+    /// path) can take the identity of a person another writer suspended or provisioned
+    /// (docs/security.md, "One person, one User"). `userName` compares case-insensitively
+    /// (RFC 7643 §4.1.1), as the operator compares identities.
     pub(super) fn check_unique(
         &self,
         user_name: &str,
         except: Option<&str>,
     ) -> Result<(), ScimError> {
-        let taken = self.store.find(|u| {
+        let taken = self.identities.find(|u| {
             u.metadata.deletion_timestamp.is_none()
                 && u.uid().as_deref() != except
                 && u.spec.identity.username.eq_ignore_ascii_case(user_name)

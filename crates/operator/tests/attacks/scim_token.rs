@@ -88,6 +88,79 @@ async fn scim_sees_and_changes_only_its_own_users_and_a_rename_revokes_first() {
     );
 }
 
+/// Issue 61, B2: the token alone lifted an HR suspension. A SCIM User took the `userName` of a
+/// person HR had suspended by PATCH (with a path, and without one) or PUT; only POST checked
+/// uniqueness, and against the service's own Users alone. The older SCIM User then held the
+/// identity and HR's User became `DuplicateIdentity`: the suspended person worked again, and an
+/// active person HR made lost their home. Now every write that sets `userName` answers 409
+/// `uniqueness` when any other User holds it, whoever wrote that User.
+#[tokio::test]
+async fn scim_never_takes_the_identity_of_a_user_another_writer_made() {
+    let s = Scenario::new();
+    let hr = hr().await;
+    s.track("atk-taker");
+    let id = scim_create("atk-taker@example.com", json!({}));
+    wait_reason(&hr, "atk-taker", "Provisioned").await;
+    let (suspended, active) = ("atk-held@example.com", "atk-working@example.com");
+    s.create(
+        &hr,
+        &User::test("atk-held")
+            .with_spec(json!({ "identity": { "username": suspended }, "suspended": true })),
+    )
+    .await;
+    s.create(
+        &hr,
+        &User::test("atk-working").with_spec(json!({ "identity": { "username": active } })),
+    )
+    .await;
+    wait_reason(&hr, "atk-held", "Suspended").await;
+    wait_reason(&hr, "atk-working", "Provisioned").await;
+
+    let shouted = active.to_uppercase();
+    for taken in [suspended, active, shouted.as_str()] {
+        let writes = [
+            (
+                "PATCH with a path",
+                "PATCH",
+                patch_op(json!([{ "op": "replace", "path": "userName", "value": taken }])),
+            ),
+            (
+                "PATCH without a path",
+                "PATCH",
+                patch_op(json!([{ "op": "replace", "value": { "userName": taken } }])),
+            ),
+            (
+                "PUT",
+                "PUT",
+                json!({ "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"],
+                        "userName": taken }),
+            ),
+        ];
+        for (what, method, body) in writes {
+            let (status, body) = scim(method, &format!("/Users/{id}"), Some(body));
+            assert_eq!(status, 409, "{what} of userName {taken}: {body}");
+            assert_eq!(body["scimType"], "uniqueness", "{what}: {body}");
+        }
+    }
+    let (status, body) = scim(
+        "POST",
+        "/Users",
+        Some(
+            json!({ "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"],
+                     "userName": suspended }),
+        ),
+    );
+    assert_eq!(status, 409, "POST of a taken userName: {body}");
+
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let taker = wait_reason(&hr, "atk-taker", "Provisioned").await;
+    assert_eq!(taker.spec.identity.username, "atk-taker@example.com");
+    wait_reason(&hr, "atk-held", "Suspended").await;
+    wait_reason(&hr, "atk-working", "Provisioned").await;
+    assert_eq!(can_get_pods(suspended, "user-atk-held"), "no");
+    assert_eq!(can_get_pods(active, "user-atk-working"), "yes");
+}
+
 /// Finding 2: a SCIM PUT without `active` lifted a suspension HR had set. Now SCIM's switch is
 /// `spec.directory.active`, HR's is `spec.suspended`, and neither lifts the other.
 #[tokio::test]
