@@ -325,6 +325,9 @@ pub enum ShareReason {
     /// The home is suspended, expired, retained or offboarding: no access while it is
     /// (`Ready=False`).
     Suspended,
+    /// The home has changed hands (adopted or handed over) since the Share was made: it ends
+    /// with its owner's hold on the home (`Ready=False`).
+    HandedOver,
 }
 
 impl ShareReason {

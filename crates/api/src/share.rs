@@ -12,7 +12,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::{NOT_CLUSTER_ADMIN, NOT_CLUSTER_ADMIN_MESSAGE};
+use crate::{NAME_IS_LABEL, NAME_IS_LABEL_MESSAGE, NOT_CLUSTER_ADMIN, NOT_CLUSTER_ADMIN_MESSAGE};
 
 /// The most grantees one Share names.
 pub const MAX_GRANTEES: usize = 20;
@@ -77,10 +77,20 @@ const NAME_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
         json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
     ),
     printcolumn(
+        name = "Creator",
+        type_ = "string",
+        description = "Who created the Share (the annotation homestead.dev/created-by, checked at admission)",
+        json_path = ".metadata.annotations.homestead\\.dev/created-by",
+        priority = 1
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
-    )
+    ),
+    // The name is the value of its RoleBinding's label homestead.dev/share: at most 63
+    // characters, or the Share could never be turned into access.
+    validation = Rule::new(NAME_IS_LABEL).message(NAME_IS_LABEL_MESSAGE)
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ShareSpec {
@@ -129,7 +139,7 @@ pub struct Grantee {
 pub struct ShareStatus {
     /// `Ready`: whether the grantees have the access; reasons `Active`, `Expired`, `Refused`
     /// (with the limit it exceeds), `Suspended` (the home is suspended, expired, retained or
-    /// offboarding).
+    /// offboarding), `HandedOver` (the home has another owner than the one it was made under).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 
@@ -155,6 +165,12 @@ pub struct ShareStatus {
     /// limit's `maxDuration` after it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub renewed_at: Option<Time>,
+
+    /// The uid of the home's owner (a User) this Share was made under, recorded when the
+    /// operator first resolved it: if the home changes hands (adoption, handover), the Share
+    /// ends (`HandedOver`) instead of letting its grantees into the new owner's home.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_uid: Option<String>,
 }
 
 /// A grantee of a [`Share`] as the operator resolved it.
@@ -177,6 +193,10 @@ pub struct GranteeStatus {
     /// many of a group's members do, a count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active: Option<i64>,
+    /// A User grantee's `metadata.uid`, recorded when the operator first resolved it: a later
+    /// User of the same name gets nothing from this Share (`Refused`, rule `GranteeReplaced`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
 }
 
 #[cfg(test)]

@@ -209,6 +209,11 @@ async fn floor(admin: &Client, operator: &Client, side: &str, count: usize) -> D
     started.elapsed()
 }
 
+/// A uid of the length the API server gives (36 characters): the floor writes the uids
+/// Homestead records in a Share's status (its owner's and its User grantee's) without looking
+/// them up, so its status writes are as large as Homestead's.
+const FLOOR_UID: &str = "00000000-0000-4000-8000-000000000000";
+
 /// The status Homestead writes for an active Share to one User.
 fn floor_status(share: &Share, username: &str, grantee: usize) -> ShareStatus {
     let now = Time(Timestamp::now());
@@ -230,11 +235,13 @@ fn floor_status(share: &Share, username: &str, grantee: usize) -> ShareStatus {
             user: Some(user_name(grantee)),
             username: Some(username.to_owned()),
             active: Some(1),
+            uid: Some(FLOOR_UID.to_owned()),
             ..GranteeStatus::default()
         }],
         to: Some(user_name(grantee)),
         expires_at: Some(share.spec.expires_at.clone()),
         renewed_at: share.metadata.creation_timestamp.clone(),
+        owner_uid: Some(FLOOR_UID.to_owned()),
     }
 }
 

@@ -1,7 +1,7 @@
 //! Homestead's promises tried as an adversary would (docs/security.md), on the real
 //! control plane: a person with `admin` in their namespace (their own token, or `kubectl --as`),
 //! whoever holds the SCIM bearer token (over HTTPS, against a running `homestead scim`), and an
-//! HR identity bound to `rbac/hr.yaml`'s `homestead-hr`, which may write Users and nothing else.
+//! HR identity bound to `rbac/hr.yaml`'s `homestead-hr` (Users, and Shares in any home).
 //! Each test is one attack that worked before these rules existed.
 
 #[path = "../common/mod.rs"]
@@ -9,6 +9,7 @@ mod common;
 mod hr;
 mod operator_bounds;
 mod scim_token;
+mod shares;
 mod tenant;
 
 use std::sync::OnceLock;

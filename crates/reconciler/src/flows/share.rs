@@ -22,11 +22,11 @@ use crate::error::{Error, Result};
 use crate::plan::facts::print;
 use crate::plan::ownership::is_owned_by;
 use crate::plan::share::{
-    Decision, Found, Home, Limits, ShareRef, binding_name, decide, desired_binding, inactive,
+    Decision, Found, Home, Limits, Owner, ShareRef, binding_name, decide, desired_binding, inactive,
 };
 use crate::plan::status::set_condition;
 use crate::state::Caches;
-use crate::state::cache::CachedShare;
+use crate::state::cache::{CachedShare, CachedShareStatus};
 
 /// Reconciles one Share once every cache has synced (see the module docs).
 ///
@@ -50,11 +50,17 @@ pub async fn reconcile_share(share: Arc<CachedShare>, ctx: Arc<Context>) -> Resu
     let _permit = ctx.large_write(grantees_at_most(&share, caches)).await;
     let decision = {
         let looked_up = LookedUp::of(&share, caches);
+        let recorded = share
+            .status
+            .as_ref()
+            .map(CachedShareStatus::recorded)
+            .unwrap_or_default();
         decide(
             share_ref(&share),
             &home,
             &ctx.config().allowed_roles,
             &looked_up.found(),
+            &recorded,
             now,
         )
     };
@@ -145,7 +151,7 @@ fn home_of(ctx: &Context, namespace: &str, now: Timestamp) -> (Home, Option<Arc<
             .map(|(name, sharing)| (name.as_str(), sharing.as_ref())),
         &ctx.config().sharing,
     );
-    (Home::Open(limits), Some(owner))
+    (Home::Open(limits, Owner::of(&owner)), Some(owner))
 }
 
 /// The grantees of a Share as the caches hold them, owned while [`decide`] borrows them.
@@ -168,7 +174,8 @@ struct LookedUp {
 }
 
 enum Entry {
-    User(String, Option<Arc<User>>),
+    /// A User grantee: the User, if cached, and whether another User holds its identity.
+    User(String, Option<Arc<User>>, bool),
     Group(
         String,
         Option<Arc<homestead_api::DirectoryGroup>>,
@@ -183,7 +190,11 @@ impl LookedUp {
             .to
             .iter()
             .filter_map(|grantee| match (&grantee.user, &grantee.group) {
-                (Some(user), _) => Some(Entry::User(user.clone(), caches.user(user))),
+                (Some(name), _) => {
+                    let user = caches.user(name);
+                    let duplicate = user.as_ref().is_some_and(|u| caches.is_duplicate(u));
+                    Some(Entry::User(name.clone(), user, duplicate))
+                }
                 (None, Some(name)) => {
                     let group = caches.group(name);
                     let members = group
@@ -191,6 +202,7 @@ impl LookedUp {
                         .flat_map(|g| g.spec.members.iter())
                         .filter_map(|member| caches.user(member))
                         .filter(|user| group.as_ref().is_some_and(|g| g.counts_member(user)))
+                        .filter(|user| !caches.is_duplicate(user))
                         .collect();
                     Some(Entry::Group(name.clone(), group, members))
                 }
@@ -204,7 +216,8 @@ impl LookedUp {
         self.entries
             .iter()
             .map(|entry| match entry {
-                Entry::User(name, user) => Found::User(name, user.as_deref()),
+                Entry::User(name, Some(user), true) => Found::Duplicate(name, user),
+                Entry::User(name, user, _) => Found::User(name, user.as_deref()),
                 Entry::Group(name, group, members) => Found::Group(
                     name,
                     group.as_deref(),
@@ -254,6 +267,7 @@ async fn write_status(
         to: Some(decision.to.clone()),
         expires_at: decision.grants().then(|| share.spec.expires_at.clone()),
         renewed_at: Some(Time(decision.renewed_at)),
+        owner_uid: decision.owner_uid.clone(),
     };
     let written = ctx.cluster().apply_share_status(share, &desired).await?;
     if written && newly_refused {

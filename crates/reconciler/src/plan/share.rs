@@ -3,8 +3,16 @@
 //! expired, offboarding, not provisioned yet); then the limits in force ([`Limits`], from the
 //! owner's Profile or the operator's flags); then the grantees, each resolved from the caches
 //! to an identity or to nothing. Pure: the caller passes the caches' answers and the time.
+//!
+//! A Share is made by one owner for particular Users (docs/sharing.md, "A grantee is a User"):
+//! its status records the uid of the home's owner and of each User grantee when it first
+//! resolves them ([`Recorded`]). A home that changed hands since (adoption, handover) ends the
+//! Share (`HandedOver`); a grantee name that now belongs to another User refuses it
+//! (`GranteeReplaced`). A Share to the home's own owner is refused (`SelfShare`), and the
+//! owner's identity is never a Share's subject, so no Share outlasts a downgrade of the owner;
+//! a User refused as `DuplicateIdentity` has no access through any Share (rule 26).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use homestead_api::{
@@ -50,15 +58,67 @@ impl<'a> ShareRef<'a> {
     }
 }
 
+/// What a Share's status recorded of whom it was made by and for: the uid of its home's owner
+/// and of each User grantee (by name), each when the operator first resolved it. Empty for a
+/// Share never resolved.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recorded {
+    /// `status.ownerUid`.
+    pub owner_uid: Option<String>,
+    /// `status.grantees[].uid` of the User grantees, by `user`.
+    pub grantees: BTreeMap<String, String>,
+}
+
+impl Recorded {
+    /// What `status` recorded.
+    pub fn of(status: Option<&ShareStatus>) -> Self {
+        let Some(status) = status else {
+            return Self::default();
+        };
+        Self {
+            owner_uid: status.owner_uid.clone(),
+            grantees: status
+                .grantees
+                .iter()
+                .filter_map(|g| Some((g.user.clone()?, g.uid.clone()?)))
+                .collect(),
+        }
+    }
+}
+
+/// A Kubernetes uid (a UUID, 36 characters) in 16 bytes, as the operator's Share cache keeps
+/// it; `None` for a uid that is not a UUID.
+pub fn compact_uid(uid: &str) -> Option<u128> {
+    let hex: String = uid.chars().filter(|c| *c != '-').collect();
+    (uid.len() == 36 && hex.len() == 32)
+        .then(|| u128::from_str_radix(&hex, 16).ok())
+        .flatten()
+}
+
+/// The uid [`compact_uid`] made `compact` of, in the API server's form (lower-case
+/// `8-4-4-4-12` hexadecimal).
+pub fn uid_string(compact: u128) -> String {
+    let hex = format!("{compact:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
 /// A fingerprint of a whole Share status (its JSON), to tell whether a status differs from the
 /// one the cache holds without keeping that status.
 pub fn status_print(status: &ShareStatus) -> u64 {
     print(&serde_json::to_vec(status).unwrap_or_default())
 }
 
-/// The longest Share name whose RoleBinding name (`homestead-share-<name>`) is still a valid
-/// object name (253 characters).
-pub const MAX_SHARE_NAME_LEN: usize = 253 - SHARE_BINDING_PREFIX.len();
+/// The longest Share name its RoleBinding can carry: the name is the value of the label
+/// `homestead.dev/share`, at most 63 characters (admission refuses longer names; this refuses
+/// those made before it did).
+pub const MAX_SHARE_NAME_LEN: usize = 63;
 
 /// The name of the RoleBinding of the Share `share` (by `metadata.name`).
 pub fn binding_name(share: &str) -> String {
@@ -144,6 +204,10 @@ pub enum ShareRule {
     GroupsNotAllowed,
     /// The Share's name is too long for its RoleBinding's.
     NameTooLong,
+    /// A grantee is the home's own owner (by name or identity), who has the home already.
+    SelfShare,
+    /// A User grantee's name now belongs to another User than the one the Share was made for.
+    GranteeReplaced,
 }
 
 /// Whether the home a Share is in may be shared now.
@@ -154,16 +218,51 @@ pub enum Home {
     NotAHome,
     /// A home, closed: its owner has no access (the reason, for messages), so nobody gets any.
     Closed(String),
-    /// A home whose owner has access; the limits in force there.
-    Open(Limits),
+    /// A home whose owner has access; the limits in force there, and the owner.
+    Open(Limits, Owner),
+}
+
+/// The owner of an open home, as a decision needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owner {
+    /// `metadata.name` of the owner's User.
+    pub name: String,
+    /// Its `metadata.uid`.
+    pub uid: Option<String>,
+    /// Its `spec.identity.username`.
+    pub username: String,
+}
+
+impl Owner {
+    /// The owner `user`.
+    pub fn of(user: &User) -> Self {
+        Self {
+            name: user.metadata.name.clone().unwrap_or_default(),
+            uid: user.metadata.uid.clone(),
+            username: user.spec.identity.username.clone(),
+        }
+    }
+
+    /// Whether `user` is this owner, or another User naming the owner's identity.
+    fn is(&self, user: &User) -> bool {
+        user.metadata.name.as_deref() == Some(self.name.as_str())
+            || user
+                .spec
+                .identity
+                .username
+                .eq_ignore_ascii_case(&self.username)
+    }
 }
 
 /// What the caches know of one grantee, looked up by the caller.
 pub enum Found<'a> {
-    /// A User grantee: the User, if it exists.
+    /// A User grantee: the User, if it exists (and holds its identity).
     User(&'a str, Option<&'a User>),
+    /// A User grantee that exists but is refused as `DuplicateIdentity`: another User holds its
+    /// identity, so it has no access through any Share.
+    Duplicate(&'a str, &'a User),
     /// A group grantee: the group, if it exists, and those of its members that count
-    /// ([`DirectoryGroup::counts_member`]) and exist.
+    /// ([`DirectoryGroup::counts_member`]), exist and hold their identity.
     Group(&'a str, Option<&'a DirectoryGroup>, Vec<&'a User>),
 }
 
@@ -202,6 +301,8 @@ pub struct Decision {
     pub renewed_at: Timestamp,
     /// When to look again: at `expiresAt` while it is ahead.
     pub recheck: Option<Duration>,
+    /// The uid of the owner the Share was made under, for `status.ownerUid`.
+    pub owner_uid: Option<String>,
 }
 
 impl Decision {
@@ -225,19 +326,31 @@ pub fn renewed_at(share: ShareRef<'_>, now: Timestamp) -> Timestamp {
     }
 }
 
-/// Decides `share` at `now` in `home`, with the operator's `allowed_roles` and its grantees
-/// as `found` (in `spec.to` order). See the module docs for the order of the rules.
+/// Decides `share` at `now` in `home`, with the operator's `allowed_roles`, its grantees as
+/// `found` (in `spec.to` order) and what its status `recorded`. See the module docs for the
+/// order of the rules.
 pub fn decide(
     share: ShareRef<'_>,
     home: &Home,
     allowed_roles: &BTreeSet<String>,
     found: &[Found<'_>],
+    recorded: &Recorded,
     now: Timestamp,
 ) -> Decision {
     let renewed = renewed_at(share, now);
-    let (grantees, subjects) = resolve(found, now);
+    let owner = match home {
+        Home::Open(_, owner) => Some(owner),
+        _ => None,
+    };
+    let (grantees, subjects) = resolve(found, owner, recorded, now);
     let to = one_line(found);
     let until = share.spec.expires_at.0;
+    // The owner the Share was made under stays recorded once known; the first open home
+    // records its owner.
+    let owner_uid = recorded
+        .owner_uid
+        .clone()
+        .or_else(|| owner.and_then(|o| o.uid.clone()));
     let decision = |reason, rule: Option<ShareRule>, message: String| Decision {
         reason,
         rule,
@@ -247,6 +360,7 @@ pub fn decide(
         to: to.clone(),
         renewed_at: renewed,
         recheck: None,
+        owner_uid: owner_uid.clone(),
     };
     if until <= now {
         return decision(
@@ -255,7 +369,7 @@ pub fn decide(
             format!("expired at {until}: the access is removed"),
         );
     }
-    let limits = match home {
+    let (limits, owner) = match home {
         Home::NotAHome => {
             let message = "this namespace is not a person's home (not Homestead's, or retained): \
                            only a home is shared"
@@ -269,9 +383,25 @@ pub fn decide(
                 format!("no access while the home is {why}"),
             );
         }
-        Home::Open(limits) => limits,
+        Home::Open(limits, owner) => (limits, owner),
     };
-    if let Some((rule, message)) = breaks(share, limits, allowed_roles, renewed) {
+    if let (Some(made_under), Some(now_owned_by)) = (&recorded.owner_uid, &owner.uid)
+        && made_under != now_owned_by
+    {
+        return decision(
+            ShareReason::HandedOver,
+            None,
+            format!(
+                "the home changed hands since this Share was made (then owned by the User with \
+                 uid {made_under}, now by {} with uid {now_owned_by}): a Share ends with its \
+                 owner's hold on the home; the new owner shares anew",
+                owner.name
+            ),
+        );
+    }
+    if let Some((rule, message)) = breaks(share, limits, allowed_roles, renewed)
+        .or_else(|| breaks_grantees(found, owner, recorded))
+    {
         return refused(decision, rule, message);
     }
     let left = Duration::try_from(until.duration_since(now)).unwrap_or_default();
@@ -299,6 +429,50 @@ pub fn decide(
             ),
         )
     }
+}
+
+/// The first rule the grantees break, with its message: a grantee that is the home's `owner`
+/// (`SelfShare`), or a User grantee whose name now belongs to another User than the one
+/// `recorded` (`GranteeReplaced`).
+fn breaks_grantees(
+    found: &[Found<'_>],
+    owner: &Owner,
+    recorded: &Recorded,
+) -> Option<(ShareRule, String)> {
+    found.iter().find_map(|grantee| {
+        let (name, user) = match grantee {
+            Found::User(name, Some(user)) | Found::Duplicate(name, user) => (*name, *user),
+            Found::User(name, None) if *name == owner.name => {
+                return Some(self_share(name));
+            }
+            _ => return None,
+        };
+        if owner.is(user) {
+            return Some(self_share(name));
+        }
+        let made_for = recorded.grantees.get(name)?;
+        let now_is = user.metadata.uid.as_deref()?;
+        (made_for != now_is).then(|| {
+            (
+                ShareRule::GranteeReplaced,
+                format!(
+                    "grantee {name} is now another User (uid {now_is}) than the one this Share \
+                     was made for (uid {made_for}); to share with the new {name}, remove them \
+                     from spec.to and add them again"
+                ),
+            )
+        })
+    })
+}
+
+fn self_share(name: &str) -> (ShareRule, String) {
+    (
+        ShareRule::SelfShare,
+        format!(
+            "grantee {name} is the home's own owner, who has it already; a Share to oneself \
+             would outlast a change of the owner's own role"
+        ),
+    )
 }
 
 /// A `Refused` decision for `rule`.
@@ -374,15 +548,28 @@ fn breaks(
     }
 }
 
-/// The grantees' statuses and the identities of those with access (sorted, each once).
-fn resolve(found: &[Found<'_>], now: Timestamp) -> (Vec<GranteeStatus>, Vec<String>) {
+/// The grantees' statuses and the identities of those with access (sorted, each once), never
+/// the home's `owner`: a User grantee's uid is the one `recorded` for it, else its own.
+fn resolve(
+    found: &[Found<'_>],
+    owner: Option<&Owner>,
+    recorded: &Recorded,
+    now: Timestamp,
+) -> (Vec<GranteeStatus>, Vec<String>) {
     let mut subjects = BTreeSet::new();
     let mut active = |user: &User| {
-        let yes = inactive(user, now).is_none();
+        let yes = inactive(user, now).is_none() && owner.is_none_or(|o| !o.is(user));
         if yes {
             subjects.insert(user.spec.identity.username.clone());
         }
         yes
+    };
+    let uid = |name: &str, user: Option<&User>| {
+        recorded
+            .grantees
+            .get(name)
+            .cloned()
+            .or_else(|| user.and_then(|u| u.metadata.uid.clone()))
     };
     let statuses = found
         .iter()
@@ -391,6 +578,14 @@ fn resolve(found: &[Found<'_>], now: Timestamp) -> (Vec<GranteeStatus>, Vec<Stri
                 user: Some((*name).to_owned()),
                 username: user.map(|u| u.spec.identity.username.clone()),
                 active: Some(i64::from(user.is_some_and(&mut active))),
+                uid: uid(name, *user),
+                ..GranteeStatus::default()
+            },
+            Found::Duplicate(name, user) => GranteeStatus {
+                user: Some((*name).to_owned()),
+                username: Some(user.spec.identity.username.clone()),
+                active: Some(0),
+                uid: uid(name, Some(user)),
                 ..GranteeStatus::default()
             },
             Found::Group(name, _, members) => GranteeStatus {
@@ -413,7 +608,7 @@ fn one_line(found: &[Found<'_>]) -> String {
     found
         .iter()
         .map(|grantee| match grantee {
-            Found::User(name, _) => (*name).to_owned(),
+            Found::User(name, _) | Found::Duplicate(name, _) => (*name).to_owned(),
             Found::Group(name, ..) => format!("group {name}"),
         })
         .collect::<Vec<_>>()
@@ -426,7 +621,10 @@ fn inactive_summary(grantees: &[GranteeStatus]) -> String {
         .iter()
         .map(|g| match (&g.user, &g.group) {
             (Some(user), _) if g.username.is_none() => format!("{user} is no Homestead User"),
-            (Some(user), _) => format!("{user} is suspended, expired or offboarding"),
+            (Some(user), _) => format!(
+                "{user} is suspended, expired, offboarding, refused as a duplicate identity or \
+                 the home's owner"
+            ),
             (_, Some(group)) => format!(
                 "group {group} has {} of {} members active",
                 g.active.unwrap_or(0),
@@ -524,8 +722,17 @@ mod tests {
     }
 
     fn open() -> Home {
-        Home::Open(Limits::of(None, &SharingDefaults::default()))
+        Home::Open(Limits::of(None, &SharingDefaults::default()), alice())
     }
+
+    /// The owner of the tests' home, `user-alice`.
+    fn alice() -> Owner {
+        let mut alice = User::test("alice");
+        alice.metadata.uid = Some(ALICE_UID.to_owned());
+        Owner::of(&alice)
+    }
+
+    const ALICE_UID: &str = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
 
     fn roles() -> BTreeSet<String> {
         ["admin", "edit", "view"].map(String::from).into()
@@ -538,7 +745,14 @@ mod tests {
         let bob = User::test("bob");
         let share = share(vec![user("bob")], "view", "2026-11-09T00:00:00Z");
         let found = [Found::User("bob", Some(&bob))];
-        let decision = decide(ShareRef::of(&share), &open(), &roles(), &found, at(NOW));
+        let decision = decide(
+            ShareRef::of(&share),
+            &open(),
+            &roles(),
+            &found,
+            &Recorded::default(),
+            at(NOW),
+        );
         assert_eq!(decision.reason, ShareReason::Active);
         assert_eq!(decision.subjects, ["bob@example.com"]);
         assert_eq!(decision.recheck, Some(Duration::from_secs(7 * 86_400)));
@@ -559,6 +773,7 @@ mod tests {
             &Home::NotAHome,
             &roles(),
             &[],
+            &Recorded::default(),
             at(NOW),
         );
         assert_eq!(decision.reason, ShareReason::Expired);
@@ -584,7 +799,14 @@ mod tests {
             ),
         ];
         for (share, rule) in cases {
-            let decision = decide(ShareRef::of(&share), &open(), &roles(), &found, at(NOW));
+            let decision = decide(
+                ShareRef::of(&share),
+                &open(),
+                &roles(),
+                &found,
+                &Recorded::default(),
+                at(NOW),
+            );
             assert_eq!(decision.reason, ShareReason::Refused);
             assert_eq!(decision.rule, Some(rule));
             assert!(
@@ -608,9 +830,10 @@ mod tests {
         );
         let decision = decide(
             ShareRef::of(&to_group),
-            &Home::Open(limits),
+            &Home::Open(limits, alice()),
             &roles(),
             &[],
+            &Recorded::default(),
             at(NOW),
         );
         assert_eq!(decision.rule, Some(ShareRule::GroupsNotAllowed));
@@ -637,6 +860,7 @@ mod tests {
             &open(),
             &roles(),
             &found,
+            &Recorded::default(),
             at("2026-12-16T00:00:00Z"),
         );
         assert_eq!(decision.reason, ShareReason::Active, "{}", decision.message);
@@ -668,7 +892,14 @@ mod tests {
             Found::User("carol", Some(&carol)),
             Found::Group("analysts", Some(&analysts), vec![&dave, &carol]),
         ];
-        let decision = decide(ShareRef::of(&share), &open(), &roles(), &found, at(NOW));
+        let decision = decide(
+            ShareRef::of(&share),
+            &open(),
+            &roles(),
+            &found,
+            &Recorded::default(),
+            at(NOW),
+        );
         assert_eq!(decision.reason, ShareReason::Active);
         assert_eq!(decision.subjects, ["carol@example.com"]);
         assert_eq!(decision.grantees[0].active, Some(0));
@@ -677,7 +908,14 @@ mod tests {
         assert_eq!(decision.to, "bob, carol, group analysts");
 
         let only_bob = [Found::User("bob", Some(&bob))];
-        let decision = decide(ShareRef::of(&share), &open(), &roles(), &only_bob, at(NOW));
+        let decision = decide(
+            ShareRef::of(&share),
+            &open(),
+            &roles(),
+            &only_bob,
+            &Recorded::default(),
+            at(NOW),
+        );
         assert_eq!(decision.reason, ShareReason::Suspended);
         assert!(decision.subjects.is_empty());
     }
@@ -688,7 +926,14 @@ mod tests {
         let share = share(vec![user("bob")], "view", "2026-11-09T00:00:00Z");
         let found = [Found::User("bob", Some(&bob))];
         let home = Home::Closed("suspended".to_owned());
-        let decision = decide(ShareRef::of(&share), &home, &roles(), &found, at(NOW));
+        let decision = decide(
+            ShareRef::of(&share),
+            &home,
+            &roles(),
+            &found,
+            &Recorded::default(),
+            at(NOW),
+        );
         assert_eq!(decision.reason, ShareReason::Suspended);
         assert!(decision.message.contains("suspended"));
         assert!(decision.subjects.is_empty());
@@ -702,5 +947,204 @@ mod tests {
         assert!(role_within("custom", "custom"));
         assert!(!role_within("custom", "admin"));
         assert!(!role_within("admin", "custom"));
+    }
+
+    fn with_uid(mut user: User, uid: &str) -> User {
+        user.metadata.uid = Some(uid.to_owned());
+        user
+    }
+
+    const BOB_UID: &str = "11111111-2222-3333-4444-555555555555";
+    const NEW_BOB_UID: &str = "99999999-8888-7777-6666-555555555555";
+
+    #[test]
+    fn a_share_to_the_owner_is_refused_and_the_owner_is_never_a_subject() {
+        let to_self = share(vec![user("alice")], "edit", "2026-11-09T00:00:00Z");
+        let alice = User::test("alice");
+        let found = [Found::User("alice", Some(&alice))];
+        let decision = decide(
+            ShareRef::of(&to_self),
+            &open(),
+            &roles(),
+            &found,
+            &Recorded::default(),
+            at(NOW),
+        );
+        assert_eq!(
+            decision.rule,
+            Some(ShareRule::SelfShare),
+            "{}",
+            decision.message
+        );
+        assert!(decision.subjects.is_empty());
+        // Another User naming the owner's identity is the owner too.
+        let alias = User::test("alias")
+            .with_spec(json!({ "identity": { "username": "alice@example.com" } }));
+        let found = [Found::Duplicate("alias", &alias)];
+        let to_alias = share(vec![user("alias")], "edit", "2026-11-09T00:00:00Z");
+        let decision = decide(
+            ShareRef::of(&to_alias),
+            &open(),
+            &roles(),
+            &found,
+            &Recorded::default(),
+            at(NOW),
+        );
+        assert_eq!(decision.rule, Some(ShareRule::SelfShare));
+        // Through a group she is a member of: the others get it, she does not.
+        let team = DirectoryGroup::test("team", "Team");
+        let carol = User::test("carol");
+        let to_team = share(
+            vec![Grantee {
+                user: None,
+                group: Some("team".into()),
+            }],
+            "edit",
+            "2026-11-09T00:00:00Z",
+        );
+        let found = [Found::Group("team", Some(&team), vec![&alice, &carol])];
+        let decision = decide(
+            ShareRef::of(&to_team),
+            &open(),
+            &roles(),
+            &found,
+            &Recorded::default(),
+            at(NOW),
+        );
+        assert_eq!(decision.reason, ShareReason::Active);
+        assert_eq!(decision.subjects, ["carol@example.com"]);
+    }
+
+    #[test]
+    fn a_duplicate_identity_gets_nothing_through_a_share() {
+        let frank = User::test("frank-two")
+            .with_spec(json!({ "identity": { "username": "frank@example.com" } }));
+        let share = share(vec![user("frank-two")], "edit", "2026-11-09T00:00:00Z");
+        let found = [Found::Duplicate("frank-two", &frank)];
+        let decision = decide(
+            ShareRef::of(&share),
+            &open(),
+            &roles(),
+            &found,
+            &Recorded::default(),
+            at(NOW),
+        );
+        assert_eq!(
+            decision.reason,
+            ShareReason::Suspended,
+            "{}",
+            decision.message
+        );
+        assert!(decision.subjects.is_empty());
+        assert_eq!(decision.grantees[0].active, Some(0));
+    }
+
+    #[test]
+    fn a_grantee_is_the_user_it_was_made_for_not_a_later_one_of_that_name() {
+        let share = share(vec![user("bob")], "view", "2026-11-09T00:00:00Z");
+        let bob = with_uid(User::test("bob"), BOB_UID);
+        let found = [Found::User("bob", Some(&bob))];
+        let first = decide(
+            ShareRef::of(&share),
+            &open(),
+            &roles(),
+            &found,
+            &Recorded::default(),
+            at(NOW),
+        );
+        assert_eq!(first.reason, ShareReason::Active);
+        assert_eq!(first.grantees[0].uid.as_deref(), Some(BOB_UID));
+        assert_eq!(first.owner_uid.as_deref(), Some(ALICE_UID));
+        let mut status = ShareStatus {
+            grantees: first.grantees.clone(),
+            owner_uid: first.owner_uid.clone(),
+            ..ShareStatus::default()
+        };
+        let recorded = Recorded::of(Some(&status));
+        let again = decide(
+            ShareRef::of(&share),
+            &open(),
+            &roles(),
+            &found,
+            &recorded,
+            at(NOW),
+        );
+        assert_eq!(again.reason, ShareReason::Active);
+
+        let new_bob = with_uid(User::test("bob"), NEW_BOB_UID);
+        let found = [Found::User("bob", Some(&new_bob))];
+        let replaced = decide(
+            ShareRef::of(&share),
+            &open(),
+            &roles(),
+            &found,
+            &recorded,
+            at(NOW),
+        );
+        assert_eq!(
+            replaced.rule,
+            Some(ShareRule::GranteeReplaced),
+            "{}",
+            replaced.message
+        );
+        assert!(replaced.subjects.is_empty());
+        assert_eq!(
+            replaced.grantees[0].uid.as_deref(),
+            Some(BOB_UID),
+            "the uid it was made for stays recorded"
+        );
+        // Removed from spec.to and added again: made for the new bob.
+        status.grantees.clear();
+        let recorded = Recorded::of(Some(&status));
+        let renewed = decide(
+            ShareRef::of(&share),
+            &open(),
+            &roles(),
+            &found,
+            &recorded,
+            at(NOW),
+        );
+        assert_eq!(renewed.reason, ShareReason::Active);
+        assert_eq!(renewed.grantees[0].uid.as_deref(), Some(NEW_BOB_UID));
+    }
+
+    #[test]
+    fn a_home_that_changed_hands_ends_the_shares_made_under_its_previous_owner() {
+        let share = share(vec![user("bob")], "view", "2026-11-09T00:00:00Z");
+        let bob = User::test("bob");
+        let found = [Found::User("bob", Some(&bob))];
+        let recorded = Recorded {
+            owner_uid: Some("aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee".to_owned()),
+            ..Recorded::default()
+        };
+        let decision = decide(
+            ShareRef::of(&share),
+            &open(),
+            &roles(),
+            &found,
+            &recorded,
+            at(NOW),
+        );
+        assert_eq!(
+            decision.reason,
+            ShareReason::HandedOver,
+            "{}",
+            decision.message
+        );
+        assert!(decision.subjects.is_empty());
+        assert_eq!(
+            decision.owner_uid, recorded.owner_uid,
+            "still the one it was made under"
+        );
+    }
+
+    #[test]
+    fn uids_compact_to_16_bytes_and_back() {
+        assert_eq!(
+            compact_uid(BOB_UID).map(uid_string).as_deref(),
+            Some(BOB_UID)
+        );
+        assert_eq!(compact_uid("not-a-uid"), None);
+        assert_eq!(compact_uid("11111111x2222-3333-4444-555555555555"), None);
     }
 }

@@ -22,7 +22,7 @@ use kube::runtime::reflector::ObjectRef;
 use serde::Deserialize;
 
 use crate::plan::facts::{Facts, print};
-use crate::plan::share::status_print;
+use crate::plan::share::{Recorded, compact_uid, status_print, uid_string};
 use crate::state::store::Compact;
 
 /// The metadata a cached object keeps: name, namespace, and the resourceVersion (which the
@@ -256,6 +256,25 @@ pub struct CachedShareStatus {
     pub renewed_at: Option<Time>,
     /// The `Ready` condition, in short.
     pub ready: Option<CachedReady>,
+    /// `ownerUid`, compacted ([`compact_uid`]).
+    pub owner_uid: Option<u128>,
+    /// Each User grantee's recorded `uid`, compacted, by `user` (16 bytes a uid where the
+    /// string takes 52).
+    pub grantee_uids: Box<[(Box<str>, u128)]>,
+}
+
+impl CachedShareStatus {
+    /// What the status recorded of the home's owner and the User grantees ([`Recorded`]).
+    pub fn recorded(&self) -> Recorded {
+        Recorded {
+            owner_uid: self.owner_uid.map(uid_string),
+            grantees: self
+                .grantee_uids
+                .iter()
+                .map(|(name, uid)| (name.to_string(), uid_string(*uid)))
+                .collect(),
+        }
+    }
 }
 
 /// What [`CachedShareStatus`] keeps of the `Ready` condition: its status, its reason, a print of
@@ -306,6 +325,15 @@ impl From<Share> for CachedShare {
                 .into_iter()
                 .find(|c| c.type_ == CONDITION_READY)
                 .map(CachedReady::from),
+            owner_uid: status.owner_uid.as_deref().and_then(compact_uid),
+            grantee_uids: status
+                .grantees
+                .iter()
+                .filter_map(|g| {
+                    let uid = compact_uid(g.uid.as_deref()?)?;
+                    Some((g.user.as_deref()?.into(), uid))
+                })
+                .collect(),
         });
         Self {
             metadata: ObjectMeta {

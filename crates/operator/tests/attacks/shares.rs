@@ -1,0 +1,292 @@
+//! Shares tried as their adversaries would (docs/sharing.md, docs/security.md): HR or the SCIM
+//! identity making a second User with someone's identity, a grantee's name given to another
+//! person, an owner sharing with themselves to outlast a downgrade, and a home handed to a new
+//! owner with the old owner's Shares in it. Each was reproduced against the release before
+//! issue 61; each asks what the person can really do (`kubectl auth can-i`).
+
+use super::*;
+use homestead_api::{LABEL_ADOPT_FOR, Share};
+
+/// A Share of `ns` named `name` to `to` (a YAML flow sequence) with `role`, for an hour,
+/// created as `owner` (impersonated; the admission policy checks the creator annotation).
+fn share_as(owner: &str, ns: &str, name: &str, to: &str, role: &str) {
+    let until =
+        k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_hours(1);
+    let until = until.round(k8s_openapi::jiff::Unit::Second).unwrap();
+    let doc = format!(
+        "apiVersion: {api}\nkind: Share\nmetadata:\n  name: {name}\n  namespace: {ns}\n  annotations:\n    homestead.dev/created-by: \"{owner}\"\nspec:\n  to: {to}\n  role: {role}\n  expiresAt: \"{until}\"\n  reason: \"attack\"\n",
+        api = homestead_api::API_VERSION
+    );
+    let (ok, out) = kubectl(&[&format!("--as={owner}"), "create", "-f", "-"], &doc);
+    assert!(ok, "{out}");
+}
+
+/// Waits until Share `ns/name`'s `Ready` reason is `want` for its current generation.
+async fn share_reason(c: &Client, ns: &str, name: &str, want: &str) -> Share {
+    let api: Api<Share> = Api::namespaced(c.clone(), ns);
+    eventually(&format!("Share {ns}/{name} to be {want}"), 60, || {
+        let api = api.clone();
+        async move {
+            let share = api.get_opt(name).await.ok()??;
+            let status = share.status.as_ref()?;
+            let ready = status.conditions.iter().find(|c| c.type_ == "Ready")?;
+            (status.observed_generation == share.metadata.generation && ready.reason == want)
+                .then_some(share)
+        }
+    })
+    .await
+}
+
+/// `can` answered `want` each time over `secs` seconds, sampled every 250 ms.
+async fn holds(person: &str, verb: &str, resource: &str, ns: &str, want: &str, secs: u64) {
+    let until = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < until {
+        assert_eq!(
+            can(person, verb, resource, ns),
+            want,
+            "{person} {verb} {resource} in {ns}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Issue 61, B3: HR made a second User with a suspended person's username; it was refused
+/// (`DuplicateIdentity`), but a Share to it bound that username, and the suspended person could
+/// create deployments in the sharer's home. Now a Share grants nothing to a duplicate.
+#[tokio::test]
+async fn a_share_grants_nothing_to_a_user_refused_as_a_duplicate_identity() {
+    let s = Scenario::new();
+    let hr = hr().await;
+    let c = admin().await;
+    let frank = "atk-sfrank@example.com";
+    s.create(
+        &hr,
+        &User::test("atk-sfrank")
+            .with_spec(json!({ "identity": { "username": frank }, "suspended": true })),
+    )
+    .await;
+    wait_reason(&c, "atk-sfrank", "Suspended").await;
+    s.create(
+        &hr,
+        &User::test("atk-sfrank-two").with_spec(json!({ "identity": { "username": frank } })),
+    )
+    .await;
+    wait_reason(&c, "atk-sfrank-two", "DuplicateIdentity").await;
+    s.create(&c, &User::test("atk-sowner")).await;
+    wait_reason(&c, "atk-sowner", "Provisioned").await;
+    let home = "user-atk-sowner";
+    share_as(
+        "atk-sowner@example.com",
+        home,
+        "to-dup",
+        "[{user: atk-sfrank-two}]",
+        "edit",
+    );
+    let share = share_reason(&c, home, "to-dup", "Suspended").await;
+    let grantee = &share.status.unwrap().grantees[0];
+    assert_eq!(grantee.active, Some(0), "{grantee:?}");
+    holds(frank, "create", "deployments.apps", home, "no", 3).await;
+    assert!(
+        !bindings(&c, home)
+            .await
+            .iter()
+            .any(|b| b.starts_with("homestead-share-")),
+        "no Share RoleBinding for a duplicate"
+    );
+}
+
+/// Issue 61, B4: alice shared with HR's carl; HR deleted carl and the SCIM identity made a new
+/// User `carl` with another person's identity, who then had edit in alice's home. Now a Share
+/// records the uid of each User it resolves and refuses a later User of that name
+/// (`GranteeReplaced`), until the owner names them again.
+#[tokio::test]
+async fn a_share_follows_the_user_it_was_made_for_not_the_name() {
+    let s = Scenario::new();
+    let hr = hr().await;
+    let c = admin().await;
+    s.create(&c, &User::test("atk-gowner")).await;
+    s.create(&hr, &User::test("atk-carl")).await;
+    wait_reason(&c, "atk-gowner", "Provisioned").await;
+    wait_reason(&c, "atk-carl", "Provisioned").await;
+    let home = "user-atk-gowner";
+    share_as(
+        "atk-gowner@example.com",
+        home,
+        "to-carl",
+        "[{user: atk-carl}]",
+        "edit",
+    );
+    share_reason(&c, home, "to-carl", "Active").await;
+    eventually("carl to get the share", 30, || async {
+        (can("atk-carl@example.com", "get", "pods", home) == "yes").then_some(())
+    })
+    .await;
+
+    Api::<User>::all(hr.clone())
+        .delete("atk-carl", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_gone(&Api::<User>::all(c.clone()), "atk-carl", 60).await;
+    let stranger = "atk-stranger@example.com";
+    install_scim_identity();
+    let as_scim = env().plane.client(SCIM).await.unwrap();
+    let impostor: User = serde_json::from_value(json!({
+        "apiVersion": homestead_api::API_VERSION, "kind": "User",
+        "metadata": { "name": "atk-carl", "labels": { "homestead.dev/writer": "scim" } },
+        "spec": { "identity": { "username": stranger } },
+    }))
+    .unwrap();
+    Api::<User>::all(as_scim)
+        .create(&PostParams::default(), &impostor)
+        .await
+        .unwrap();
+    wait_reason(&c, "atk-carl", "Provisioned").await;
+    let share = share_reason(&c, home, "to-carl", "Refused").await;
+    let message = &share.status.as_ref().unwrap().conditions[0].message;
+    assert!(message.contains("GranteeReplaced"), "{message}");
+    holds(stranger, "get", "pods", home, "no", 3).await;
+    assert_eq!(can("atk-carl@example.com", "get", "pods", home), "no");
+}
+
+/// Issue 61, B6: an owner shared their home with their own User (edit), then HR lowered them to
+/// `view`: the downgrade removed every binding, and the Share put its own back, so the person
+/// still read Secrets. Now a Share to oneself is refused (`SelfShare`), and no Share binds the
+/// home's owner, even through a group they are in.
+#[tokio::test]
+async fn a_share_to_oneself_grants_nothing_and_a_downgrade_holds() {
+    let s = Scenario::new();
+    let hr = hr().await;
+    let c = admin().await;
+    s.create(&hr, &User::test("atk-self")).await;
+    s.create(&hr, &User::test("atk-self-mate")).await;
+    wait_reason(&c, "atk-self", "Provisioned").await;
+    wait_reason(&c, "atk-self-mate", "Provisioned").await;
+    let home = "user-atk-self";
+    let me = "atk-self@example.com";
+    share_as(me, home, "to-me", "[{user: atk-self}]", "edit");
+    let refused = share_reason(&c, home, "to-me", "Refused").await;
+    let message = &refused.status.as_ref().unwrap().conditions[0].message;
+    assert!(message.contains("SelfShare"), "{message}");
+
+    let groups: Api<homestead_api::DirectoryGroup> = Api::all(c.clone());
+    let _ = groups
+        .delete("atk-self-team", &DeleteParams::default())
+        .await;
+    wait_gone(&groups, "atk-self-team", 30).await;
+    let mut team = homestead_api::DirectoryGroup::test("atk-self-team", "atk-self-team")
+        .with_members(&["atk-self", "atk-self-mate"]);
+    team.metadata.generation = None;
+    team.status = None;
+    groups.create(&PostParams::default(), &team).await.unwrap();
+    share_as(me, home, "to-team", "[{group: atk-self-team}]", "edit");
+    share_reason(&c, home, "to-team", "Active").await;
+    eventually("the team mate to get the share", 30, || async {
+        (can(
+            "atk-self-mate@example.com",
+            "create",
+            "deployments.apps",
+            home,
+        ) == "yes")
+            .then_some(())
+    })
+    .await;
+
+    merge(&hr, "atk-self", json!({ "spec": { "role": "view" } }))
+        .await
+        .unwrap();
+    eventually("the downgrade to take effect", 30, || async {
+        (can(me, "get", "secrets", home) == "no").then_some(())
+    })
+    .await;
+    share_reason(&c, home, "to-team", "Active").await;
+    holds(me, "get", "secrets", home, "no", 4).await;
+    holds(me, "create", "deployments.apps", home, "no", 1).await;
+    assert_eq!(
+        can(
+            "atk-self-mate@example.com",
+            "create",
+            "deployments.apps",
+            home
+        ),
+        "yes"
+    );
+    let _ = groups
+        .delete("atk-self-team", &DeleteParams::default())
+        .await;
+}
+
+/// Issue 61, B7: a person offboarded with `Retain` left a Share to bob in their home; the
+/// platform handed the namespace to a new person (adoption), and the Share was `Active` again:
+/// bob was in a home nobody had shared with him. Now a Share records the owner it was made under
+/// and ends (`HandedOver`) when the home has another.
+#[tokio::test]
+async fn a_home_handed_to_a_new_owner_ends_the_previous_owners_shares() {
+    let s = Scenario::new();
+    let hr = hr().await;
+    let c = admin().await;
+    let ns = "user-atk-leaver";
+    s.track_namespace(ns);
+    s.create(
+        &hr,
+        &User::test("atk-leaver").with_spec(json!({ "deletionPolicy": "Retain" })),
+    )
+    .await;
+    s.create(&hr, &User::test("atk-lbob")).await;
+    wait_reason(&c, "atk-leaver", "Provisioned").await;
+    wait_reason(&c, "atk-lbob", "Provisioned").await;
+    share_as(
+        "atk-leaver@example.com",
+        ns,
+        "to-bob",
+        "[{user: atk-lbob}]",
+        "edit",
+    );
+    share_reason(&c, ns, "to-bob", "Active").await;
+    eventually("bob to get the share", 30, || async {
+        (can("atk-lbob@example.com", "get", "pods", ns) == "yes").then_some(())
+    })
+    .await;
+
+    Api::<User>::all(hr.clone())
+        .delete("atk-leaver", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_gone(&Api::<User>::all(c.clone()), "atk-leaver", 60).await;
+    assert_eq!(can("atk-lbob@example.com", "get", "pods", ns), "no");
+    s.create(
+        &hr,
+        &User::test("atk-heir").with_spec(json!({ "namespace": { "name": ns } })),
+    )
+    .await;
+    wait_reason(&c, "atk-heir", "NamespaceConflict").await;
+    let (ok, out) = kubectl(
+        &[
+            "label",
+            "namespace",
+            ns,
+            &format!("{LABEL_ADOPT_FOR}=atk-heir"),
+        ],
+        "",
+    );
+    assert!(ok, "{out}");
+    wait_reason(&c, "atk-heir", "Provisioned").await;
+    share_reason(&c, ns, "to-bob", "HandedOver").await;
+    holds("atk-lbob@example.com", "get", "pods", ns, "no", 3).await;
+    assert_eq!(can("atk-heir@example.com", "get", "pods", ns), "yes");
+}
+
+/// Issue 61, B9: a Share named with 64 to 237 characters was admitted, but its RoleBinding's
+/// label could not hold the name, so it never got a status and failed every reconcile. Now the
+/// API server refuses such a name, naming the rule.
+#[tokio::test]
+async fn a_share_name_longer_than_its_label_can_hold_is_refused_at_admission() {
+    let _ = env();
+    let name = "a".repeat(64);
+    let doc = format!(
+        "apiVersion: {api}\nkind: Share\nmetadata:\n  name: {name}\n  namespace: default\n  annotations:\n    homestead.dev/created-by: admin\nspec:\n  to: [{{user: bob}}]\n  role: view\n  expiresAt: \"2030-01-01T00:00:00Z\"\n  reason: long\n",
+        api = homestead_api::API_VERSION
+    );
+    let (ok, out) = kubectl(&["create", "--dry-run=server", "-f", "-"], &doc);
+    assert!(!ok, "a 64-character Share name was admitted");
+    assert!(out.contains("at most 63"), "{out}");
+}
