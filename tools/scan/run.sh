@@ -23,7 +23,7 @@ helm=$("$root/tools/helm/install.sh")
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 "$helm" template homestead "$root/charts/homestead" --namespace homestead-system \
-  --set scim.enabled=true --set networkPolicy.enabled=true \
+  --set scim.enabled=true --set networkPolicy.enabled=true --set "networkPolicy.apiServerCIDRs={10.0.0.1/32}" \
   --set monitoring.serviceMonitor.enabled=true --set monitoring.prometheusRule.enabled=true \
   --set monitoring.dashboard.enabled=true --set homesApi.enabled=true \
   --set homesApi.caBundle=Y2E= --set crds.keep=false >"$out/chart.yaml"

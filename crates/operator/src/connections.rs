@@ -1,10 +1,11 @@
-//! The SCIM server's bound on connections, enforced as each TCP connection is accepted, before
-//! the TLS handshake and before any request (so before a token is checked): at most
-//! `max` connections are open at once; one more is closed at once and counted. Each open
-//! connection holds a permit of a [`Semaphore`] until its stream is dropped, and the gauge
-//! `homestead_scim_connections_open` follows. Together with hyper's header read timeout and
-//! header size limit (set in `scim.rs`), this bounds what clients that never authenticate can
-//! hold: connections, time and memory.
+//! The bounds of every server that faces the network (the SCIM service, the homes API):
+//! [`bind_bounded`] builds its HTTPS server with them ([`ConnectionBounds`]). Connections are
+//! bounded as each TCP connection is accepted, before the TLS handshake and before any request
+//! (so before a token or a client certificate is checked): at most `max` are open at once; one
+//! more is closed at once and counted. Each open connection holds a permit of a [`Semaphore`]
+//! until its stream is dropped, and the `*_connections_open` gauge follows. With the handshake
+//! and first-request timeouts, hyper's header read timeout and its header size limit, this
+//! bounds what clients that never authenticate can hold: connections, time and memory.
 
 use std::io;
 use std::pin::Pin;
@@ -12,9 +13,48 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum_server::accept::Accept;
+use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use homestead_directory::scim::metrics::Connections;
+use hyper_util::rt::TokioTimer;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::cli::ConnectionBounds;
+
+/// An HTTPS server on `address` serving `tls`, within `bounds`, its connections counted in
+/// `metrics`, stopped through `handle`: at most `bounds.max_connections` open (one more is
+/// closed before TLS); `bounds.header_read_timeout` for the TLS handshake, for the first
+/// request, and for each request's headers (so also the keep-alive idle time);
+/// `bounds.max_header_bytes` for a request line and headers (431 past it; also what a
+/// connection buffers at once). Serve it with `.serve(app.into_make_service())`.
+pub fn bind_bounded(
+    address: std::net::SocketAddr,
+    tls: RustlsConfig,
+    bounds: &ConnectionBounds,
+    metrics: Connections,
+    handle: axum_server::Handle<std::net::SocketAddr>,
+) -> axum_server::Server<std::net::SocketAddr, RustlsAcceptor<ConnectionLimit>> {
+    let acceptor = RustlsAcceptor::new(tls)
+        .handshake_timeout(bounds.header_read_timeout)
+        .acceptor(ConnectionLimit::new(
+            usize::from(bounds.max_connections),
+            metrics,
+        ));
+    let mut server = axum_server::bind(address)
+        .acceptor(acceptor)
+        .handle(handle)
+        .first_request_timeout(bounds.header_read_timeout);
+    server
+        .http_builder()
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(bounds.header_read_timeout)
+        // The read buffer bounds the request line and headers (hyper answers 431 past it) and
+        // what a connection holds at once (hyper's default is about 400 KiB); bodies stream
+        // through it, bounded by each handler as it reads them.
+        .max_buf_size(bounds.max_header_bytes as usize);
+    server
+}
 
 /// An [`Accept`] that admits at most a fixed number of open connections (see the module docs).
 #[derive(Clone)]

@@ -11,12 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
+use axum_server::tls_rustls::RustlsConfig;
 use homestead_directory::scim::{self, Scim, Settings, Tokens};
-use hyper_util::rt::TokioTimer;
 
 use crate::cli::ScimArgs;
-use crate::connections::ConnectionLimit;
+use crate::connections::bind_bounded;
 
 /// How long in-flight requests may take to finish after SIGTERM.
 const GRACE: Duration = Duration::from_secs(10);
@@ -76,26 +75,7 @@ pub async fn run(args: ScimArgs) -> anyhow::Result<()> {
         shutdown.graceful_shutdown(Some(GRACE));
     });
     tracing::info!(address = %args.address, tokens = count, "serving SCIM 2.0 at https://{}/scim/v2", args.address);
-    let max_header_bytes = args.max_header_bytes as usize;
-    let acceptor = RustlsAcceptor::new(tls)
-        .handshake_timeout(args.header_read_timeout)
-        .acceptor(ConnectionLimit::new(
-            usize::from(args.max_connections),
-            connections,
-        ));
-    let mut server = axum_server::bind(args.address)
-        .acceptor(acceptor)
-        .handle(handle)
-        .first_request_timeout(args.header_read_timeout);
-    server
-        .http_builder()
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(args.header_read_timeout)
-        // The read buffer bounds the request line and headers (hyper answers 431 past it) and
-        // what a connection holds at once (hyper's default is about 400 KiB); bodies stream
-        // through it, bounded by --max-body-bytes as the handler reads them.
-        .max_buf_size(max_header_bytes);
+    let server = bind_bounded(args.address, tls, &args.bounds, connections, handle);
     server
         .serve(scim::router(service).into_make_service())
         .await

@@ -789,6 +789,7 @@ fn full_and_name_overrides_rename_every_object_and_what_refers_to_it() {
         "nameOverride=hsn",
         "scim.enabled=true",
         "networkPolicy.enabled=true",
+        "networkPolicy.apiServerCIDRs={10.0.0.1/32}",
         "monitoring.serviceMonitor.enabled=true",
         "monitoring.prometheusRule.enabled=true",
         "monitoring.dashboard.enabled=true",
@@ -854,4 +855,39 @@ fn full_and_name_overrides_rename_every_object_and_what_refers_to_it() {
     let binding = find("ClusterRoleBinding", "hs");
     assert_eq!(binding["subjects"][0]["name"], "hs");
     assert_eq!(binding["roleRef"]["name"], "hs");
+}
+
+/// Issue 61, B8: with `networkPolicy.apiServerCIDRs: []` the homes API's serving port admitted
+/// any address while the docs said a tenant Pod could not even connect. Now the schema refuses
+/// an enabled NetworkPolicy without the API server's addresses, naming the field.
+#[test]
+fn an_enabled_network_policy_needs_the_api_servers_addresses() {
+    let refused = render(&[
+        "networkPolicy.enabled=true",
+        "homesApi.enabled=true",
+        "homesApi.caBundle=Cg==",
+    ]);
+    assert!(
+        !refused.status.success(),
+        "an enabled NetworkPolicy without apiServerCIDRs rendered"
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("apiServerCIDRs"), "{stderr}");
+    let rendered = documents(&template(&[
+        "networkPolicy.enabled=true",
+        "networkPolicy.apiServerCIDRs={10.0.0.1/32}",
+        "homesApi.enabled=true",
+        "homesApi.caBundle=Cg==",
+    ]));
+    let homes = rendered
+        .iter()
+        .find(|o| {
+            o["kind"] == "NetworkPolicy"
+                && o["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.ends_with("homes-api"))
+        })
+        .expect("the homes API's NetworkPolicy");
+    let from = serde_json::to_string(&homes["spec"]["ingress"]).unwrap();
+    assert!(from.contains("10.0.0.1/32"), "{from}");
 }

@@ -70,6 +70,7 @@ pub async fn run(args: HomesApiArgs) -> anyhow::Result<()> {
         prometheus::process_collector::ProcessCollector::for_self(),
     ))?;
     let requests = metrics::RequestMetrics::new(&registry)?;
+    let connections = metrics::connections(&registry)?;
     let health = Health::serving(registry);
     let shutdown = CancellationToken::new();
     tokio::spawn(crate::operator::cancel_on_signal(shutdown.clone()));
@@ -147,8 +148,8 @@ pub async fn run(args: HomesApiArgs) -> anyhow::Result<()> {
         requests,
         metrics::track,
     ));
-    axum_server::bind_rustls(args.address, RustlsConfig::from_config(Arc::new(config)))
-        .handle(handle)
+    let tls = RustlsConfig::from_config(Arc::new(config));
+    crate::connections::bind_bounded(args.address, tls, &args.bounds, connections, handle)
         .serve(app.into_make_service())
         .await
         .context("serving the homes API")?;

@@ -197,6 +197,10 @@ pub fn resource_list() -> APIResourceList {
             kind: "Home".to_owned(),
             namespaced: false,
             verbs: ["get", "list", "watch"].map(str::to_owned).to_vec(),
+            // As Homestead's CRDs: `kubectl get hshome`, and `kubectl get homestead` lists
+            // homes beside Users, Profiles, DirectoryGroups and Shares.
+            short_names: Some(vec!["hshome".to_owned()]),
+            categories: Some(vec!["homestead".to_owned()]),
             ..APIResource::default()
         }],
     }

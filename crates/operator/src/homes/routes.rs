@@ -129,7 +129,9 @@ impl Homes {
     }
 
     /// The caller's homes at `now`, merged by namespace, and who they are: through the User
-    /// that holds their identity (compared without case; the oldest, as the operator decides),
+    /// that holds their identity (the oldest of those that name it without regard to case, as
+    /// the operator decides who holds it), and only when that User's username is exactly the
+    /// caller's, as RBAC compares subjects: `BOB@EXAMPLE.COM` is not bob, and sees nothing,
     /// the DirectoryGroups that count that User, and the Shares naming either, each found by
     /// the indexes (no scan of every User or Share). Nobody's: an empty list.
     fn homes_of(&self, caller: &Caller, now: Timestamp) -> (Person, Vec<Merged>) {
@@ -142,6 +144,7 @@ impl Homes {
             .iter()
             .filter_map(|holder| self.users.get(holder))
             .min_by_key(|u| (u.creation_timestamp().map(|t| t.0), u.name_any()))
+            .filter(|holder| holder.spec.identity.username == caller.username)
         else {
             return (Person::default(), Vec::new());
         };
@@ -627,7 +630,7 @@ mod tests {
     #[tokio::test]
     async fn each_person_sees_their_own_homes_through_the_front_proxy_only() {
         let (app, proxy) = serve("front-proxy-client");
-        let (code, bob) = ask(&app, HOMES, Some(&proxy), "Bob@Example.com", false).await;
+        let (code, bob) = ask(&app, HOMES, Some(&proxy), "bob@example.com", false).await;
         assert_eq!(code, StatusCode::OK);
         let names: Vec<&str> = bob["items"]
             .as_array()
@@ -663,6 +666,11 @@ mod tests {
         assert_eq!(code, StatusCode::OK);
         let (_, nobody) = ask(&app, HOMES, Some(&proxy), "carol@example.com", false).await;
         assert_eq!(nobody["items"], serde_json::json!([]));
+        // RBAC compares usernames exactly: another case is another person, with bob's homes
+        // neither in RBAC nor here.
+        let (code, shouting) = ask(&app, HOMES, Some(&proxy), "Bob@Example.com", false).await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(shouting["items"], serde_json::json!([]));
     }
 
     #[tokio::test]
