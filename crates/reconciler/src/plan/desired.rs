@@ -247,10 +247,15 @@ pub fn desired_network_policy(user: &User, namespace: &str, allowed: &[String]) 
     }
 }
 
+/// The namespace of the cluster's DNS (CoreDNS or kube-dns, by Kubernetes' convention), the
+/// one place an isolated home's Pods may send DNS queries to. Tenants cannot create Pods there.
+pub const DNS_NAMESPACE: &str = "kube-system";
+
 /// The spec of an isolated home's NetworkPolicy (also what `homestead doctor` tries with real
 /// traffic): it selects every Pod and admits ingress only from Pods of the same Namespace and
 /// of the Namespaces named in `allowed` (by their `kubernetes.io/metadata.name` label); egress
-/// only to the same peers and to port 53 (DNS, UDP and TCP) anywhere. See
+/// only to the same peers and to port 53 (DNS, UDP and TCP) of Pods in [`DNS_NAMESPACE`], where
+/// the cluster's DNS runs: never to a port 53 someone opened in another home. See
 /// <https://kubernetes.io/docs/concepts/services-networking/network-policies/>.
 pub fn isolation_spec(allowed: &[String]) -> NetworkPolicySpec {
     let peers: Vec<NetworkPolicyPeer> = std::iter::once(NetworkPolicyPeer {
@@ -272,6 +277,19 @@ pub fn isolation_spec(allowed: &[String]) -> NetworkPolicySpec {
             end_port: None,
         })
         .to_vec();
+    let cluster_dns = NetworkPolicyPeer {
+        namespace_selector: Some(LabelSelector {
+            match_labels: Some(
+                [(
+                    "kubernetes.io/metadata.name".to_owned(),
+                    DNS_NAMESPACE.to_owned(),
+                )]
+                .into(),
+            ),
+            ..LabelSelector::default()
+        }),
+        ..NetworkPolicyPeer::default()
+    };
     NetworkPolicySpec {
         pod_selector: Some(LabelSelector::default()),
         policy_types: Some(vec!["Ingress".to_owned(), "Egress".to_owned()]),
@@ -285,7 +303,7 @@ pub fn isolation_spec(allowed: &[String]) -> NetworkPolicySpec {
                 ports: None,
             },
             NetworkPolicyEgressRule {
-                to: None,
+                to: Some(vec![cluster_dns]),
                 ports: Some(dns),
             },
         ]),
@@ -513,7 +531,7 @@ mod tests {
     }
 
     #[test]
-    fn isolation_admits_the_namespace_the_listed_ones_and_dns() {
+    fn isolation_admits_the_namespace_the_listed_ones_and_the_clusters_dns() {
         let policy =
             desired_network_policy(&User::test("alice"), "user-alice", &["monitoring".into()]);
         let spec = serde_json::to_value(policy.spec.unwrap()).unwrap();
@@ -528,6 +546,12 @@ mod tests {
             spec["egress"][1]["ports"][0],
             json!({ "protocol": "UDP", "port": 53 })
         );
-        assert!(spec["egress"][1].get("to").is_none(), "DNS anywhere");
+        // DNS only to the cluster's DNS namespace: a port 53 opened in another home is not
+        // reached (issue 61, B9).
+        assert_eq!(
+            spec["egress"][1]["to"],
+            json!([{ "namespaceSelector": { "matchLabels": {
+                "kubernetes.io/metadata.name": DNS_NAMESPACE } } }])
+        );
     }
 }
