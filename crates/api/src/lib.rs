@@ -299,7 +299,7 @@ const NO_RESERVED_KEYS: &str =
     printcolumn(name = "Namespace", type_ = "string", description = "The person's Namespace", json_path = ".status.namespace"),
     printcolumn(name = "Profile", type_ = "string", description = "The Profile the User's Namespace reflects: spec.profile, else the one its directory groups select, else the operator's default", json_path = ".status.profile.name"),
     printcolumn(name = "Group", type_ = "string", description = "The directory group that chose the Profile (empty: spec.profile or the default)", json_path = ".status.profile.group"),
-    printcolumn(name = "Role", type_ = "string", description = "The ClusterRole the User asks for itself (empty: its Profile's, or admin)", json_path = ".spec.role"),
+    printcolumn(name = "Role", type_ = "string", description = "The ClusterRole the person's RoleBinding grants: spec.role, or the one their Profile chose (what would be restored while access is revoked)", json_path = ".status.role"),
     printcolumn(name = "Ready", type_ = "string", description = "Whether the Namespace and access are as declared", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
     printcolumn(name = "Reason", type_ = "string", description = "Why Ready is what it is", json_path = ".status.conditions[?(@.type==\"Ready\")].reason"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),

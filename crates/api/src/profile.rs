@@ -59,10 +59,13 @@ impl std::str::FromStr for PodSecurityLevel {
 
 /// The Pod Security admission levels of a Profile's Namespaces; a level left out is the
 /// operator's (its `--pod-security-*` flags).
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, KubeSchema)]
+#[x_kube(validation = Rule::new("!has(self.enforce) || self.enforce != 'privileged'").message("podSecurity.enforce must be baseline or restricted: the admission policy homestead-operator-bounds refuses the operator a Namespace that enforces privileged (warn and audit may be any level)").reason(Reason::FieldValueForbidden))]
 #[serde(rename_all = "camelCase")]
 pub struct PodSecurityLevels {
-    /// `pod-security.kubernetes.io/enforce`: Pods that violate this level are refused.
+    /// `pod-security.kubernetes.io/enforce`: Pods that violate this level are refused;
+    /// `baseline` or `restricted` (never `privileged`: the admission policy
+    /// `homestead-operator-bounds` refuses the operator such a Namespace).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enforce: Option<PodSecurityLevel>,
     /// `pod-security.kubernetes.io/warn`: violations of this level warn the client.
@@ -146,6 +149,8 @@ pub struct NamespaceMetadata {
     printcolumn(name = "Isolation", type_ = "string", description = "Network isolation of its Users' Namespaces", json_path = ".spec.networkIsolation"),
     printcolumn(name = "Users", type_ = "integer", description = "Users that use this Profile", json_path = ".status.users"),
     printcolumn(name = "Up-to-date", type_ = "integer", description = "Users whose Namespace reflects this generation of the Profile", json_path = ".status.usersUpToDate"),
+    printcolumn(name = "Ready", type_ = "string", description = "Whether every User of the Profile reflects its current generation", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "Reason", type_ = "string", description = "Why Ready is what it is", json_path = ".status.conditions[?(@.type==\"Ready\")].reason", priority = 1),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     validation = Rule::new(NAME_IS_LABEL).message(NAME_IS_LABEL_MESSAGE),
 )]
@@ -177,7 +182,7 @@ pub struct ProfileSpec {
 
     /// `Isolated` puts NetworkPolicies in each Namespace that admit ingress only from the same
     /// Namespace and from `allowIngressFrom`, and allow egress only to those and to DNS (port
-    /// 53). `None` (the default) adds none and removes any Homestead added. Users cannot
+    /// 53 of Pods in `kube-system`). `None` (the default) adds none and removes any Homestead added. Users cannot
     /// override it.
     #[serde(default)]
     pub network_isolation: NetworkIsolation,

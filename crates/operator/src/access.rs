@@ -212,6 +212,10 @@ pub fn inert(cell: &str) -> String {
 pub fn write(rows: &[Row], format: AccessFormat, out: impl Write) -> anyhow::Result<()> {
     match format {
         AccessFormat::Json => serde_json::to_writer_pretty(out, rows)?,
+        AccessFormat::Yaml => {
+            let mut out = out;
+            out.write_all(serde_saphyr::to_string(&rows)?.as_bytes())?
+        }
         AccessFormat::Csv => {
             let mut csv = csv::Writer::from_writer(out);
             for row in rows {

@@ -286,6 +286,10 @@ async fn hand_over(client: &Client, request: &Request) -> anyhow::Result<()> {
 pub fn write(reports: &[Report], format: AccessFormat, out: impl Write) -> anyhow::Result<()> {
     match format {
         AccessFormat::Json => serde_json::to_writer_pretty(out, reports)?,
+        AccessFormat::Yaml => {
+            let mut out = out;
+            out.write_all(serde_saphyr::to_string(&reports)?.as_bytes())?
+        }
         AccessFormat::Csv => {
             let mut csv = csv::Writer::from_writer(out);
             for report in reports {

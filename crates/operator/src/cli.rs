@@ -22,9 +22,15 @@ pub enum LogFormat {
     Text,
 }
 
+/// Exit codes, as every command uses them (docs/operations.md, "Exit codes").
+const EXIT_CODES: &str = "Exit codes: 0 done (every check ok, every row applied); 1 a check, \
+row or request failed, or the cluster could not be reached (the message says which; for \
+import and adopt the other rows were still applied); 2 the command line is wrong (unknown \
+flag, missing argument, bad value).";
+
 /// Homestead: gives every person a namespace of their own on this cluster.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version, about, after_help = EXIT_CODES)]
 pub struct Cli {
     /// A task other than running the operator (the default).
     #[command(subcommand)]
@@ -53,8 +59,10 @@ pub struct PolicyArgs {
     pub namespace_prefix: String,
 
     /// Shell-style patterns (`*`, `?`, `[a-z]`) that a name in `spec.namespace.name` must match
-    /// (repeat the flag or separate with commas). Default: `<namespace prefix>*`. Derived names
-    /// (`<prefix><User name>`) are always allowed.
+    /// (repeat the flag or separate with commas). Default: `<namespace prefix>*`. The operator
+    /// allows derived names (`<prefix><User name>`) whatever the patterns, but the admission
+    /// policy `homestead-operator-bounds` judges every namespace it creates by its own
+    /// `namespacePattern`: keep `<prefix>*` among the patterns written there (docs/security.md).
     #[arg(
         long = "allowed-namespace",
         env = "HOMESTEAD_ALLOWED_NAMESPACES",
@@ -74,7 +82,8 @@ pub struct PolicyArgs {
     pub reserved_keys: Vec<String>,
 
     /// Pod Security level enforced in every managed Namespace
-    /// (`pod-security.kubernetes.io/enforce`): privileged, baseline or restricted.
+    /// (`pod-security.kubernetes.io/enforce`): baseline or restricted (privileged is refused:
+    /// the admission policy `homestead-operator-bounds` refuses the operator such a Namespace).
     #[arg(
         long,
         env = "HOMESTEAD_POD_SECURITY_ENFORCE",
@@ -249,9 +258,23 @@ pub enum Command {
     /// `homestead.dev/retained-from`), and waits until the CRD is gone. Refuses (exit 1) when
     /// no operator leads: the CRD's deletion would then wait on every User's finalizer.
     Release(ReleaseArgs),
+    /// Share a home (`kubectl homestead share`): creates a Share in the namespace for the
+    /// grantees, role and time given, with `homestead.dev/created-by` set to whoever the API
+    /// server says you are (a SelfSubjectReview), as the admission policy requires. Only
+    /// Homestead turns it into access, within the limits in force (docs/sharing.md). Exits 1
+    /// if the API server refuses it (the message names the rule).
+    Share(ShareArgs),
     /// What the Pods of `homestead doctor`'s network isolation check run (not for people).
     #[command(hide = true)]
     Probe(ProbeArgs),
+}
+
+impl Command {
+    /// Whether the command reports to a person on stdout (and so logs on stderr), rather than
+    /// serving until stopped.
+    pub fn reports(&self) -> bool {
+        !matches!(self, Self::Scim(_) | Self::HomesApi(_) | Self::Probe(_))
+    }
 }
 
 /// Where the operator runs, for the commands that look at it (`doctor`, `release`).
@@ -369,6 +392,9 @@ pub struct HomesApiArgs {
         default_value = "0.0.0.0:8080"
     )]
     pub metrics_address: SocketAddr,
+    /// What a client that never authenticates can hold: connections, time, header bytes.
+    #[command(flatten)]
+    pub bounds: ConnectionBounds,
 }
 
 /// Which cluster a command for people (`import`, `access`) talks to, chosen as kubectl chooses
@@ -423,6 +449,77 @@ impl ClusterArgs {
         }
         .context("loading the kubeconfig")?;
         Ok(config)
+    }
+}
+
+/// `homestead share`.
+#[derive(Debug, clap::Args)]
+pub struct ShareArgs {
+    /// The cluster, as the person sharing (their own kubeconfig, or `--as`).
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
+    /// Act as this identity (impersonation, as `kubectl --as`; needs the right to impersonate).
+    #[arg(long = "as")]
+    pub impersonate: Option<String>,
+
+    /// The Share's name (at most 63 characters: lower-case letters, digits and `-`).
+    pub name: String,
+
+    /// The home to share (a namespace).
+    #[arg(long, short = 'n')]
+    pub namespace: String,
+
+    /// A grantee: `user:<User>` or `group:<DirectoryGroup>` (by `metadata.name`); repeat for
+    /// more, 1 to 20.
+    #[arg(long = "to", required = true, value_parser = parse_grantee)]
+    pub to: Vec<homestead_api::Grantee>,
+
+    /// The ClusterRole shared: one the operator allows, at most the sharing limit.
+    #[arg(long, default_value = "view")]
+    pub role: String,
+
+    /// How long the access lasts from now: a number with a unit, `s`, `m`, `h` or `d`; at most
+    /// the sharing limit's `maxDuration`. `spec.expiresAt` is now plus this, to the second.
+    #[arg(long = "for", value_parser = parse_positive_duration)]
+    pub duration: std::time::Duration,
+
+    /// Why (at most 256 characters; shown by `homestead access`).
+    #[arg(long)]
+    pub reason: String,
+
+    /// Ask the API server to check the Share (admission included) and write nothing.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub dry_run: bool,
+
+    /// How to print the created Share: one line (`table`), or the whole object as JSON or YAML.
+    #[arg(long, short = 'o', value_enum, default_value_t = AccessFormat::Table)]
+    pub output: AccessFormat,
+}
+
+/// A `--to` value: `user:<name>` or `group:<name>`.
+///
+/// # Errors
+/// When the value has neither prefix, or an empty name.
+fn parse_grantee(text: &str) -> Result<homestead_api::Grantee, String> {
+    let (kind, name) = text
+        .split_once(':')
+        .ok_or_else(|| format!("{text:?}: a grantee is user:<User> or group:<DirectoryGroup>"))?;
+    let name = (!name.is_empty())
+        .then(|| name.to_owned())
+        .ok_or_else(|| format!("{text:?}: the name after {kind}: is empty"))?;
+    match kind {
+        "user" => Ok(homestead_api::Grantee {
+            user: Some(name),
+            group: None,
+        }),
+        "group" => Ok(homestead_api::Grantee {
+            user: None,
+            group: Some(name),
+        }),
+        _ => Err(format!(
+            "{text:?}: a grantee is user:<User> or group:<DirectoryGroup>"
+        )),
     }
 }
 
@@ -491,7 +588,7 @@ pub struct DoctorArgs {
     pub probe_image: Option<String>,
 }
 
-/// The output formats of `homestead access` and `homestead adopt`.
+/// The output formats of the commands that report (`access`, `adopt`, `share`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum AccessFormat {
     /// Aligned columns with a header.
@@ -500,6 +597,8 @@ pub enum AccessFormat {
     Csv,
     /// A JSON array of rows.
     Json,
+    /// A YAML sequence of rows.
+    Yaml,
 }
 
 /// `homestead scim`.
@@ -537,26 +636,36 @@ pub struct ScimArgs {
     #[arg(long, env = "HOMESTEAD_SCIM_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
     pub max_body_bytes: usize,
 
-    /// The most connections open at once (a count); one more is closed as it is accepted,
-    /// before TLS and before any token is checked (`homestead_scim_connections_refused_total`).
-    #[arg(long, env = "HOMESTEAD_SCIM_MAX_CONNECTIONS", default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..))]
-    pub max_connections: u16,
-
-    /// How long a connection may take for its TLS handshake, and then for each request's
-    /// headers, including the wait for the next request on a kept-alive connection (so also
-    /// the idle timeout): a number with a unit, `s`, `m`, `h` or `d`; more than 0.
-    #[arg(long, env = "HOMESTEAD_SCIM_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = parse_positive_duration)]
-    pub header_read_timeout: std::time::Duration,
-
-    /// The largest request line and headers accepted, in bytes (larger ones get 431), from
-    /// 8192 to 65536.
-    #[arg(long, env = "HOMESTEAD_SCIM_MAX_HEADER_BYTES", default_value_t = 16 * 1024, value_parser = clap::value_parser!(u32).range(8192..=65536))]
-    pub max_header_bytes: u32,
+    /// What a client that never authenticates can hold: connections, time, header bytes.
+    #[command(flatten)]
+    pub bounds: ConnectionBounds,
 
     /// The base URL clients reach the service at, up to `/scim/v2` (for `meta.location`).
     /// Default: `https://<Host header>/scim/v2`.
     #[arg(long, env = "HOMESTEAD_SCIM_BASE_URL")]
     pub base_url: Option<String>,
+}
+
+/// The bounds of a server that faces the network (`homestead scim`, `homestead homes-api`), in
+/// force before any request is read, so before its caller is authenticated
+/// (docs/security.md, "What an unauthenticated client can hold").
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConnectionBounds {
+    /// The most connections open at once (a count); one more is closed as it is accepted,
+    /// before TLS and before any credential is checked (`homestead_*_connections_refused_total`).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_connections: u16,
+
+    /// How long a connection may take for its TLS handshake, and then for each request's
+    /// headers, including the wait for the next request on a kept-alive connection (so also
+    /// the idle timeout): a number with a unit, `s`, `m`, `h` or `d`; more than 0.
+    #[arg(long, default_value = "10s", value_parser = parse_positive_duration)]
+    pub header_read_timeout: std::time::Duration,
+
+    /// The largest request line and headers accepted, in bytes (larger ones get 431), from
+    /// 8192 to 65536.
+    #[arg(long, default_value_t = 16 * 1024, value_parser = clap::value_parser!(u32).range(8192..=65536))]
+    pub max_header_bytes: u32,
 }
 
 /// `homestead import`.
@@ -628,6 +737,12 @@ impl PolicyArgs {
             !self.allowed_roles.iter().any(|r| r == "cluster-admin"),
             "--allowed-role cluster-admin is refused: Homestead never grants cluster-wide administration"
         );
+        anyhow::ensure!(
+            self.pod_security_enforce != PodSecurityLevel::Privileged,
+            "--pod-security-enforce privileged is refused: the admission policy \
+             homestead-operator-bounds refuses the operator a Namespace that enforces it \
+             (baseline or restricted; warn and audit may be any level)"
+        );
         let patterns = if self.allowed_namespaces.is_empty() {
             vec![format!("{}*", self.namespace_prefix)]
         } else {
@@ -667,12 +782,24 @@ impl PolicyArgs {
 }
 
 impl RuntimeArgs {
-    /// Installs the global `tracing` subscriber: JSON or text lines on stdout, filtered by
-    /// `RUST_LOG` if set, else by `--log-level`.
-    pub fn init_tracing(&self) {
+    /// Installs the global `tracing` subscriber: JSON or text lines, filtered by `RUST_LOG` if
+    /// set, else by `--log-level`; on stderr for a `command` that reports on stdout (import,
+    /// access, adopt, doctor, release: their `-o json|yaml` stays parseable), on stdout for the
+    /// servers (the operator, `scim`, `homes-api`, whose output is their log).
+    pub fn init_tracing(&self, command: Option<&Command>) {
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&self.log_level));
-        let builder = tracing_subscriber::fmt().with_env_filter(filter);
+        let reports = command.is_some_and(Command::reports);
+        let writer = move || -> Box<dyn std::io::Write> {
+            if reports {
+                Box::new(std::io::stderr())
+            } else {
+                Box::new(std::io::stdout())
+            }
+        };
+        let builder = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(writer);
         match self.log_format {
             LogFormat::Json => builder.json().init(),
             LogFormat::Text => builder.init(),

@@ -17,6 +17,7 @@ mod probe;
 mod release;
 mod scim;
 mod server;
+mod share;
 
 /// jemalloc returns freed memory to the system within seconds (its decay), where glibc's
 /// allocator keeps what the initial lists needed: see docs/performance.md. Without the
@@ -32,7 +33,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 fn main() -> anyhow::Result<std::process::ExitCode> {
     let program = std::env::args_os().next().unwrap_or_default();
     let mut cli = cli::Cli::parse_as(std::path::Path::new(&program));
-    cli.runtime.init_tracing();
+    cli.runtime.init_tracing(cli.command.as_ref());
     let command = cli.command.take();
     let mut runtime = match command {
         Some(cli::Command::HomesApi(_)) => tokio::runtime::Builder::new_multi_thread(),
@@ -47,6 +48,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
             Some(cli::Command::Doctor(args)) => doctor::run(args).await,
             Some(cli::Command::Probe(args)) => probe::run(args).await,
             Some(cli::Command::Release(args)) => release::run(args).await,
+            Some(cli::Command::Share(args)) => share::run(args).await,
             Some(cli::Command::HomesApi(args)) => homes::run(args)
                 .await
                 .map(|()| std::process::ExitCode::SUCCESS),

@@ -35,7 +35,7 @@ pub const PREFIXED: &str = "oidc:doc-pat@example.com";
 /// A group [`TENANT`] belongs to.
 pub const TENANT_GROUP: &str = "tom-team";
 /// An HR identity with a token, a member of [`HR_GROUP`]; tests bind `rbac/hr.yaml`'s
-/// ClusterRole `homestead-hr` (Users only) to that group.
+/// ClusterRole `homestead-hr` (Users, and Shares in any home) to that group.
 pub const HR: &str = "hr-harriet@example.com";
 /// The group [`HR`] belongs to.
 pub const HR_GROUP: &str = "hr";
