@@ -26,6 +26,12 @@ const ONE_GRANTEE: &str = "has(self.user) != has(self.group)";
 const ONE_GRANTEE_MESSAGE: &str =
     "a grantee names exactly one of user (a Homestead User) and group (a DirectoryGroup)";
 
+/// A Share never grants `admin`: it writes RoleBindings (docs/sharing.md, "What a Share gave ends
+/// with it").
+const NOT_ADMIN: &str = "self != 'admin'";
+/// Message of [`NOT_ADMIN`].
+const NOT_ADMIN_MESSAGE: &str = "a Share grants at most edit: admin would let a grantee create RoleBindings, and what they bound would outlive the Share";
+
 /// A name of a User or DirectoryGroup (a DNS-1123 label, as their names are).
 const NAME_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 
@@ -100,9 +106,13 @@ pub struct ShareSpec {
     pub to: Vec<Grantee>,
 
     /// The ClusterRole granted in this namespace: one the operator allows, at most the sharing
-    /// limit's `maxRole`; never `cluster-admin`. At most 253 characters.
+    /// limit's `maxRole`; never `cluster-admin` nor `admin` (a grantee who could create
+    /// RoleBindings would keep what they bound after the Share ends). At most 253 characters.
     #[schemars(length(min = 1, max = 253))]
-    #[x_kube(validation = Rule::new(NOT_CLUSTER_ADMIN).message(NOT_CLUSTER_ADMIN_MESSAGE).reason(Reason::FieldValueForbidden))]
+    #[x_kube(
+        validation = Rule::new(NOT_CLUSTER_ADMIN).message(NOT_CLUSTER_ADMIN_MESSAGE).reason(Reason::FieldValueForbidden),
+        validation = Rule::new(NOT_ADMIN).message(NOT_ADMIN_MESSAGE).reason(Reason::FieldValueForbidden)
+    )]
     pub role: String,
 
     /// When the access ends (RFC 3339). Required; at most the sharing limit's `maxDuration`

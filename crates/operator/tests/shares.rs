@@ -705,7 +705,7 @@ async fn nobody_but_the_owner_shares_and_never_past_the_rules() {
     person(&client, "sa-eve", json!({}), "Provisioned").await;
     let ns = "user-sa-owner";
     let owner = "sa-owner@example.com";
-    // The owner gives bob admin through a Share.
+    // A Share never grants admin, whatever the Profile's maxRole (the schema refuses it).
     let doc = share_doc(
         ns,
         "co-admin",
@@ -715,9 +715,36 @@ async fn nobody_but_the_owner_shares_and_never_past_the_rules() {
         owner,
     );
     let (ok, out) = create_as(owner, &doc);
+    assert!(!ok && out.contains("at most edit"), "{out}");
+    // The owner shares edit with bob, and binds him admin by hand (the owner may bind people in
+    // her home).
+    let doc = share_doc(
+        ns,
+        "co-admin",
+        "[{user: sa-bob}]",
+        "edit",
+        Duration::from_secs(3600),
+        owner,
+    );
+    let (ok, out) = create_as(owner, &doc);
     assert!(ok, "{out}");
     wait_can("sa-bob@example.com", ns, "yes").await;
-    // A grantee with admin cannot re-share (RBAC allows it; the admission policy does not).
+    let (ok, out) = kubectl(
+        &[
+            &format!("--as={owner}"),
+            "create",
+            "rolebinding",
+            "bob-admin",
+            "--clusterrole=admin",
+            "--user=sa-bob@example.com",
+            "-n",
+            ns,
+        ],
+        "",
+    );
+    assert!(ok, "{out}");
+    // A person with admin who is not the owner cannot share (RBAC allows it; the admission
+    // policy does not).
     let reshare = share_doc(
         ns,
         "to-eve",
@@ -805,6 +832,9 @@ async fn nobody_but_the_owner_shares_and_never_past_the_rules() {
             "SCIM {verb}"
         );
     }
+    // From here bob's access is the Share's alone.
+    let (ok, out) = kubectl(&["delete", "rolebinding", "bob-admin", "-n", ns], "");
+    assert!(ok, "{out}");
     // A tenant's edit of the Share's RoleBinding is undone; its deletion repaired.
     let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
     let (ok, out) = kubectl(

@@ -1,5 +1,6 @@
 //! Faults: the leader SIGKILLed (and started again, as a Deployment would) or SIGSTOPped for a
-//! while, and the API server restarted (every watch breaks). Two operator replicas run, so a
+//! while, every replica SIGKILLed and started again at once (a cold start beside large groups),
+//! and the API server restarted (every watch breaks). Two operator replicas run, so a
 //! kill or a long stop is a leader change. Each fault is a window in the model; it heals when
 //! an operator renews the leader Lease after the fault ended, which the oracle observes.
 
@@ -26,6 +27,10 @@ pub enum Fault {
     StopLeader { ms: u64 },
     /// Stop kube-apiserver and start it again (etcd keeps the data).
     RestartApiserver,
+    /// SIGKILL every replica at once and start them all again after this many milliseconds,
+    /// as a rollout or a node loss does: the new leader starts with empty caches, while the
+    /// ballast groups (main.rs) are still listing.
+    RestartAll { restart_after_ms: u64 },
 }
 
 impl Fault {
@@ -40,6 +45,9 @@ impl Fault {
                 } else {
                     rng.u64(1_000..8_000)
                 },
+            },
+            8 => Fault::RestartAll {
+                restart_after_ms: rng.u64(200..2000),
             },
             _ => Fault::RestartApiserver,
         }
@@ -182,6 +190,28 @@ impl Faults {
                 tokio::time::sleep(Duration::from_millis(*ms)).await;
                 signal("-CONT", pid);
                 format!("stopped {pod} ({pid}) for {ms} ms")
+            }
+            Fault::RestartAll { restart_after_ms } => {
+                use std::sync::atomic::Ordering;
+                let mut killed = Vec::new();
+                for replica in &self.replicas {
+                    replica.in_fault.store(true, Ordering::SeqCst);
+                    if let Some(pid) = operator_pid(&replica.address) {
+                        signal("-KILL", pid);
+                        killed.push(pid);
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(*restart_after_ms)).await;
+                let mut started = Vec::new();
+                for replica in &self.replicas {
+                    let log = replica.next_log();
+                    let pod = log.to_owned();
+                    *replica.process.lock().unwrap() = spawn_operator(log, &pod, &replica.address);
+                    *replica.pod.lock().unwrap() = pod.clone();
+                    replica.in_fault.store(false, Ordering::SeqCst);
+                    started.push(pod);
+                }
+                format!("killed every replica ({killed:?}) and started {started:?}")
             }
             Fault::RestartApiserver => match self.plane.restart_apiserver().await {
                 Ok(()) => "kube-apiserver restarted".into(),

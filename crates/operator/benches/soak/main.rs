@@ -132,6 +132,7 @@ async fn setup(seed: u64) -> Soak {
     let replicas = replicas(env).await;
     let clock = Clock::new();
     let model = profiles(&admin).await;
+    ballast_groups(&admin).await;
     let model = Arc::new(Mutex::new(model));
     let faults = Arc::new(Faults {
         plane,
@@ -214,6 +215,41 @@ async fn profiles(admin: &kube::Client) -> Model {
             .insert(name.to_owned(), spec["role"].as_str().unwrap().to_owned());
     }
     model
+}
+
+/// How many large DirectoryGroups the soak keeps beside its own (`HOMESTEAD_SOAK_BALLAST_GROUPS`,
+/// default 10), and how many member names each lists: enough that their first list after an
+/// operator starts comes well after the Users', so every restart (the `restart-all` fault above
+/// all) tries readiness from the one list of caches (docs/design.md, rule 29).
+const BALLAST_MEMBERS: usize = 8_000;
+
+/// Creates the ballast groups: names no User has, so they choose nothing for anyone.
+async fn ballast_groups(admin: &kube::Client) {
+    let count = std::env::var("HOMESTEAD_SOAK_BALLAST_GROUPS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(10);
+    let api: kube::Api<homestead_api::DirectoryGroup> = kube::Api::all(admin.clone());
+    for g in 0..count {
+        let name = format!("soak-ballast-{g}");
+        let members: Vec<String> = (0..BALLAST_MEMBERS)
+            .map(|i| format!("ballast-{g}-{i:05}"))
+            .collect();
+        let group: homestead_api::DirectoryGroup = serde_json::from_value(json!({
+            "apiVersion": homestead_api::API_VERSION, "kind": "DirectoryGroup",
+            "metadata": { "name": name },
+            "spec": { "displayName": name, "members": members },
+        }))
+        .expect("a valid DirectoryGroup");
+        let _ = api
+            .patch(
+                &name,
+                &kube::api::PatchParams::apply("soak").force(),
+                &kube::api::Patch::Apply(&group),
+            )
+            .await
+            .expect("a ballast group");
+    }
 }
 
 /// The oracle, every second until aborted.

@@ -725,7 +725,11 @@ fn shares_converged(snap: &Snapshot, namespace: &str, owner: &User) -> Vec<Strin
         if left.abs() < 2 {
             continue;
         }
-        let grants = open && left > 0 && share.spec.role != "admin" && !want.is_empty();
+        let grants = open
+            && left > 0
+            && share.spec.role != "admin"
+            && !want.is_empty()
+            && made_for_others(share, snap, owner).is_none();
         let mut has: Vec<String> = found
             .map(|b| {
                 b.subjects
@@ -807,6 +811,9 @@ fn active_grantees<'a>(
     snap: &'a Snapshot,
     now: k8s_openapi::jiff::Timestamp,
 ) -> BTreeSet<&'a str> {
+    let holders = holders(&snap.users);
+    let ns = share.namespace().unwrap_or_default();
+    let owner = home_owner(snap, &ns);
     share
         .spec
         .to
@@ -817,9 +824,57 @@ fn active_grantees<'a>(
             u.metadata.deletion_timestamp.is_none()
                 && u.spec.suspension().is_none()
                 && u.spec.valid_until.as_ref().is_none_or(|t| t.0 > now)
+                // Never a User refused as DuplicateIdentity (design rule 26), never the home's
+                // own owner (a Share to oneself would outlast a downgrade).
+                && holders.get(&lower(&u.spec.identity.username)) == Some(&u.name_any())
+                && owner.is_none_or(|o| {
+                    !lower(&o.spec.identity.username).eq(&lower(&u.spec.identity.username))
+                })
         })
         .map(|u| u.spec.identity.username.as_str())
         .collect()
+}
+
+/// The live User whose home `namespace` is (its status names it), if any.
+fn home_owner<'a>(snap: &'a Snapshot, namespace: &str) -> Option<&'a User> {
+    snap.users.iter().find(|u| {
+        u.metadata.deletion_timestamp.is_none()
+            && u.status.as_ref().and_then(|s| s.namespace.as_deref()) == Some(namespace)
+    })
+}
+
+/// Why `share`, in the home of `owner`, grants nothing whatever its grantees (design rule 26):
+/// a grantee is the owner (`SelfShare`), a grantee's name now belongs to another User than the
+/// one its status recorded (`GranteeReplaced`), or the home has another owner than the one it
+/// was made under (`HandedOver`).
+fn made_for_others(share: &Share, snap: &Snapshot, owner: &User) -> Option<&'static str> {
+    let status = share.status.as_ref();
+    let users = share.spec.to.iter().filter_map(|g| g.user.as_deref());
+    let mut found = users
+        .clone()
+        .filter_map(|name| snap.users.iter().find(|u| u.name_any() == name));
+    if users.clone().any(|name| name == owner.name_any())
+        || found.any(|u| lower(&u.spec.identity.username) == lower(&owner.spec.identity.username))
+    {
+        return Some("a Share to its own owner");
+    }
+    if let (Some(made_under), Some(uid)) =
+        (status.and_then(|s| s.owner_uid.as_deref()), owner.uid())
+        && made_under != uid
+    {
+        return Some("a Share made under another owner");
+    }
+    let replaced = status.into_iter().flat_map(|s| &s.grantees).any(|g| {
+        let (Some(name), Some(made_for)) = (g.user.as_deref(), g.uid.as_deref()) else {
+            return false;
+        };
+        snap.users
+            .iter()
+            .find(|u| u.name_any() == name)
+            .and_then(|u| u.uid())
+            .is_some_and(|now| now != made_for)
+    });
+    replaced.then_some("a Share whose grantee is now another User")
 }
 
 /// Why the RoleBinding `b` of a Share (labelled `homestead.dev/share`) grants what its Share
@@ -852,6 +907,9 @@ fn share_binding_problem(b: &RoleBinding, snap: &Snapshot) -> Option<String> {
             b.role_ref.name,
             share.spec.role
         ));
+    }
+    if let Some(why) = home_owner(snap, &ns).and_then(|owner| made_for_others(share, snap, owner)) {
+        return Some(format!("{ns}/{} grants for {why}", b.name_any()));
     }
     let active = active_grantees(share, snap, k8s_openapi::jiff::Timestamp::now());
     let strangers: Vec<&str> = b

@@ -290,3 +290,146 @@ async fn a_share_name_longer_than_its_label_can_hold_is_refused_at_admission() {
     assert!(!ok, "a 64-character Share name was admitted");
     assert!(out.contains("at most 63"), "{out}");
 }
+
+/// Issue 61, B5: what a Share gave outlived it. With `admin` through a Share, bob bound himself
+/// and a third person, and both kept admin after the Share expired; with `edit`, bob minted a
+/// 24-hour token for a ServiceAccount the owner had bound to `admin`, and used it after the
+/// Share ended. Now a Share never grants `admin` (the schema refuses it), and in a home only
+/// its owner and the platform bind people or mint ServiceAccount credentials
+/// (`homestead-home-grants`), whoever RBAC lets try: a grantee, or a ServiceAccount a grantee
+/// acts as.
+#[tokio::test]
+async fn what_a_share_gave_ends_with_it() {
+    let s = Scenario::new();
+    let c = admin().await;
+    s.create(&c, &User::test("atk-giver")).await;
+    s.create(&c, &User::test("atk-taker-b")).await;
+    wait_reason(&c, "atk-giver", "Provisioned").await;
+    wait_reason(&c, "atk-taker-b", "Provisioned").await;
+    let home = "user-atk-giver";
+    let (owner, bob) = ("atk-giver@example.com", "atk-taker-b@example.com");
+    let ci = format!("system:serviceaccount:{home}:ci");
+
+    // The owner runs CI as a ServiceAccount bound to admin (bindings of ServiceAccounts stay as
+    // RBAC allows), and may mint its tokens.
+    let as_owner = format!("--as={owner}");
+    for args in [
+        vec!["create", "serviceaccount", "ci", "-n", home],
+        vec![
+            "create",
+            "rolebinding",
+            "ci-admin",
+            "--clusterrole=admin",
+            "-n",
+            home,
+            &format!("--serviceaccount={home}:ci"),
+        ],
+        vec!["create", "token", "ci", "-n", home, "--duration=10m"],
+    ] {
+        let (ok, out) = kubectl(&[&[as_owner.as_str()][..], &args[..]].concat(), "");
+        assert!(ok, "the owner: {args:?}: {out}");
+    }
+
+    // admin is never shared: refused at admission, naming the rule.
+    let until =
+        k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_hours(1);
+    let until = until.round(k8s_openapi::jiff::Unit::Second).unwrap();
+    let admin_share = format!(
+        "apiVersion: {api}\nkind: Share\nmetadata:\n  name: co-admin\n  namespace: {home}\n  annotations:\n    homestead.dev/created-by: \"{owner}\"\nspec:\n  to: [{{user: atk-taker-b}}]\n  role: admin\n  expiresAt: \"{until}\"\n  reason: attack\n",
+        api = homestead_api::API_VERSION
+    );
+    let (ok, out) = kubectl(&[&as_owner, "create", "-f", "-"], &admin_share);
+    assert!(!ok && out.contains("at most edit"), "{out}");
+
+    share_as(owner, home, "to-bob", "[{user: atk-taker-b}]", "edit");
+    share_reason(&c, home, "to-bob", "Active").await;
+    eventually("bob to get edit", 30, || async {
+        (can(bob, "create", "deployments.apps", home) == "yes").then_some(())
+    })
+    .await;
+    // RBAC lets bob mint tokens and act as the ServiceAccounts (edit can); admission does not
+    // let either outlast the Share.
+    assert_eq!(can(bob, "create", "serviceaccounts/token", home), "yes");
+    let as_bob = format!("--as={bob}");
+    let (ok, out) = kubectl(
+        &[
+            &as_bob,
+            "create",
+            "token",
+            "ci",
+            "-n",
+            home,
+            "--duration=24h",
+        ],
+        "",
+    );
+    assert!(
+        !ok && out.contains("home-grants"),
+        "bob minted a token: {out}"
+    );
+    let legacy = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: ci-forever\n  namespace: {home}\n  annotations:\n    kubernetes.io/service-account.name: ci\ntype: kubernetes.io/service-account-token\n"
+    );
+    let (ok, out) = kubectl(&[&as_bob, "create", "-f", "-"], &legacy);
+    assert!(
+        !ok && out.contains("home-grants"),
+        "bob made a token Secret: {out}"
+    );
+    // As the ServiceAccount (what edit's impersonation gives): no token, no person bound.
+    let as_ci = format!("--as={ci}");
+    let (ok, out) = kubectl(&[&as_ci, "create", "token", "ci", "-n", home], "");
+    assert!(
+        !ok && out.contains("home-grants"),
+        "the ServiceAccount minted its token: {out}"
+    );
+    let (ok, out) = kubectl(
+        &[
+            &as_ci,
+            "create",
+            "rolebinding",
+            "bob-forever",
+            "--clusterrole=admin",
+            "-n",
+            home,
+            &format!("--user={bob}"),
+        ],
+        "",
+    );
+    assert!(
+        !ok && out.contains("home-grants"),
+        "the ServiceAccount bound bob: {out}"
+    );
+
+    // The Share ends (expiresAt a few seconds from now): bob has nothing left in the home.
+    let soon = (k8s_openapi::jiff::Timestamp::now()
+        + k8s_openapi::jiff::SignedDuration::from_secs(3))
+    .round(k8s_openapi::jiff::Unit::Second)
+    .unwrap();
+    let (ok, out) = kubectl(
+        &[
+            &as_owner,
+            "patch",
+            "share",
+            "to-bob",
+            "-n",
+            home,
+            "--type=merge",
+            "-p",
+            &format!("{{\"spec\":{{\"expiresAt\":\"{soon}\"}}}}"),
+        ],
+        "",
+    );
+    assert!(ok, "{out}");
+    share_reason(&c, home, "to-bob", "Expired").await;
+    eventually("bob to lose the share", 30, || async {
+        (can(bob, "get", "pods", home) == "no").then_some(())
+    })
+    .await;
+    for (verb, resource) in [
+        ("create", "deployments.apps"),
+        ("get", "secrets"),
+        ("create", "rolebindings"),
+    ] {
+        assert_eq!(can(bob, verb, resource, home), "no", "{verb} {resource}");
+    }
+}

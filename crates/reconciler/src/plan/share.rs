@@ -177,6 +177,11 @@ impl Limits {
     }
 }
 
+/// The role a Share never grants, whatever the limits: `admin` writes RoleBindings, and a
+/// grantee who could bind would keep what they bound after the Share ends (docs/sharing.md,
+/// "What a Share gave ends with it"). The Share schema refuses it too.
+pub const SHARE_ROLE_NEVER: &str = "admin";
+
 /// The built-in ClusterRoles in the order of what they grant; a role outside this list is
 /// within a limit only when it is the limit itself.
 const ROLE_ORDER: [&str; 3] = ["view", "edit", "admin"];
@@ -204,6 +209,9 @@ pub enum ShareRule {
     GroupsNotAllowed,
     /// The Share's name is too long for its RoleBinding's.
     NameTooLong,
+    /// The role lets a grantee create RoleBindings (`admin`): access given through the Share
+    /// could outlive it. A Share grants at most `edit`.
+    RoleGrantsBinding,
     /// A grantee is the home's own owner (by name or identity), who has the home already.
     SelfShare,
     /// A User grantee's name now belongs to another User than the one the Share was made for.
@@ -539,8 +547,16 @@ fn breaks(
         Some((
             ShareRule::NameTooLong,
             format!(
-                "the name has {name_len} characters; at most {MAX_SHARE_NAME_LEN}, so its \
-                 RoleBinding's name is valid"
+                "the name has {name_len} characters; at most {MAX_SHARE_NAME_LEN}, the most its \
+                 RoleBinding's label homestead.dev/share holds"
+            ),
+        ))
+    } else if role == SHARE_ROLE_NEVER {
+        Some((
+            ShareRule::RoleGrantsBinding,
+            format!(
+                "role {role:?} lets a grantee create RoleBindings, so access given through the \
+                 Share could outlive it; a Share grants at most \"edit\""
             ),
         ))
     } else {
@@ -842,6 +858,34 @@ mod tests {
             "{}",
             decision.message
         );
+    }
+
+    #[test]
+    fn admin_is_never_shared_whatever_the_limit() {
+        let generous: SharingLimits =
+            serde_json::from_value(json!({ "enabled": true, "maxRole": "admin" })).unwrap();
+        let limits = Limits::of(
+            Some(("generous", Some(&generous))),
+            &SharingDefaults::default(),
+        );
+        let bob = User::test("bob");
+        let found = [Found::User("bob", Some(&bob))];
+        let to_bob = share(vec![user("bob")], "admin", "2026-11-09T00:00:00Z");
+        let decision = decide(
+            ShareRef::of(&to_bob),
+            &Home::Open(limits, alice()),
+            &roles(),
+            &found,
+            &Recorded::default(),
+            at(NOW),
+        );
+        assert_eq!(
+            decision.rule,
+            Some(ShareRule::RoleGrantsBinding),
+            "{}",
+            decision.message
+        );
+        assert!(decision.subjects.is_empty());
     }
 
     #[test]
