@@ -33,8 +33,13 @@ struct HomesApi {
 /// as its own identity under the RBAC the chart gives it (`manifests/homes-api/rbac.yaml`: read
 /// Users, Shares, DirectoryGroups and the front-proxy settings), and waits until it serves.
 fn spawn_homes_api() -> HomesApi {
+    spawn_homes_api_with("homes-api", &[])
+}
+
+/// [`spawn_homes_api`] with `extra` flags, logging as `name`.
+fn spawn_homes_api_with(name: &'static str, extra: &[&str]) -> HomesApi {
     let plane = env().plane;
-    let dir = plane.dir().join("homes-api");
+    let dir = plane.dir().join(name);
     std::fs::create_dir_all(&dir).unwrap();
     let serving = homestead_testenv::scim_credentials(&dir).unwrap();
     let address = format!("127.0.0.1:{}", homestead_testenv::free_port().unwrap());
@@ -48,18 +53,22 @@ fn spawn_homes_api() -> HomesApi {
     let kubeconfig = plane
         .write_kubeconfig(HOMES_API, &dir.join("homes.kubeconfig"))
         .unwrap();
+    let args: Vec<String> = [
+        "--log-format=text".to_owned(),
+        "homes-api".to_owned(),
+        format!("--address={address}"),
+        format!("--metrics-address={metrics}"),
+        format!("--tls-cert={}", serving.cert.display()),
+        format!("--tls-key={}", serving.key.display()),
+    ]
+    .into_iter()
+    .chain(extra.iter().map(|flag| (*flag).to_owned()))
+    .collect();
     let process = plane
         .spawn(
-            "homes-api",
+            name,
             Path::new(env!("CARGO_BIN_EXE_homestead")),
-            &[
-                "--log-format=text".to_owned(),
-                "homes-api".to_owned(),
-                format!("--address={address}"),
-                format!("--metrics-address={metrics}"),
-                format!("--tls-cert={}", serving.cert.display()),
-                format!("--tls-key={}", serving.key.display()),
-            ],
+            &args,
             &[
                 ("KUBECONFIG", kubeconfig.display().to_string()),
                 ("RUST_LOG", "info".to_owned()),
@@ -282,6 +291,80 @@ async fn each_person_sees_their_homes_and_forged_headers_get_nothing() {
     assert!(count(r#"code="200",verb="list""#) >= Some(2.0), "{metrics}");
     assert!(
         metrics.contains(r#"homestead_homes_api_request_duration_seconds_count{verb="list"}"#),
+        "{metrics}"
+    );
+}
+
+/// Issue 61, B8: 120 clients trickling TLS held the homes API for 40 s, and 300 raised its memory
+/// from 42 to 80 MiB, before any of them showed the API server's certificate. Now the homes API
+/// has the SCIM service's bounds: `--max-connections` open at once (one more closed before
+/// TLS), `--header-read-timeout` for the handshake, the headers and an idle connection, and
+/// `--max-header-bytes` of headers, counted in its metrics.
+#[tokio::test]
+async fn the_homes_api_bounds_what_unauthenticated_clients_hold() {
+    let api = spawn_homes_api_with(
+        "homes-api-limits",
+        &["--max-connections=6", "--header-read-timeout=2s"],
+    );
+    let served = || get(&api, "/apis", None, "nobody").map(|(code, _)| code);
+    assert_eq!(
+        served(),
+        Ok(401),
+        "without the front proxy's certificate: 401"
+    );
+
+    // Six silent TCP connections fill it; the seventh is closed at once.
+    let silent: Vec<TcpStream> = (0..6)
+        .map(|_| TcpStream::connect(&api.address).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(served().is_err(), "a seventh connection was served");
+    // The TLS handshake times out: each silent one is closed, and it serves again.
+    for mut stream in silent {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(1)))
+            .unwrap();
+        assert!(
+            closed_within(&mut stream, 10),
+            "a silent connection stayed open"
+        );
+    }
+    assert_eq!(served(), Ok(401));
+
+    // Headers that never end, over TLS without a certificate: closed at the timeout.
+    let mut partial = tls_connect(&api.address, &api.ca).unwrap();
+    write!(partial, "GET /apis HTTP/1.1\r\nHost: x\r\nX-Slow: a").unwrap();
+    partial
+        .sock
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    assert!(
+        closed_within(&mut partial, 10),
+        "partial headers kept the connection"
+    );
+    // Headers over 16 KiB: refused before any handler.
+    let mut big = tls_connect(&api.address, &api.ca).unwrap();
+    let filler = "a".repeat(20 * 1024);
+    let _ = write!(
+        big,
+        "GET /apis HTTP/1.1\r\nHost: x\r\nX-Big: {filler}\r\n\r\n"
+    );
+    let mut answer = String::new();
+    let _ = big.read_to_string(&mut answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 431"),
+        "oversized headers: {answer:?}"
+    );
+
+    let (code, metrics) = http_get(&api.metrics, "/metrics").unwrap();
+    assert_eq!(code, 200);
+    let refused = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("homestead_homes_api_connections_refused_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    assert!(refused.is_some_and(|n| n >= 1.0), "{metrics}");
+    assert!(
+        metrics.contains("homestead_homes_api_connections_open "),
         "{metrics}"
     );
 }

@@ -194,17 +194,3 @@ async fn applied_profile(c: &Client, name: &str) -> Option<String> {
     (status.observed_generation == user.metadata.generation)
         .then_some(status.profile.map(|p| p.name))?
 }
-
-/// Whether the server closes `stream` (EOF or an error on read) within `secs` seconds of now,
-/// reading past whatever it answers first.
-fn closed_within(stream: &mut impl std::io::Read, secs: u64) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    let mut buf = [0u8; 1024];
-    while Instant::now() < deadline {
-        match stream.read(&mut buf) {
-            Ok(0) | Err(_) => return true,
-            Ok(_) => continue,
-        }
-    }
-    false
-}

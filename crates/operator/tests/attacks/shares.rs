@@ -283,8 +283,9 @@ async fn a_share_name_longer_than_its_label_can_hold_is_refused_at_admission() {
     let _ = env();
     let name = "a".repeat(64);
     let doc = format!(
-        "apiVersion: {api}\nkind: Share\nmetadata:\n  name: {name}\n  namespace: default\n  annotations:\n    homestead.dev/created-by: admin\nspec:\n  to: [{{user: bob}}]\n  role: view\n  expiresAt: \"2030-01-01T00:00:00Z\"\n  reason: long\n",
-        api = homestead_api::API_VERSION
+        "apiVersion: {api}\nkind: Share\nmetadata:\n  name: {name}\n  namespace: default\n  annotations:\n    homestead.dev/created-by: {admin}\nspec:\n  to: [{{user: bob}}]\n  role: view\n  expiresAt: \"2030-01-01T00:00:00Z\"\n  reason: long\n",
+        api = homestead_api::API_VERSION,
+        admin = homestead_testenv::ADMIN
     );
     let (ok, out) = kubectl(&["create", "--dry-run=server", "-f", "-"], &doc);
     assert!(!ok, "a 64-character Share name was admitted");

@@ -891,3 +891,17 @@ pub async fn user_events(c: &Client, user: &str) -> Vec<(String, String, String)
         })
         .collect()
 }
+
+/// Whether the server closes `stream` (EOF or an error on read) within `secs` seconds of now,
+/// reading past whatever it answers first.
+pub fn closed_within(stream: &mut impl std::io::Read, secs: u64) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    let mut buf = [0u8; 1024];
+    while std::time::Instant::now() < deadline {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return true,
+            Ok(_) => continue,
+        }
+    }
+    false
+}
