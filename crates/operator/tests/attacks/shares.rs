@@ -434,3 +434,91 @@ async fn what_a_share_gave_ends_with_it() {
         assert_eq!(can(bob, verb, resource, home), "no", "{verb} {resource}");
     }
 }
+
+/// Issue 61, B9: a home made governed later kept the RoleBindings its owner had made to people
+/// before (`unmanaged` in `homestead access`, still admin). Now a governed Profile's rule is a
+/// standing rule: under `ServiceAccountsOnly` a binding to anything but the home's own
+/// ServiceAccounts is removed, under `Forbid` every tenant binding, whoever made it.
+#[tokio::test]
+async fn a_home_made_governed_later_keeps_no_binding_it_does_not_admit() {
+    let s = Scenario::new();
+    let c = admin().await;
+    let profile_name = "atk-governed-later";
+    profile(
+        &c,
+        profile_name,
+        json!({ "sharing": { "tenantRoleBindings": "Allow" } }),
+    )
+    .await;
+    s.create(
+        &c,
+        &User::test("atk-gov").with_spec(json!({ "profile": profile_name })),
+    )
+    .await;
+    wait_reason(&c, "atk-gov", "Provisioned").await;
+    let home = "user-atk-gov";
+    let owner = "atk-gov@example.com";
+    let colleague = "atk-gov-colleague@example.com";
+    let as_owner = format!("--as={owner}");
+    for args in [
+        vec![
+            "create",
+            "rolebinding",
+            "colleague",
+            "--clusterrole=admin",
+            "-n",
+            home,
+            &format!("--user={colleague}"),
+        ],
+        vec!["create", "serviceaccount", "deployer", "-n", home],
+        vec![
+            "create",
+            "rolebinding",
+            "deployer",
+            "--clusterrole=edit",
+            "-n",
+            home,
+            &format!("--serviceaccount={home}:deployer"),
+        ],
+    ] {
+        let (ok, out) = kubectl(&[&[as_owner.as_str()][..], &args[..]].concat(), "");
+        assert!(ok, "{args:?}: {out}");
+    }
+    assert_eq!(can(colleague, "get", "secrets", home), "yes");
+
+    let profiles: Api<homestead_api::Profile> = Api::all(c.clone());
+    let govern = |rule: &str| json!({ "spec": { "sharing": { "tenantRoleBindings": rule } } });
+    profiles
+        .patch(
+            profile_name,
+            &PatchParams::default(),
+            &Patch::Merge(govern("ServiceAccountsOnly")),
+        )
+        .await
+        .unwrap();
+    eventually("the colleague's binding to go", 30, || async {
+        (can(colleague, "get", "secrets", home) == "no").then_some(())
+    })
+    .await;
+    assert_eq!(bindings(&c, home).await, ["deployer", "homestead-user"]);
+    profiles
+        .patch(
+            profile_name,
+            &PatchParams::default(),
+            &Patch::Merge(govern("Forbid")),
+        )
+        .await
+        .unwrap();
+    eventually("the ServiceAccount's binding to go too", 30, || async {
+        (bindings(&c, home).await == ["homestead-user"]).then_some(())
+    })
+    .await;
+    assert_eq!(
+        can(owner, "get", "secrets", home),
+        "yes",
+        "the owner keeps the home"
+    );
+    let _ = profiles
+        .delete(profile_name, &DeleteParams::default())
+        .await;
+}

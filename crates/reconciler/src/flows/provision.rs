@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use homestead_api::{
     AppliedProfile, Change, LABEL_ADOPT_FOR, OnExpiry, Reason, RefusalKind, SHARE_BINDING_PREFIX,
-    User,
+    TenantRoleBindings, User,
 };
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
 use k8s_openapi::jiff::Timestamp;
@@ -32,8 +32,10 @@ use crate::plan::expiry::Expiry;
 use crate::plan::ownership::{is_handed_to, is_owned_by};
 use crate::plan::profile::Resolved;
 use crate::plan::revocation::revocation;
+use crate::plan::share::share_of_binding;
 use crate::plan::status::{Outcome, terminating_message};
 use crate::plan::validate::{Refusal, namespace_name, validate};
+use crate::state::Caches;
 use crate::state::identity::IdentityHolder;
 
 /// How often every User is reconciled again, changed or not (the operator triggers all of them
@@ -215,6 +217,10 @@ async fn converge(
             Grant::Changed(change, note) => changes.push((change, note)),
             Grant::Unconfirmed(left) => recheck = Some(left),
         }
+        let governed = resolved.tenant_role_bindings;
+        let ungoverned = ungoverned(ctx.caches(), name, governed);
+        let why = format!("the home is governed (tenantRoleBindings: {governed:?})");
+        changes.extend(access::revoke(ctx.cluster(), name, ungoverned, &why).await?);
         let profile = resolved
             .applied
             .as_ref()
@@ -483,6 +489,33 @@ async fn revoke_access(
 ) -> Result<Option<(Change, String)>> {
     let names = ctx.caches().role_bindings_in(namespace);
     access::revoke(ctx.cluster(), namespace, names, why).await
+}
+
+/// The RoleBindings in `namespace` that a home governed by `governed` does not admit from a
+/// tenant (the admission policy `homestead-governed-homes`): under `ServiceAccountsOnly`, one
+/// that binds anything but ServiceAccounts of the namespace; under `Forbid`, every one. Never
+/// Homestead's own: `homestead-user`, and a Share's binding whose Share exists (each kept as
+/// its owner says by its own reconcile). Empty under `Allow`. So a home made governed later
+/// keeps none of the bindings made before (docs/sharing.md, "Governed homes"): revocation
+/// removes what exceeds the rule, whoever made it.
+fn ungoverned(caches: &Caches, namespace: &str, governed: TenantRoleBindings) -> Vec<String> {
+    if governed == TenantRoleBindings::Allow {
+        return Vec::new();
+    }
+    caches
+        .role_bindings_in(namespace)
+        .into_iter()
+        .filter(|name| name != ROLE_BINDING_NAME)
+        .filter(|name| {
+            share_of_binding(name).is_none_or(|share| caches.share(namespace, share).is_none())
+        })
+        .filter(|name| {
+            governed == TenantRoleBindings::Forbid
+                || caches
+                    .role_binding(namespace, name)
+                    .is_some_and(|b| !b.local_service_accounts_only)
+        })
+        .collect()
 }
 
 /// Homestead's ResourceQuota (per `spec.quota`), LimitRange (per the Profile) and NetworkPolicy

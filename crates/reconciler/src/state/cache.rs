@@ -93,16 +93,25 @@ pub struct CachedRoleBinding {
     pub role: String,
     role_ref: u64,
     subjects: u64,
+    /// Whether it has subjects and every one is a ServiceAccount of its own namespace: what a
+    /// governed home (`ServiceAccountsOnly`) admits from a tenant.
+    pub local_service_accounts_only: bool,
 }
 
 impl From<RoleBinding> for CachedRoleBinding {
     fn from(binding: RoleBinding) -> Self {
+        let subjects = binding.subjects.as_deref().unwrap_or_default();
+        let local_service_accounts_only = !subjects.is_empty()
+            && subjects
+                .iter()
+                .all(|s| s.kind == "ServiceAccount" && s.namespace == binding.metadata.namespace);
         Self {
             facts: Facts::of(&binding.metadata),
             metadata: identity(binding.metadata),
             role_ref: print_role_ref(&binding.role_ref),
             subjects: print_subjects(binding.subjects.as_deref()),
             role: binding.role_ref.name,
+            local_service_accounts_only,
         }
     }
 }
@@ -191,6 +200,7 @@ pub struct RoleBindingRecord {
     role: Box<str>,
     role_ref: u64,
     subjects: u64,
+    local_service_accounts_only: bool,
 }
 
 impl Compact for CachedRoleBinding {
@@ -210,6 +220,7 @@ impl Compact for CachedRoleBinding {
             role: self.role.as_str().into(),
             role_ref: self.role_ref,
             subjects: self.subjects,
+            local_service_accounts_only: self.local_service_accounts_only,
         }
     }
 
@@ -224,6 +235,7 @@ impl Compact for CachedRoleBinding {
             role: record.role.to_string(),
             role_ref: record.role_ref,
             subjects: record.subjects,
+            local_service_accounts_only: record.local_service_accounts_only,
         }
     }
 }

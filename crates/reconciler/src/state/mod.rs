@@ -174,6 +174,11 @@ impl Caches {
         self.identities.holder_other_than(user).is_some()
     }
 
+    /// The Share `namespace/name`, if cached.
+    pub fn share(&self, namespace: &str, name: &str) -> Option<Arc<CachedShare>> {
+        self.shares.get(&ObjectRef::new(name).within(namespace))
+    }
+
     /// The User `name`, if cached.
     pub fn user(&self, name: &str) -> Option<Arc<User>> {
         self.users.get(&ObjectRef::new(name))
