@@ -284,9 +284,39 @@ pub struct OperatorArgs {
     #[arg(long, default_value = "homestead-system")]
     pub operator_namespace: String,
 
-    /// The operator's leader-election Lease there (its `--lease-name`).
-    #[arg(long, default_value = "homestead-leader")]
-    pub lease_name: String,
+    /// The prefix of the install's objects (the chart's `fullnameOverride`, else `homestead`):
+    /// the admission policies `<fullname>-*`, the Deployment `<fullname>`, and by default the
+    /// ServiceAccount `<fullname>` and the Lease `<fullname>-leader`.
+    #[arg(long, default_value = "homestead")]
+    pub fullname: String,
+
+    /// The operator's ServiceAccount in `--operator-namespace` (the chart's
+    /// `operator.serviceAccount.name`). Default: `--fullname`.
+    #[arg(long)]
+    pub service_account: Option<String>,
+
+    /// The operator's leader-election Lease there (its `--lease-name`). Default:
+    /// `<fullname>-leader`.
+    #[arg(long)]
+    pub lease_name: Option<String>,
+}
+
+impl OperatorArgs {
+    /// The operator's username, as the API server authenticates its ServiceAccount.
+    pub fn username(&self) -> String {
+        format!(
+            "system:serviceaccount:{}:{}",
+            self.operator_namespace,
+            self.service_account.as_deref().unwrap_or(&self.fullname)
+        )
+    }
+
+    /// The Lease the leader renews.
+    pub fn lease(&self) -> String {
+        self.lease_name
+            .clone()
+            .unwrap_or_else(|| format!("{}-leader", self.fullname))
+    }
 }
 
 /// `homestead release`.

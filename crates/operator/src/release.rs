@@ -44,7 +44,7 @@ pub async fn run(args: ReleaseArgs) -> anyhow::Result<ExitCode> {
     let lease = doctor::lease(
         &client,
         &args.operator.operator_namespace,
-        &args.operator.lease_name,
+        &args.operator.lease(),
     )
     .await;
     if lease.verdict != Verdict::Pass {

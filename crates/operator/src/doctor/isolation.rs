@@ -61,16 +61,16 @@ pub struct Probes {
 }
 
 /// Runs the check for the Profiles `isolated` (their names), with the probe image `image` or
-/// else the image of the Deployment `homestead` in `operator_namespace`.
+/// else the image of the operator's Deployment `deployment` (namespace, name).
 pub async fn check(
     client: &Client,
     image: Option<String>,
-    operator_namespace: &str,
+    deployment: (&str, &str),
     isolated: &[String],
 ) -> Check {
     let image = match image {
         Some(image) => image,
-        None => match operator_image(client, operator_namespace).await {
+        None => match operator_image(client, deployment).await {
             Some(image) => image,
             None => {
                 return Check::with(
@@ -81,7 +81,8 @@ pub async fn check(
                         isolated.join(", ")
                     ),
                     format!(
-                        "pass --probe-image with Homestead's image as the nodes pull it (no Deployment homestead in {operator_namespace} to take it from)"
+                        "pass --probe-image with Homestead's image as the nodes pull it (no Deployment {} in {} to take it from; --fullname names it)",
+                        deployment.1, deployment.0
                     ),
                 );
             }
@@ -164,10 +165,10 @@ pub fn judge(
     }
 }
 
-/// The image of the operator's Deployment, if there is one.
-async fn operator_image(client: &Client, namespace: &str) -> Option<String> {
+/// The image of the operator's Deployment `(namespace, name)`, if there is one.
+async fn operator_image(client: &Client, (namespace, name): (&str, &str)) -> Option<String> {
     let deployment = Api::<Deployment>::namespaced(client.clone(), namespace)
-        .get_opt("homestead")
+        .get_opt(name)
         .await
         .ok()??;
     deployment

@@ -39,8 +39,20 @@ pub mod isolation;
 pub use check::{Check, Verdict};
 
 /// The admission policies Homestead installs (the chart's, as `rbac/admission-policy.yaml`
-/// renders them), by name.
-pub fn expected_policies() -> Vec<&'static str> {
+/// renders them), by name, for an install whose objects are prefixed `fullname` (the chart's
+/// default `homestead`, as in that file).
+pub fn expected_policies(fullname: &str) -> Vec<String> {
+    shipped_policies()
+        .into_iter()
+        .map(|name| match name.strip_prefix("homestead-") {
+            Some(rest) => format!("{fullname}-{rest}"),
+            None => name.to_owned(),
+        })
+        .collect()
+}
+
+/// The names of the policies in `rbac/admission-policy.yaml`.
+fn shipped_policies() -> Vec<&'static str> {
     let manifest = include_str!("../../../../rbac/admission-policy.yaml");
     let mut names = Vec::new();
     let mut lines = manifest.lines();
@@ -71,21 +83,19 @@ const CRDS: [&str; 4] = [
 pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let config = args.cluster.config().await?;
     let client = Client::try_from(config.clone()).context("connecting to the API server")?;
-    let operator = format!(
-        "system:serviceaccount:{}:homestead",
-        args.operator.operator_namespace
-    );
+    let operator = args.operator.username();
+    let fullname = args.operator.fullname.as_str();
     let mut impersonated = config;
     impersonated.auth_info.impersonate = Some(operator.clone());
     let as_operator = Client::try_from(impersonated).context("impersonating the operator")?;
     let mut checks = vec![
         crds(&client).await,
-        policies(&client).await,
-        in_force(&as_operator, &operator).await,
+        policies(&client, fullname).await,
+        in_force(&as_operator, &operator, fullname).await,
         lease(
             &client,
             &args.operator.operator_namespace,
-            &args.operator.lease_name,
+            &args.operator.lease(),
         )
         .await,
     ];
@@ -98,7 +108,8 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
             "run again with --person-kubeconfig, a kubeconfig with one person's own credentials",
         ),
     });
-    checks.push(isolation(&client, args.probe_image, &args.operator.operator_namespace).await);
+    let deployment = (args.operator.operator_namespace.as_str(), fullname);
+    checks.push(isolation(&client, args.probe_image, deployment).await);
     print(&checks, &mut std::io::stdout().lock())?;
     let failed = checks.iter().any(|c| c.verdict == Verdict::Fail);
     Ok(if failed {
@@ -168,7 +179,7 @@ async fn crds(client: &Client) -> Check {
     }
 }
 
-async fn policies(client: &Client) -> Check {
+async fn policies(client: &Client, fullname: &str) -> Check {
     const NAME: &str = "admission policies";
     let all = ListParams::default();
     let loaded = Api::<ValidatingAdmissionPolicy>::all(client.clone())
@@ -188,25 +199,25 @@ async fn policies(client: &Client) -> Check {
             );
         }
     };
-    judge_policies(&expected_policies(), &loaded, &bound)
+    judge_policies(&expected_policies(fullname), &loaded, &bound)
 }
 
 /// The policies check, from the policies `loaded` and their bindings `bound`.
 pub fn judge_policies(
-    expected: &[&str],
+    expected: &[String],
     loaded: &[ValidatingAdmissionPolicy],
     bound: &[ValidatingAdmissionPolicyBinding],
 ) -> Check {
     const NAME: &str = "admission policies";
     let mut problems = Vec::new();
     for name in expected {
-        let Some(policy) = loaded.iter().find(|p| p.name_any() == *name) else {
+        let Some(policy) = loaded.iter().find(|p| p.name_any() == **name) else {
             problems.push(format!("{name} not loaded"));
             continue;
         };
         let denies = bound.iter().any(|b| {
             b.spec.as_ref().is_some_and(|s| {
-                s.policy_name.as_deref() == Some(name)
+                s.policy_name.as_deref() == Some(name.as_str())
                     && s.validation_actions
                         .as_ref()
                         .is_some_and(|a| a.iter().any(|a| a == "Deny"))
@@ -240,7 +251,8 @@ pub fn judge_policies(
     }
 }
 
-async fn in_force(as_operator: &Client, operator: &str) -> Check {
+async fn in_force(as_operator: &Client, operator: &str, fullname: &str) -> Check {
+    let bounds = format!("{fullname}-operator-bounds");
     const NAME: &str = "admission in force";
     let probe: Namespace = serde_json::from_value(serde_json::json!({
         "metadata": {
@@ -261,13 +273,11 @@ async fn in_force(as_operator: &Client, operator: &str) -> Check {
         .create(&dry, &probe)
         .await
     {
-        Err(kube::Error::Api(status))
-            if status.code == 403 && status.message.contains("homestead-operator-bounds") =>
-        {
+        Err(kube::Error::Api(status)) if status.code == 403 && status.message.contains(&bounds) => {
             Check::pass(
                 NAME,
                 format!(
-                    "as {operator}, a dry-run create of a reserved namespace was refused by homestead-operator-bounds"
+                    "as {operator}, a dry-run create of a reserved namespace was refused by {bounds}"
                 ),
             )
         }
@@ -284,7 +294,7 @@ async fn in_force(as_operator: &Client, operator: &str) -> Check {
         Err(error) => Check::with(
             NAME,
             Verdict::Fail,
-            format!("the dry run was refused, but not by homestead-operator-bounds: {error}"),
+            format!("the dry run was refused, but not by {bounds}: {error}"),
             "check the operator's RBAC (rbac/cluster-role.yaml) and that the policies are bound",
         ),
         Ok(_) => Check::with(
@@ -442,7 +452,7 @@ pub fn judge_identity(username: &str, users: &[User]) -> Check {
 async fn isolation(
     client: &Client,
     probe_image: Option<String>,
-    operator_namespace: &str,
+    deployment: (&str, &str),
 ) -> Check {
     const NAME: &str = "network isolation";
     let profiles = match Api::<Profile>::all(client.clone())
@@ -467,7 +477,7 @@ async fn isolation(
     if isolated.is_empty() {
         Check::pass(NAME, "no Profile asks for it")
     } else {
-        isolation::check(client, probe_image, operator_namespace, &isolated).await
+        isolation::check(client, probe_image, deployment, &isolated).await
     }
 }
 
@@ -482,10 +492,20 @@ mod tests {
 
     #[test]
     fn the_expected_policies_are_read_from_the_shipped_manifest() {
-        let names = expected_policies();
-        assert!(names.contains(&"homestead-operator-bounds"), "{names:?}");
-        assert!(names.contains(&"homestead-share-owner"), "{names:?}");
+        let names = expected_policies("homestead");
+        assert!(
+            names.iter().any(|n| n == "homestead-operator-bounds"),
+            "{names:?}"
+        );
+        assert!(
+            names.iter().any(|n| n == "homestead-share-owner"),
+            "{names:?}"
+        );
         assert!(names.len() >= 6, "{names:?}");
+        // An install with fullnameOverride=hs names every policy hs-*.
+        let renamed = expected_policies("hs");
+        assert!(renamed.iter().all(|n| n.starts_with("hs-")), "{renamed:?}");
+        assert_eq!(renamed.len(), names.len());
     }
 
     #[test]
@@ -527,7 +547,7 @@ mod tests {
                 "spec": { "policyName": policy, "validationActions": actions } }))
             .unwrap()
         };
-        let expected = ["a", "b"];
+        let expected = ["a".to_owned(), "b".to_owned()];
         let all = judge_policies(
             &expected,
             &[policy("a"), policy("b")],
