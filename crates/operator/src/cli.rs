@@ -616,6 +616,11 @@ pub struct DoctorArgs {
     /// image of the operator's Deployment `homestead` in --operator-namespace.
     #[arg(long)]
     pub probe_image: Option<String>,
+
+    /// How to print the checks: a line each with its fix (`table`), or a JSON or YAML list of
+    /// `{name, verdict, found, fix}`. CSV prints as `table`.
+    #[arg(long, short = 'o', value_enum, default_value_t = AccessFormat::Table)]
+    pub output: AccessFormat,
 }
 
 /// The output formats of the commands that report (`access`, `adopt`, `share`).

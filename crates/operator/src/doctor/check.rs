@@ -1,7 +1,8 @@
 //! What one check of `homestead doctor` found: its verdict, what it saw and the fix.
 
-/// How a check came out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How a check came out (`pass`, `warn`, `fail` in JSON and YAML).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Verdict {
     /// As it should be.
     Pass,
@@ -12,7 +13,7 @@ pub enum Verdict {
 }
 
 /// One check's outcome: what was checked, how it came out, what was found and what to do.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Check {
     /// What was checked.
     pub name: &'static str,
@@ -21,6 +22,7 @@ pub struct Check {
     /// What was found.
     pub found: String,
     /// What to do, when something is to be done.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
 }
 

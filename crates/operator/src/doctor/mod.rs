@@ -31,7 +31,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 
-use crate::cli::DoctorArgs;
+use std::io::Write as _;
+
+use crate::cli::{AccessFormat, DoctorArgs};
 
 mod check;
 pub mod isolation;
@@ -110,7 +112,12 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     });
     let deployment = (args.operator.operator_namespace.as_str(), fullname);
     checks.push(isolation(&client, args.probe_image, deployment).await);
-    print(&checks, &mut std::io::stdout().lock())?;
+    let mut out = std::io::stdout().lock();
+    match args.output {
+        AccessFormat::Json => serde_json::to_writer_pretty(&mut out, &checks)?,
+        AccessFormat::Yaml => out.write_all(serde_saphyr::to_string(&checks)?.as_bytes())?,
+        AccessFormat::Table | AccessFormat::Csv => print(&checks, &mut out)?,
+    }
     let failed = checks.iter().any(|c| c.verdict == Verdict::Fail);
     Ok(if failed {
         ExitCode::FAILURE
