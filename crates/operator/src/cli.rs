@@ -23,7 +23,7 @@ pub enum LogFormat {
 }
 
 /// Exit codes, as every command uses them (docs/operations.md, "Exit codes").
-const EXIT_CODES: &str = "Exit codes: 0 done (every check ok, every row applied); 1 a check, \
+const EXIT_CODES: &str = "Exit codes: 0 done (every check ok or warn, every row applied); 1 a check, \
 row or request failed, or the cluster could not be reached (the message says which; for \
 import and adopt the other rows were still applied); 2 the command line is wrong (unknown \
 flag, missing argument, bad value).";
