@@ -134,8 +134,9 @@ pub enum Op {
         role: String,
         seconds: u64,
     },
-    /// A tenant tries to share another tenant's home (`other`): refused whatever a Share gave
-    /// them there (RBAC, or the admission policy homestead-share-owner).
+    /// A tenant tries to share another tenant's home (`other`), and to mint a token of its
+    /// `default` ServiceAccount: refused whatever a Share gave them there (RBAC, or the
+    /// admission policies homestead-share-owner and homestead-home-grants).
     TenantReshare {
         tenant: usize,
         other: usize,
@@ -1361,12 +1362,30 @@ impl Actors {
                 "reason": "soak: not theirs to share" },
         }))
         .expect("a valid Share");
-        let result = Api::<Share>::namespaced(client, &ns)
+        let result = Api::<Share>::namespaced(client.clone(), &ns)
             .create(&PostParams::default(), &share)
             .await;
         if result.is_ok() {
             self.broken.lock().unwrap().push(format!(
                 "only-the-owner-shares: {} created a Share in {ns}",
+                TENANTS[tenant]
+            ));
+        }
+        // A token would outlive whatever access a Share gave them (docs/sharing.md, "What a
+        // Share gave ends with it").
+        let request = k8s_openapi::api::authentication::v1::TokenRequest {
+            spec: k8s_openapi::api::authentication::v1::TokenRequestSpec {
+                expiration_seconds: Some(600),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let minted = Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(client, &ns)
+            .create_token_request("default", &PostParams::default(), &request)
+            .await;
+        if minted.is_ok() {
+            self.broken.lock().unwrap().push(format!(
+                "what-a-share-gave-ends: {} minted a token of {ns}'s default ServiceAccount",
                 TENANTS[tenant]
             ));
         }
