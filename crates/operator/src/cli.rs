@@ -22,11 +22,12 @@ pub enum LogFormat {
     Text,
 }
 
-/// Exit codes, as every command uses them (docs/operations.md, "Exit codes").
+/// Exit codes, as every command uses them (docs/operations.md, "Exit codes and output").
 const EXIT_CODES: &str = "Exit codes: 0 done (every check ok or warn, every row applied); 1 a check, \
 row or request failed, or the cluster could not be reached (the message says which; for \
 import and adopt the other rows were still applied); 2 the command line is wrong (unknown \
-flag, missing argument, bad value).";
+flag, missing argument, a value that does not parse); see docs/operations.md, \
+\"Exit codes and output\".";
 
 /// Homestead: gives every person a namespace of their own on this cluster.
 #[derive(Debug, Parser)]

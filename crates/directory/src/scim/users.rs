@@ -50,13 +50,30 @@ impl Scim {
                 && u.uid().as_deref() != except
                 && u.spec.identity.username.eq_ignore_ascii_case(user_name)
         });
+        // The message names no User: the service may not tell who holds an identity it does
+        // not own (a token holder could otherwise map the cluster's people).
         match taken {
-            Some(other) => Err(ScimError::uniqueness(format!(
-                "User {} already has userName {user_name}",
-                other.name_any()
+            Some(_) => Err(ScimError::uniqueness(format!(
+                "userName {user_name} is taken by another User"
             ))),
             None => Ok(()),
         }
+    }
+
+    /// [`Scim::check_unique`] for a write of `user_name` onto `current`, when it changes the
+    /// userName (compared case-insensitively): a write that keeps it (a deactivation, a new
+    /// display name) is never refused for a younger duplicate someone else made, so the
+    /// identity provider can always suspend its own person.
+    pub(super) fn check_rename(&self, current: &User, user_name: &str) -> Result<(), ScimError> {
+        if current
+            .spec
+            .identity
+            .username
+            .eq_ignore_ascii_case(user_name)
+        {
+            return Ok(());
+        }
+        self.check_unique(user_name, current.uid().as_deref())
     }
 
     /// Waits until the User cache holds User `name` with `uid` at `resource_version` or later
@@ -269,7 +286,7 @@ pub(super) async fn replace_user(
     let current = scim.find(&id)?;
     let person = Person::from_scim(parse_user::<ReplaceRequest>(&body(bytes)?)?)?;
     person.attributes()?;
-    scim.check_unique(&person.user_name, Some(&id))?;
+    scim.check_rename(&current, &person.user_name)?;
     let updated = write(&scim, &current, &person, None)
         .await
         .map_err(ScimError::from_kube)?;
@@ -303,7 +320,7 @@ pub(super) async fn patch_user(
             .map_err(|e| ScimError::invalid_value(e.to_string()))?;
         let person = Person::from_scim(user)?;
         person.attributes()?;
-        scim.check_unique(&person.user_name, Some(&id))?;
+        scim.check_rename(&current, &person.user_name)?;
         match write(
             &scim,
             &current,

@@ -159,6 +159,24 @@ async fn scim_never_takes_the_identity_of_a_user_another_writer_made() {
     wait_reason(&hr, "atk-working", "Provisioned").await;
     assert_eq!(can_get_pods(suspended, "user-atk-held"), "no");
     assert_eq!(can_get_pods(active, "user-atk-working"), "yes");
+
+    // A younger duplicate HR makes of the service's own person (refused, DuplicateIdentity)
+    // never keeps the identity provider from suspending that person: a write that keeps the
+    // userName is not checked again.
+    s.create(
+        &hr,
+        &User::test("atk-taker-copy")
+            .with_spec(json!({ "identity": { "username": "atk-taker@example.com" } })),
+    )
+    .await;
+    wait_reason(&hr, "atk-taker-copy", "DuplicateIdentity").await;
+    let deactivate = patch_op(json!([{ "op": "replace", "path": "active", "value": false }]));
+    let (status, body) = scim("PATCH", &format!("/Users/{id}"), Some(deactivate));
+    assert_eq!(
+        status, 200,
+        "the provider could not suspend its own person: {body}"
+    );
+    wait_reason(&hr, "atk-taker", "Suspended").await;
 }
 
 /// Finding 2: a SCIM PUT without `active` lifted a suspension HR had set. Now SCIM's switch is

@@ -400,6 +400,39 @@ async fn what_a_share_gave_ends_with_it() {
         !ok && out.contains("home-grants"),
         "the ServiceAccount bound bob: {out}"
     );
+    // Nor a ServiceAccount of bob's own home, whose tokens bob may mint there.
+    let (ok, out) = kubectl(
+        &[
+            &as_ci,
+            "create",
+            "rolebinding",
+            "bob-sa-forever",
+            "--clusterrole=admin",
+            "-n",
+            home,
+            "--serviceaccount=user-atk-taker-b:default",
+        ],
+        "",
+    );
+    assert!(
+        !ok && out.contains("home-grants"),
+        "the ServiceAccount bound bob's own: {out}"
+    );
+    // Its own namespace's ServiceAccounts stay as RBAC allows.
+    let (ok, out) = kubectl(
+        &[
+            &as_ci,
+            "create",
+            "rolebinding",
+            "ci-view",
+            "--clusterrole=view",
+            "-n",
+            home,
+            &format!("--serviceaccount={home}:ci"),
+        ],
+        "",
+    );
+    assert!(ok, "{out}");
 
     // The Share ends (expiresAt a few seconds from now): bob has nothing left in the home.
     let soon = (k8s_openapi::jiff::Timestamp::now()

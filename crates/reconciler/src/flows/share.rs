@@ -116,12 +116,17 @@ fn home_of(ctx: &Context, namespace: &str, now: Timestamp) -> (Home, Option<Arc<
         return (Home::NotAHome, None);
     };
     let Some(owner) = cached.user().and_then(|user| caches.user(&user.name)) else {
-        return (Home::Closed("without its owner".to_owned()), None);
+        return (Home::Closed("without its owner".to_owned(), None), None);
     };
     if !is_owned_by(&cached.facts, &owner) {
         return (Home::NotAHome, None);
     }
-    let closed = |why: String| (Home::Closed(why), Some(owner.clone()));
+    let closed = |why: String| {
+        (
+            Home::Closed(why, Some(Owner::of(&owner))),
+            Some(owner.clone()),
+        )
+    };
     if cached.metadata.deletion_timestamp.is_some() {
         return closed("being deleted".to_owned());
     }

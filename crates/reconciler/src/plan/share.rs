@@ -224,8 +224,10 @@ pub enum Home {
     /// The namespace is no live person's home (not Homestead's, retained, or its uid
     /// annotation names another User).
     NotAHome,
-    /// A home, closed: its owner has no access (the reason, for messages), so nobody gets any.
-    Closed(String),
+    /// A home, closed: its owner has no access (the reason, for messages), so nobody gets any;
+    /// the owner, when the home has one (recorded all the same, so a Share made while its home
+    /// is closed still ends if the home changes hands).
+    Closed(String, Option<Owner>),
     /// A home whose owner has access; the limits in force there, and the owner.
     Open(Limits, Owner),
 }
@@ -347,14 +349,14 @@ pub fn decide(
 ) -> Decision {
     let renewed = renewed_at(share, now);
     let owner = match home {
-        Home::Open(_, owner) => Some(owner),
+        Home::Open(_, owner) | Home::Closed(_, Some(owner)) => Some(owner),
         _ => None,
     };
     let (grantees, subjects) = resolve(found, owner, recorded, now);
     let to = one_line(found);
     let until = share.spec.expires_at.0;
-    // The owner the Share was made under stays recorded once known; the first open home
-    // records its owner.
+    // The owner the Share was made under stays recorded once known; the first decision that
+    // knows the home's owner (open or closed) records it.
     let owner_uid = recorded
         .owner_uid
         .clone()
@@ -384,7 +386,7 @@ pub fn decide(
                 .to_owned();
             return refused(decision, ShareRule::NotAHome, message);
         }
-        Home::Closed(why) => {
+        Home::Closed(why, _) => {
             return decision(
                 ShareReason::Suspended,
                 None,
@@ -969,7 +971,7 @@ mod tests {
         let bob = User::test("bob");
         let share = share(vec![user("bob")], "view", "2026-11-09T00:00:00Z");
         let found = [Found::User("bob", Some(&bob))];
-        let home = Home::Closed("suspended".to_owned());
+        let home = Home::Closed("suspended".to_owned(), Some(alice()));
         let decision = decide(
             ShareRef::of(&share),
             &home,
@@ -980,6 +982,11 @@ mod tests {
         );
         assert_eq!(decision.reason, ShareReason::Suspended);
         assert!(decision.message.contains("suspended"));
+        assert_eq!(
+            decision.owner_uid.as_deref(),
+            Some(ALICE_UID),
+            "a closed home's owner is recorded too"
+        );
         assert!(decision.subjects.is_empty());
     }
 
