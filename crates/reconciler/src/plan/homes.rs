@@ -105,7 +105,8 @@ fn grants(share: &Share, now: Timestamp) -> bool {
 /// home in [`own_role`], once provisioned (shown while suspended or expired too, with that state);
 /// and, only while their own access stands ([`HomeState::Active`]: a suspended, expired or
 /// offboarded grantee loses every share), each Share of `shares` that grants access now and
-/// names `user` or one of `groups` (the DirectoryGroups that count `user` as a member).
+/// names `user` or one of `groups` (the DirectoryGroups that count `user` as a member), but
+/// none in their own home: a Share never binds the home's owner.
 pub fn homes_of(
     user: &User,
     groups: &[&DirectoryGroup],
@@ -114,7 +115,8 @@ pub fn homes_of(
 ) -> Vec<Home> {
     let state = state_of(user);
     let mut homes = Vec::new();
-    if let Some(namespace) = user.status.as_ref().and_then(|s| s.namespace.clone()) {
+    let own = user.status.as_ref().and_then(|s| s.namespace.clone());
+    if let Some(namespace) = own.clone() {
         homes.push(Home {
             namespace,
             role: own_role(user).to_owned(),
@@ -126,8 +128,13 @@ pub fn homes_of(
     }
     if state == HomeState::Active {
         let name = user.name_any();
+        // A Share never binds its home's owner (docs/sharing.md, "A grantee is a User, not a
+        // name"), even through a group the owner is in: their own home shows once, as theirs.
         for share in shares.iter().filter(|s| grants(s, now)) {
             let namespace = share.namespace().unwrap_or_default();
+            if own.as_deref() == Some(namespace.as_str()) {
+                continue;
+            }
             for grantee in &share.spec.to {
                 let via = match (&grantee.user, &grantee.group) {
                     (Some(grantee), _) if *grantee == name => Via::Share(share.name_any()),
@@ -232,6 +239,8 @@ mod tests {
             share("other", "user-carol", to_user("dave"), "view", 24, true),
             share("old", "user-carol", to_user("bob"), "view", -1, true),
             share("too-much", "user-erin", to_user("bob"), "admin", 24, false),
+            // His own home shared with a group he is in: never a way in for him.
+            share("mine", "user-bob", to_group("analysts"), "edit", 24, true),
         ];
         let homes = homes_of(
             &bob,
