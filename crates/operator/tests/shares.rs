@@ -239,23 +239,6 @@ async fn wait_can(person: &str, ns: &str, want: &str) -> Duration {
     started.elapsed()
 }
 
-/// Waits until the Share's `Ready` reason is `want` (its status describing its generation);
-/// returns the Share.
-async fn wait_share(client: &Client, ns: &str, name: &str, want: &str) -> Share {
-    let api: Api<Share> = Api::namespaced(client.clone(), ns);
-    eventually(&format!("Share {ns}/{name} to be {want}"), 60, || {
-        let api = api.clone();
-        async move {
-            let share = api.get_opt(name).await.ok()??;
-            let status = share.status.as_ref()?;
-            let ready = status.conditions.iter().find(|c| c.type_ == "Ready")?;
-            (status.observed_generation == share.metadata.generation && ready.reason == want)
-                .then_some(share)
-        }
-    })
-    .await
-}
-
 fn ready_message(share: &Share) -> String {
     let status = share.status.as_ref().unwrap();
     status

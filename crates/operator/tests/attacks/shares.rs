@@ -5,7 +5,7 @@
 //! issue 61; each asks what the person can really do (`kubectl auth can-i`).
 
 use super::*;
-use homestead_api::{LABEL_ADOPT_FOR, Share};
+use homestead_api::LABEL_ADOPT_FOR;
 
 /// A Share of `ns` named `name` to `to` (a YAML flow sequence) with `role`, for an hour,
 /// created as `owner` (impersonated; the admission policy checks the creator annotation).
@@ -19,22 +19,6 @@ fn share_as(owner: &str, ns: &str, name: &str, to: &str, role: &str) {
     );
     let (ok, out) = kubectl(&[&format!("--as={owner}"), "create", "-f", "-"], &doc);
     assert!(ok, "{out}");
-}
-
-/// Waits until Share `ns/name`'s `Ready` reason is `want` for its current generation.
-async fn share_reason(c: &Client, ns: &str, name: &str, want: &str) -> Share {
-    let api: Api<Share> = Api::namespaced(c.clone(), ns);
-    eventually(&format!("Share {ns}/{name} to be {want}"), 60, || {
-        let api = api.clone();
-        async move {
-            let share = api.get_opt(name).await.ok()??;
-            let status = share.status.as_ref()?;
-            let ready = status.conditions.iter().find(|c| c.type_ == "Ready")?;
-            (status.observed_generation == share.metadata.generation && ready.reason == want)
-                .then_some(share)
-        }
-    })
-    .await
 }
 
 /// `can` answered `want` each time over `secs` seconds, sampled every 250 ms.
@@ -82,7 +66,7 @@ async fn a_share_grants_nothing_to_a_user_refused_as_a_duplicate_identity() {
         "[{user: atk-sfrank-two}]",
         "edit",
     );
-    let share = share_reason(&c, home, "to-dup", "Suspended").await;
+    let share = wait_share(&c, home, "to-dup", "Suspended").await;
     let grantee = &share.status.unwrap().grantees[0];
     assert_eq!(grantee.active, Some(0), "{grantee:?}");
     holds(frank, "create", "deployments.apps", home, "no", 3).await;
@@ -116,7 +100,7 @@ async fn a_share_follows_the_user_it_was_made_for_not_the_name() {
         "[{user: atk-carl}]",
         "edit",
     );
-    share_reason(&c, home, "to-carl", "Active").await;
+    wait_share(&c, home, "to-carl", "Active").await;
     eventually("carl to get the share", 30, || async {
         (can("atk-carl@example.com", "get", "pods", home) == "yes").then_some(())
     })
@@ -141,7 +125,7 @@ async fn a_share_follows_the_user_it_was_made_for_not_the_name() {
         .await
         .unwrap();
     wait_reason(&c, "atk-carl", "Provisioned").await;
-    let share = share_reason(&c, home, "to-carl", "Refused").await;
+    let share = wait_share(&c, home, "to-carl", "Refused").await;
     let message = &share.status.as_ref().unwrap().conditions[0].message;
     assert!(message.contains("GranteeReplaced"), "{message}");
     holds(stranger, "get", "pods", home, "no", 3).await;
@@ -164,7 +148,7 @@ async fn a_share_to_oneself_grants_nothing_and_a_downgrade_holds() {
     let home = "user-atk-self";
     let me = "atk-self@example.com";
     share_as(me, home, "to-me", "[{user: atk-self}]", "edit");
-    let refused = share_reason(&c, home, "to-me", "Refused").await;
+    let refused = wait_share(&c, home, "to-me", "Refused").await;
     let message = &refused.status.as_ref().unwrap().conditions[0].message;
     assert!(message.contains("SelfShare"), "{message}");
 
@@ -179,7 +163,7 @@ async fn a_share_to_oneself_grants_nothing_and_a_downgrade_holds() {
     team.status = None;
     groups.create(&PostParams::default(), &team).await.unwrap();
     share_as(me, home, "to-team", "[{group: atk-self-team}]", "edit");
-    share_reason(&c, home, "to-team", "Active").await;
+    wait_share(&c, home, "to-team", "Active").await;
     eventually("the team mate to get the share", 30, || async {
         (can(
             "atk-self-mate@example.com",
@@ -198,7 +182,7 @@ async fn a_share_to_oneself_grants_nothing_and_a_downgrade_holds() {
         (can(me, "get", "secrets", home) == "no").then_some(())
     })
     .await;
-    share_reason(&c, home, "to-team", "Active").await;
+    wait_share(&c, home, "to-team", "Active").await;
     holds(me, "get", "secrets", home, "no", 4).await;
     holds(me, "create", "deployments.apps", home, "no", 1).await;
     assert_eq!(
@@ -241,7 +225,7 @@ async fn a_home_handed_to_a_new_owner_ends_the_previous_owners_shares() {
         "[{user: atk-lbob}]",
         "edit",
     );
-    share_reason(&c, ns, "to-bob", "Active").await;
+    wait_share(&c, ns, "to-bob", "Active").await;
     eventually("bob to get the share", 30, || async {
         (can("atk-lbob@example.com", "get", "pods", ns) == "yes").then_some(())
     })
@@ -270,7 +254,7 @@ async fn a_home_handed_to_a_new_owner_ends_the_previous_owners_shares() {
     );
     assert!(ok, "{out}");
     wait_reason(&c, "atk-heir", "Provisioned").await;
-    share_reason(&c, ns, "to-bob", "HandedOver").await;
+    wait_share(&c, ns, "to-bob", "HandedOver").await;
     holds("atk-lbob@example.com", "get", "pods", ns, "no", 3).await;
     assert_eq!(can("atk-heir@example.com", "get", "pods", ns), "yes");
 }
@@ -343,7 +327,7 @@ async fn what_a_share_gave_ends_with_it() {
     assert!(!ok && out.contains("at most edit"), "{out}");
 
     share_as(owner, home, "to-bob", "[{user: atk-taker-b}]", "edit");
-    share_reason(&c, home, "to-bob", "Active").await;
+    wait_share(&c, home, "to-bob", "Active").await;
     eventually("bob to get edit", 30, || async {
         (can(bob, "create", "deployments.apps", home) == "yes").then_some(())
     })
@@ -454,7 +438,7 @@ async fn what_a_share_gave_ends_with_it() {
         "",
     );
     assert!(ok, "{out}");
-    share_reason(&c, home, "to-bob", "Expired").await;
+    wait_share(&c, home, "to-bob", "Expired").await;
     eventually("bob to lose the share", 30, || async {
         (can(bob, "get", "pods", home) == "no").then_some(())
     })

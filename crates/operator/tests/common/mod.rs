@@ -905,3 +905,97 @@ pub fn closed_within(stream: &mut impl std::io::Read, secs: u64) -> bool {
     }
     false
 }
+
+/// Waits until the Share's `Ready` reason is `want` (its status describing its generation);
+/// returns the Share.
+pub async fn wait_share(client: &Client, ns: &str, name: &str, want: &str) -> homestead_api::Share {
+    let api: Api<homestead_api::Share> = Api::namespaced(client.clone(), ns);
+    eventually(&format!("Share {ns}/{name} to be {want}"), 60, || {
+        let api = api.clone();
+        async move {
+            let share = api.get_opt(name).await.ok()??;
+            let status = share.status.as_ref()?;
+            let ready = status.conditions.iter().find(|c| c.type_ == "Ready")?;
+            (status.observed_generation == share.metadata.generation && ready.reason == want)
+                .then_some(share)
+        }
+    })
+    .await
+}
+
+/// What a server that faces the network holds for clients that never authenticate, when it
+/// runs with `--max-connections=6 --header-read-timeout=2s` and the default header size
+/// (docs/security.md): six silent TCP connections fill it and a seventh is closed at once; each
+/// silent one is closed at the handshake timeout; headers that never end, and a kept-alive
+/// connection left idle, are closed too; headers over 16 KiB get 431. `address` and `ca` reach
+/// it over TLS; `served` asks it something (`Some(code)`, `None` when the connection fails) and
+/// must answer `expected` when it has room; `path` is any path it serves.
+pub fn assert_bounded(
+    address: &str,
+    ca: &Path,
+    path: &str,
+    served: impl Fn() -> Option<u16>,
+    expected: u16,
+) {
+    assert_eq!(served(), Some(expected), "with room, it serves");
+    let silent: Vec<TcpStream> = (0..6)
+        .map(|_| TcpStream::connect(address).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(served(), None, "a seventh connection was served");
+    for mut stream in silent {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(1)))
+            .unwrap();
+        assert!(
+            closed_within(&mut stream, 10),
+            "a silent connection stayed open"
+        );
+    }
+    assert_eq!(
+        served(),
+        Some(expected),
+        "served again once the silent ones are closed"
+    );
+    let mut partial = tls_connect(address, ca).unwrap();
+    write!(partial, "GET {path} HTTP/1.1\r\nHost: x\r\nX-Slow: a").unwrap();
+    partial
+        .sock
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    assert!(
+        closed_within(&mut partial, 10),
+        "partial headers kept the connection"
+    );
+    let mut idle = tls_connect(address, ca).unwrap();
+    write!(idle, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    idle.sock
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    assert!(
+        closed_within(&mut idle, 10),
+        "an idle connection stayed open"
+    );
+    let mut big = tls_connect(address, ca).unwrap();
+    let filler = "a".repeat(20 * 1024);
+    let _ = write!(
+        big,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nX-Big: {filler}\r\n\r\n"
+    );
+    let mut answer = String::new();
+    let _ = big.read_to_string(&mut answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 431"),
+        "oversized headers: {answer:?}"
+    );
+}
+
+/// Whether the Prometheus text `metrics` counts at least one refused connection in
+/// `<prefix>_connections_refused_total` and has the gauge `<prefix>_connections_open`.
+pub fn counts_refused_connections(metrics: &str, prefix: &str) -> bool {
+    let refused = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{prefix}_connections_refused_total ")))
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    refused.is_some_and(|n| n >= 1.0) && metrics.contains(&format!("{prefix}_connections_open "))
+}
