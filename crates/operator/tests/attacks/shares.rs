@@ -256,7 +256,29 @@ async fn a_home_handed_to_a_new_owner_ends_the_previous_owners_shares() {
     wait_reason(&c, "atk-heir", "Provisioned").await;
     wait_share(&c, ns, "to-bob", "HandedOver").await;
     holds("atk-lbob@example.com", "get", "pods", ns, "no", 3).await;
-    assert_eq!(can("atk-heir@example.com", "get", "pods", ns), "yes");
+    // The namespace is no longer retained: a RoleBinding the heir makes there stays, and so
+    // does the heir's own access (the retained-namespace controller would remove both).
+    let (_, labels) = kubectl(
+        &["get", "namespace", ns, "-o", "jsonpath={.metadata.labels}"],
+        "",
+    );
+    assert!(!labels.contains("retained-from"), "{labels}");
+    let (ok, out) = kubectl(
+        &[
+            "--as=atk-heir@example.com",
+            "create",
+            "rolebinding",
+            "heir-sa",
+            "--clusterrole=view",
+            "-n",
+            ns,
+            &format!("--serviceaccount={ns}:default"),
+        ],
+        "",
+    );
+    assert!(ok, "{out}");
+    holds("atk-heir@example.com", "get", "pods", ns, "yes", 5).await;
+    assert!(bindings(&c, ns).await.contains(&"heir-sa".to_owned()));
 }
 
 /// Issue 61, B9: a Share named with 64 to 237 characters was admitted, but its RoleBinding's

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use homestead_api::{CRD_NAME, LABEL_ADOPT_FOR};
+use homestead_api::{CRD_NAME, LABEL_ADOPT_FOR, LABEL_RETAINED_FROM};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
@@ -85,11 +85,16 @@ impl Cluster {
         if live.metadata.uid.as_deref() != uid || uid.is_none() || !handed {
             return Ok(None);
         }
+        // A namespace retained from a previous owner stops being retained: left in place, the
+        // label would keep the retained-namespace controller removing every RoleBinding there,
+        // the new owner's included.
+        let mut labels = serde_json::json!(desired.labels());
+        labels[LABEL_RETAINED_FROM] = serde_json::Value::Null;
         let patch = serde_json::json!({
             "metadata": {
                 "uid": uid,
                 "resourceVersion": live.metadata.resource_version,
-                "labels": desired.labels(),
+                "labels": labels,
                 "annotations": desired.annotations(),
             }
         });
