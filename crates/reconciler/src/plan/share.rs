@@ -758,19 +758,29 @@ mod tests {
 
     const NOW: &str = "2026-11-02T00:00:00Z";
 
+    /// [`decide`] at [`NOW`] with the operator's default allowed roles.
+    fn decide_now(
+        share: &Share,
+        home: &Home,
+        found: &[Found<'_>],
+        recorded: &Recorded,
+    ) -> Decision {
+        decide(
+            ShareRef::of(share),
+            home,
+            &roles(),
+            found,
+            recorded,
+            at(NOW),
+        )
+    }
+
     #[test]
     fn an_active_grantee_is_bound_by_identity_until_expiry() {
         let bob = User::test("bob");
         let share = share(vec![user("bob")], "view", "2026-11-09T00:00:00Z");
         let found = [Found::User("bob", Some(&bob))];
-        let decision = decide(
-            ShareRef::of(&share),
-            &open(),
-            &roles(),
-            &found,
-            &Recorded::default(),
-            at(NOW),
-        );
+        let decision = decide_now(&share, &open(), &found, &Recorded::default());
         assert_eq!(decision.reason, ShareReason::Active);
         assert_eq!(decision.subjects, ["bob@example.com"]);
         assert_eq!(decision.recheck, Some(Duration::from_secs(7 * 86_400)));
@@ -786,14 +796,7 @@ mod tests {
     #[test]
     fn expiry_wins_over_everything_else() {
         let share = share(vec![user("bob")], "cluster-admin", "2026-11-01T12:00:00Z");
-        let decision = decide(
-            ShareRef::of(&share),
-            &Home::NotAHome,
-            &roles(),
-            &[],
-            &Recorded::default(),
-            at(NOW),
-        );
+        let decision = decide_now(&share, &Home::NotAHome, &[], &Recorded::default());
         assert_eq!(decision.reason, ShareReason::Expired);
         assert!(decision.subjects.is_empty());
     }
@@ -817,14 +820,7 @@ mod tests {
             ),
         ];
         for (share, rule) in cases {
-            let decision = decide(
-                ShareRef::of(&share),
-                &open(),
-                &roles(),
-                &found,
-                &Recorded::default(),
-                at(NOW),
-            );
+            let decision = decide_now(&share, &open(), &found, &Recorded::default());
             assert_eq!(decision.reason, ShareReason::Refused);
             assert_eq!(decision.rule, Some(rule));
             assert!(
@@ -938,14 +934,7 @@ mod tests {
             Found::User("carol", Some(&carol)),
             Found::Group("analysts", Some(&analysts), vec![&dave, &carol]),
         ];
-        let decision = decide(
-            ShareRef::of(&share),
-            &open(),
-            &roles(),
-            &found,
-            &Recorded::default(),
-            at(NOW),
-        );
+        let decision = decide_now(&share, &open(), &found, &Recorded::default());
         assert_eq!(decision.reason, ShareReason::Active);
         assert_eq!(decision.subjects, ["carol@example.com"]);
         assert_eq!(decision.grantees[0].active, Some(0));
@@ -954,14 +943,7 @@ mod tests {
         assert_eq!(decision.to, "bob, carol, group analysts");
 
         let only_bob = [Found::User("bob", Some(&bob))];
-        let decision = decide(
-            ShareRef::of(&share),
-            &open(),
-            &roles(),
-            &only_bob,
-            &Recorded::default(),
-            at(NOW),
-        );
+        let decision = decide_now(&share, &open(), &only_bob, &Recorded::default());
         assert_eq!(decision.reason, ShareReason::Suspended);
         assert!(decision.subjects.is_empty());
     }
@@ -972,14 +954,7 @@ mod tests {
         let share = share(vec![user("bob")], "view", "2026-11-09T00:00:00Z");
         let found = [Found::User("bob", Some(&bob))];
         let home = Home::Closed("suspended".to_owned(), Some(alice()));
-        let decision = decide(
-            ShareRef::of(&share),
-            &home,
-            &roles(),
-            &found,
-            &Recorded::default(),
-            at(NOW),
-        );
+        let decision = decide_now(&share, &home, &found, &Recorded::default());
         assert_eq!(decision.reason, ShareReason::Suspended);
         assert!(decision.message.contains("suspended"));
         assert_eq!(
@@ -1013,14 +988,7 @@ mod tests {
         let to_self = share(vec![user("alice")], "edit", "2026-11-09T00:00:00Z");
         let alice = User::test("alice");
         let found = [Found::User("alice", Some(&alice))];
-        let decision = decide(
-            ShareRef::of(&to_self),
-            &open(),
-            &roles(),
-            &found,
-            &Recorded::default(),
-            at(NOW),
-        );
+        let decision = decide_now(&to_self, &open(), &found, &Recorded::default());
         assert_eq!(
             decision.rule,
             Some(ShareRule::SelfShare),
@@ -1033,14 +1001,7 @@ mod tests {
             .with_spec(json!({ "identity": { "username": "alice@example.com" } }));
         let found = [Found::Duplicate("alias", &alias)];
         let to_alias = share(vec![user("alias")], "edit", "2026-11-09T00:00:00Z");
-        let decision = decide(
-            ShareRef::of(&to_alias),
-            &open(),
-            &roles(),
-            &found,
-            &Recorded::default(),
-            at(NOW),
-        );
+        let decision = decide_now(&to_alias, &open(), &found, &Recorded::default());
         assert_eq!(decision.rule, Some(ShareRule::SelfShare));
         // Through a group she is a member of: the others get it, she does not.
         let team = DirectoryGroup::test("team", "Team");
@@ -1054,14 +1015,7 @@ mod tests {
             "2026-11-09T00:00:00Z",
         );
         let found = [Found::Group("team", Some(&team), vec![&alice, &carol])];
-        let decision = decide(
-            ShareRef::of(&to_team),
-            &open(),
-            &roles(),
-            &found,
-            &Recorded::default(),
-            at(NOW),
-        );
+        let decision = decide_now(&to_team, &open(), &found, &Recorded::default());
         assert_eq!(decision.reason, ShareReason::Active);
         assert_eq!(decision.subjects, ["carol@example.com"]);
     }
@@ -1072,14 +1026,7 @@ mod tests {
             .with_spec(json!({ "identity": { "username": "frank@example.com" } }));
         let share = share(vec![user("frank-two")], "edit", "2026-11-09T00:00:00Z");
         let found = [Found::Duplicate("frank-two", &frank)];
-        let decision = decide(
-            ShareRef::of(&share),
-            &open(),
-            &roles(),
-            &found,
-            &Recorded::default(),
-            at(NOW),
-        );
+        let decision = decide_now(&share, &open(), &found, &Recorded::default());
         assert_eq!(
             decision.reason,
             ShareReason::Suspended,
@@ -1095,14 +1042,7 @@ mod tests {
         let share = share(vec![user("bob")], "view", "2026-11-09T00:00:00Z");
         let bob = with_uid(User::test("bob"), BOB_UID);
         let found = [Found::User("bob", Some(&bob))];
-        let first = decide(
-            ShareRef::of(&share),
-            &open(),
-            &roles(),
-            &found,
-            &Recorded::default(),
-            at(NOW),
-        );
+        let first = decide_now(&share, &open(), &found, &Recorded::default());
         assert_eq!(first.reason, ShareReason::Active);
         assert_eq!(first.grantees[0].uid.as_deref(), Some(BOB_UID));
         assert_eq!(first.owner_uid.as_deref(), Some(ALICE_UID));
@@ -1112,26 +1052,12 @@ mod tests {
             ..ShareStatus::default()
         };
         let recorded = Recorded::of(Some(&status));
-        let again = decide(
-            ShareRef::of(&share),
-            &open(),
-            &roles(),
-            &found,
-            &recorded,
-            at(NOW),
-        );
+        let again = decide_now(&share, &open(), &found, &recorded);
         assert_eq!(again.reason, ShareReason::Active);
 
         let new_bob = with_uid(User::test("bob"), NEW_BOB_UID);
         let found = [Found::User("bob", Some(&new_bob))];
-        let replaced = decide(
-            ShareRef::of(&share),
-            &open(),
-            &roles(),
-            &found,
-            &recorded,
-            at(NOW),
-        );
+        let replaced = decide_now(&share, &open(), &found, &recorded);
         assert_eq!(
             replaced.rule,
             Some(ShareRule::GranteeReplaced),
@@ -1147,14 +1073,7 @@ mod tests {
         // Removed from spec.to and added again: made for the new bob.
         status.grantees.clear();
         let recorded = Recorded::of(Some(&status));
-        let renewed = decide(
-            ShareRef::of(&share),
-            &open(),
-            &roles(),
-            &found,
-            &recorded,
-            at(NOW),
-        );
+        let renewed = decide_now(&share, &open(), &found, &recorded);
         assert_eq!(renewed.reason, ShareReason::Active);
         assert_eq!(renewed.grantees[0].uid.as_deref(), Some(NEW_BOB_UID));
     }
@@ -1168,14 +1087,7 @@ mod tests {
             owner_uid: Some("aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee".to_owned()),
             ..Recorded::default()
         };
-        let decision = decide(
-            ShareRef::of(&share),
-            &open(),
-            &roles(),
-            &found,
-            &recorded,
-            at(NOW),
-        );
+        let decision = decide_now(&share, &open(), &found, &recorded);
         assert_eq!(
             decision.reason,
             ShareReason::HandedOver,
