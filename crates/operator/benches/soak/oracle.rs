@@ -370,6 +370,13 @@ impl Oracle {
                 }
                 continue;
             }
+            // Access but no binding in the snapshot: a binding created after the snapshot was
+            // read and before the SubjectAccessReviews were asked (the platform's grant in a
+            // retained namespace, say). The next look sees it and judges it from when it
+            // appeared; access in a namespace comes from its RoleBindings alone here.
+            if bindings.is_empty() {
+                continue;
+            }
             // A binding that appears in a namespace revoked long ago (rule 17: "any RoleBinding
             // that appears in it is removed") is due 2 s after it appeared, not after `since`.
             let overdue = self.overdue(r, &bindings, snap.at, model);
