@@ -1,23 +1,16 @@
-//! `homestead`: the operator binary. Parses the command line and runs the operator, or
-//! `homestead import` (also `kubectl homestead import` when installed as `kubectl-homestead`),
-//! or `homestead scim`, or `homestead access`;
-//! everything else lives in the modules below and in the `homestead-reconciler` and
-//! `homestead-directory` libraries.
+//! `homestead`: the binary. Parses the command line and wires the libraries: the operator
+//! (`homestead-reconciler`, with leader election and the health and metrics server), `homestead
+//! scim` (`homestead-directory`), `homestead homes-api` (`homestead-homes-api`), and the admin
+//! commands (`homestead-admin`; also `kubectl homestead ...` when installed as
+//! `kubectl-homestead`).
 
-mod access;
-mod adopt;
 mod cli;
 mod connections;
-mod doctor;
 mod homes;
-mod import;
 mod leadership;
 mod operator;
-mod probe;
-mod release;
 mod scim;
 mod server;
-mod share;
 
 /// jemalloc returns freed memory to the system within seconds (its decay), where glibc's
 /// allocator keeps what the initial lists needed: see docs/performance.md. Without the
@@ -30,6 +23,8 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// core at 10,000 Users, and tokio's multi-threaded runtime spent about a third of its CPU
 /// waking and parking its worker threads (docs/performance.md). Nothing here blocks a thread.
 /// The homes API alone gets a worker per core: it answers many people at once, each over TLS.
+use homestead_admin as admin;
+
 fn main() -> anyhow::Result<std::process::ExitCode> {
     let program = std::env::args_os().next().unwrap_or_default();
     let mut cli = cli::Cli::parse_as(std::path::Path::new(&program));
@@ -42,13 +37,13 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
     let runtime = runtime.enable_all().build()?;
     runtime.block_on(async move {
         match command {
-            Some(cli::Command::Import(args)) => import::run(args).await,
-            Some(cli::Command::Access(args)) => access::run(args).await,
-            Some(cli::Command::Adopt(args)) => adopt::run(args).await,
-            Some(cli::Command::Doctor(args)) => doctor::run(args).await,
-            Some(cli::Command::Probe(args)) => probe::run(args).await,
-            Some(cli::Command::Release(args)) => release::run(args).await,
-            Some(cli::Command::Share(args)) => share::run(args).await,
+            Some(cli::Command::Import(args)) => admin::import::run(args).await,
+            Some(cli::Command::Access(args)) => admin::access::run(args).await,
+            Some(cli::Command::Adopt(args)) => admin::adopt::run(args).await,
+            Some(cli::Command::Doctor(args)) => admin::doctor::run(args).await,
+            Some(cli::Command::Probe(args)) => admin::probe::run(args).await,
+            Some(cli::Command::Release(args)) => admin::release::run(args).await,
+            Some(cli::Command::Share(args)) => admin::share::run(args).await,
             Some(cli::Command::HomesApi(args)) => homes::run(args)
                 .await
                 .map(|()| std::process::ExitCode::SUCCESS),

@@ -276,7 +276,7 @@ pub(crate) mod test {
                     network_policies,
                     profiles,
                     groups,
-                    identities: crate::state::identity::Identities::default(),
+                    identities: homestead_model::identity::Identities::default(),
                     users: reflector::store().0,
                     index: crate::state::index::ProfileIndex::default(),
                     shares: reflector::store().0,

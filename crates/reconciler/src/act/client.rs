@@ -189,7 +189,7 @@ impl Cluster {
 
     /// Server-side applies `desired` over the live object with uid `uid` (one proven to be the
     /// User's; nothing happens if the live object is another one or gone by now). The live
-    /// object is read first, since caches keep no `managedFields` ([`crate::state::trim`]): if it still
+    /// object is read first, since caches keep no `managedFields` ([`homestead_model::trim`]): if it still
     /// has the fields Homestead set when it created the object (operation `Update` in
     /// `managedFields`), they move to Homestead's apply entry with a JSON patch that tests the
     /// entry is unchanged (as kubectl does when it upgrades client-side to server-side apply):

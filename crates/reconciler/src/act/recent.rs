@@ -124,7 +124,7 @@ impl RecentWrites {
 
 /// Objects this replica created moments ago that their watch has not delivered yet, each
 /// kept as the cache will hold it (a compact form of [`crate::state::cache`], trimmed by
-/// [`crate::state::trim::trim`]), by namespace and name.
+/// [`homestead_model::trim::trim`]), by namespace and name.
 ///
 /// When the watch delivers an object exactly as it was created, the reconcile that created it
 /// has already gone on from there; triggering another one would only read the caches and
@@ -195,7 +195,7 @@ impl<K: Resource + PartialEq> OwnCreates<K> {
     /// (trimmed here as the watch trims it).
     pub fn remember(&self, created: impl Into<K>) {
         let mut object: K = created.into();
-        crate::state::trim::trim(object.meta_mut());
+        homestead_model::trim::trim(object.meta_mut());
         self.entries().insert(Self::key(&object), object, RECENT);
     }
 
@@ -375,7 +375,7 @@ mod tests {
         let created = OwnCreates::<CachedNamespace>::default();
         let delivered = |name, label| {
             let mut object = CachedNamespace::from(namespace(name, label));
-            crate::state::trim::trim(&mut object.metadata);
+            homestead_model::trim::trim(&mut object.metadata);
             object
         };
         assert!(
@@ -423,7 +423,7 @@ mod tests {
         );
         assert_eq!(created.unconfirmed(Some("other"), "user-a", any), None);
         let mut delivered = CachedNamespace::from(namespace("user-a", "a"));
-        crate::state::trim::trim(&mut delivered.metadata);
+        homestead_model::trim::trim(&mut delivered.metadata);
         assert!(created.is_echo(&delivered));
         assert_eq!(created.unconfirmed(None, "user-a", any), None, "delivered");
         created.remember(namespace("user-a", "a"));

@@ -36,7 +36,7 @@ use crate::plan::share::share_of_binding;
 use crate::plan::status::{Outcome, terminating_message};
 use crate::plan::validate::{Refusal, namespace_name, validate};
 use crate::state::Caches;
-use crate::state::identity::IdentityHolder;
+use homestead_model::identity::IdentityHolder;
 
 /// How often every User is reconciled again, changed or not (the operator triggers all of them
 /// at once with kube-runtime's `Controller::reconcile_all_on`): a periodic check that costs

@@ -1,7 +1,7 @@
 //! Comparisons of the desired state with the cached one: whether a write is needed at all
 //! (docs/design.md rule 10: steady state costs no write). Every desired label, annotation and
 //! owner reference must be there with its value; keys others added are left alone. Caches keep
-//! no `managedFields` ([`crate::state::trim`]), so a key Homestead applied earlier and no longer wants
+//! no `managedFields` ([`homestead_model::trim`]), so a key Homestead applied earlier and no longer wants
 //! is not seen here: that happens only when the User's spec changes, and the Namespace is then
 //! applied regardless (see [`crate::flows::provision`]). Quantities are compared exactly
 //! ([`crate::plan::quantity`]), as the API server stores them.

@@ -19,7 +19,6 @@ pub mod desired;
 pub mod drift;
 pub mod expiry;
 pub mod facts;
-pub mod homes;
 pub mod ownership;
 pub mod profile;
 pub mod quantity;

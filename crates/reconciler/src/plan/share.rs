@@ -26,6 +26,7 @@ use kube::Resource;
 
 use crate::plan::config::{SharingDefaults, parse_duration};
 use crate::plan::facts::print;
+use homestead_model::roles::role_within;
 
 /// What a decision reads of a Share: its metadata (name, namespace, uid, generation, creation
 /// time), its spec, and what its status recorded (`observedGeneration`, `renewedAt`).
@@ -181,16 +182,6 @@ impl Limits {
 /// grantee who could bind would keep what they bound after the Share ends (docs/sharing.md,
 /// "What a Share gave ends with it"). The Share schema refuses it too.
 pub const SHARE_ROLE_NEVER: &str = "admin";
-
-/// The built-in ClusterRoles in the order of what they grant; a role outside this list is
-/// within a limit only when it is the limit itself.
-const ROLE_ORDER: [&str; 3] = ["view", "edit", "admin"];
-
-/// Whether `role` grants at most what `max` does.
-pub fn role_within(role: &str, max: &str) -> bool {
-    let rank = |r: &str| ROLE_ORDER.iter().position(|o| *o == r);
-    role == max || matches!((rank(role), rank(max)), (Some(r), Some(m)) if r <= m)
-}
 
 /// The rule a refused Share breaks, named in its `Ready` message and Warning Event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
@@ -963,16 +954,6 @@ mod tests {
             "a closed home's owner is recorded too"
         );
         assert!(decision.subjects.is_empty());
-    }
-
-    #[test]
-    fn roles_are_ordered_view_edit_admin_and_others_only_equal_themselves() {
-        assert!(role_within("view", "edit"));
-        assert!(role_within("edit", "edit"));
-        assert!(!role_within("admin", "edit"));
-        assert!(role_within("custom", "custom"));
-        assert!(!role_within("custom", "admin"));
-        assert!(!role_within("admin", "custom"));
     }
 
     fn with_uid(mut user: User, uid: &str) -> User {

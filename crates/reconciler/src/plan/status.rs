@@ -16,7 +16,7 @@ use kube::runtime::events::EventType;
 
 /// Whether a change of a User, from `before` (its cached version; `None`: new) to `after`,
 /// calls for a reconcile: a new User, or a change to its spec or to the metadata reconciles
-/// read (finalizers, deletion timestamp, generation, uid; [`crate::state::trim::trim_user`] drops the
+/// read (finalizers, deletion timestamp, generation, uid; [`homestead_model::trim::trim_user`] drops the
 /// rest), or a status without its `Ready` condition (someone cleared it). Any other change to
 /// the status alone does not: the status is Homestead's own, written by `Cluster::write_status` ([`crate::act::status`])
 /// (nearly always this is the echo of that write), and reconciles only compare it with the

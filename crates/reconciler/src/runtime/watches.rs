@@ -29,15 +29,16 @@ use crate::plan::status;
 use crate::runtime::backlog::Backlog;
 use crate::state::Caches;
 use crate::state::cache::{CachedNamespace, CachedRoleBinding, CachedShare};
-use crate::state::identity::Identities;
 use crate::state::index::ProfileIndex;
 use crate::state::shares::ShareIndex;
 use crate::state::store::{Compact, CompactStore, compact_store};
-use crate::state::trim::{trim, trim_user};
 use homestead_api::{
     DirectoryGroup, LABEL_ADOPT_FOR, LABEL_MANAGED_BY, LABEL_RETAINED_FROM, MANAGED_BY, Profile,
     User,
 };
+use homestead_model::identity::Identities;
+use homestead_model::trim::{trim, trim_user};
+use homestead_model::watched::Watched;
 use k8s_openapi::api::core::v1::{LimitRange, Namespace, ResourceQuota};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::core::PartialObjectMeta;
@@ -47,7 +48,6 @@ use kube::runtime::utils::{Backoff, ResetTimerBackoff};
 use kube::runtime::watcher::ExponentialBackoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
-use serde::de::DeserializeOwned;
 
 /// The Controllers and caches the operator runs.
 pub struct Controllers {
@@ -71,24 +71,6 @@ pub struct Controllers {
     /// What waits for the User and the Share Controllers: every reconcile they start must be
     /// reported to its Backlog ([`Backlog::started`]).
     pub backlogs: (Backlog<User>, Backlog<CachedShare>),
-}
-
-/// What a kind must be for the operator (or the homes API) to watch it: a cluster-wide
-/// [`Resource`] decoded from the API server's JSON, shared between tasks.
-pub trait Watched:
-    Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
-{
-}
-
-impl<K> Watched for K where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static
-{
 }
 
 /// A Controller over the statuses of `K` (Profiles or DirectoryGroups: few objects, watched

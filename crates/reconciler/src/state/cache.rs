@@ -26,7 +26,7 @@ use crate::plan::share::{Recorded, compact_uid, status_print, uid_string};
 use crate::state::store::Compact;
 
 /// The metadata a cached object keeps: name, namespace, and the resourceVersion (which the
-/// watch reads and [`crate::state::trim`] then drops).
+/// watch reads and [`homestead_model::trim`] then drops).
 fn identity(meta: ObjectMeta) -> ObjectMeta {
     ObjectMeta {
         name: meta.name,

@@ -1,15 +1,14 @@
 //! State: what this replica knows of the cluster, from its watches. The caches reconciles read
 //! instead of the API server ([`Caches`], one facade over every store), the compact forms
-//! Namespaces and RoleBindings are kept in ([`cache`], [`store`], [`trim`]), and the indexes the
-//! watches keep beside them: which User holds each identity ([`identity`]) and which Users use
-//! each Profile ([`index`]). State imports only [`crate::plan`] (docs/development.md, "Layers").
+//! Namespaces and RoleBindings are kept in ([`cache`], [`store`]), and the indexes the watches keep
+//! beside them: which User holds each identity ([`homestead_model::identity`]), which Users use
+//! each Profile ([`index`]) and which Shares name each grantee ([`shares`]). State imports only
+//! [`crate::plan`] and the model (docs/development.md, "Layers").
 
 pub mod cache;
-pub mod identity;
 pub mod index;
 pub mod shares;
 pub mod store;
-pub mod trim;
 
 use std::sync::Arc;
 
@@ -20,7 +19,7 @@ use kube::Resource;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 
 use cache::{CachedNamespace, CachedRoleBinding, CachedShare};
-use identity::Identities;
+use homestead_model::identity::Identities;
 use index::ProfileIndex;
 use shares::ShareIndex;
 use store::{CompactStore, compact_store};

@@ -14,7 +14,7 @@
 //! place, and what the re-list no longer lists is removed and handed back to the caller as a
 //! deletion ([`CompactWriter::apply`]), so the watch that feeds the Controller's triggers
 //! learns of it too. Readers get a whole object back ([`Compact::from_record`]), rebuilt from
-//! the record: the same value the watch delivered, less what [`crate::state::trim`] dropped.
+//! the record: the same value the watch delivered, less what [`homestead_model::trim`] dropped.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock};

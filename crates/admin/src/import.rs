@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use homestead_directory::import::{Options, Prune, PruneLimit, Report, import};
 use homestead_directory::roster::parse;
 
-use crate::cli::{ImportArgs, PruneMode};
+use crate::args::{ImportArgs, PruneMode};
 
 /// Runs the import `args` describe against the cluster of the current kubeconfig (or the
 /// in-cluster configuration). Returns exit code 1 when a row or prune failed.

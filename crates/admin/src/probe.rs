@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::cli::{ProbeAction, ProbeArgs, ProbeWant};
+use crate::args::{ProbeAction, ProbeArgs, ProbeWant};
 
 /// What `probe serve` says to every connection, and `probe connect` expects: a connection that
 /// does not say it reached something else.

@@ -18,7 +18,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::wait::{await_condition, conditions};
 
-use crate::cli::ReleaseArgs;
+use crate::args::ReleaseArgs;
 use crate::doctor::{self, Verdict};
 
 /// How often the number of Users still to release is said while waiting.

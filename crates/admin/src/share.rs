@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp, Unit};
 use kube::api::{Api, PostParams};
 
-use crate::cli::{AccessFormat, ShareArgs};
+use crate::args::{AccessFormat, ShareArgs};
 
 /// Creates the Share `args` describe and prints it as `args.output` says.
 ///

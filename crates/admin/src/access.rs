@@ -19,7 +19,7 @@ use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use serde::{Deserialize, Serialize};
 
-use crate::cli::{AccessArgs, AccessFormat};
+use crate::args::{AccessArgs, AccessFormat};
 
 /// Where one access comes from (`source` column).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

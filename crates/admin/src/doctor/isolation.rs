@@ -27,7 +27,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
 
 use super::check::{Check, Verdict};
-use crate::cli::{PROBE_PORT, ProbeWant};
+use crate::args::{PROBE_PORT, ProbeWant};
 
 const NAME: &str = "network isolation";
 

@@ -33,7 +33,7 @@ use kube::{Client, ResourceExt};
 
 use std::io::Write as _;
 
-use crate::cli::{AccessFormat, DoctorArgs};
+use crate::args::{AccessFormat, DoctorArgs};
 
 mod check;
 pub mod isolation;

@@ -1,6 +1,6 @@
 //! The homes API's routes (docs/homes.md): discovery, OpenAPI, and `homes` read from the caches
 //! for the caller alone (list, get, watch; JSON or a server-side Table). Every route first
-//! authenticates the front proxy ([`super::auth`]); a request that is not the API server's gets
+//! authenticates the front proxy ([`crate::auth`]); a request that is not the API server's gets
 //! 401 with a `Status`.
 
 use std::collections::{BTreeMap, HashSet};
@@ -18,7 +18,7 @@ use axum::{Extension, Router};
 use axum_server::tls::TlsInfo;
 use futures::StreamExt;
 use homestead_api::{DirectoryGroup, Share, User};
-use homestead_reconciler::plan::homes::homes_of;
+use homestead_model::homes::homes_of;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -26,10 +26,10 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::auth::{Caller, RequestHeaderAuth, Unauthenticated};
-use super::index::{self, Index};
-use super::openapi;
-use super::resource::{self, Merged, Person};
+use crate::auth::{Caller, RequestHeaderAuth, Unauthenticated};
+use crate::openapi;
+use crate::resource::{self, Merged, Person};
+use homestead_model::index::{self, Index};
 
 /// How long a watch runs when the client names no `timeoutSeconds` (kube-apiserver's default
 /// `--min-request-timeout`), and the longest it may ask for.

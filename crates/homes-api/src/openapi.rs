@@ -9,7 +9,7 @@
 
 use serde_json::{Value, json};
 
-use super::resource::{GROUP, GROUP_VERSION, VERSION};
+use crate::resource::{GROUP, GROUP_VERSION, VERSION};
 
 /// The definitions' names: the group reversed, as Kubernetes names its own.
 const HOME: &str = "dev.homestead.homes.v1alpha1.Home";

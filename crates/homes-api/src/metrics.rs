@@ -4,19 +4,16 @@
 //! route. A watch is counted when it starts and never timed (it lasts as long as the client
 //! stays). `homestead_homes_api_connections_open` and
 //! `homestead_homes_api_connections_refused_total` count connections as they are accepted,
-//! before TLS ([`connections`]).
+//! before TLS (by the binary that accepts them).
 
 use std::time::Instant;
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use homestead_directory::scim::metrics::Connections;
-use prometheus::{
-    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
-};
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
 
-use super::resource::GROUP_VERSION;
+use crate::resource::GROUP_VERSION;
 
 /// The request counters and latency histogram.
 #[derive(Clone)]
@@ -53,27 +50,6 @@ impl RequestMetrics {
         registry.register(Box::new(duration.clone()))?;
         Ok(Self { requests, duration })
     }
-}
-
-/// The homes API's connection metrics, registered in `registry`: what bounds a client before
-/// the API server's client certificate is checked (`--max-connections`).
-///
-/// # Errors
-/// When `registry` already holds metrics of these names.
-pub fn connections(registry: &Registry) -> prometheus::Result<Connections> {
-    let connections = Connections {
-        open: IntGauge::new(
-            "homestead_homes_api_connections_open",
-            "TCP connections the homes API has accepted and not yet closed.",
-        )?,
-        refused: IntCounter::new(
-            "homestead_homes_api_connections_refused_total",
-            "Connections the homes API closed at once because --max-connections were open.",
-        )?,
-    };
-    registry.register(Box::new(connections.open.clone()))?;
-    registry.register(Box::new(connections.refused.clone()))?;
-    Ok(connections)
 }
 
 /// The verb of a request, from its path and query, as kube-apiserver names them.

@@ -4,8 +4,8 @@
 //! and the discovery documents an aggregated API server serves
 //! (<https://kubernetes.io/docs/concepts/overview/kubernetes-api/#discovery-api>).
 
-use homestead_reconciler::plan::homes::{Home, HomeState, Via};
-use homestead_reconciler::plan::share::role_within;
+use homestead_model::homes::{Home, HomeState, Via};
+use homestead_model::roles::role_within;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     APIGroup, APIGroupList, APIResource, APIResourceList, GroupVersionForDiscovery, Time,
 };

@@ -17,7 +17,7 @@ use kube::{Client, ResourceExt};
 use serde::{Deserialize, Serialize};
 
 use crate::access::inert;
-use crate::cli::{AccessFormat, AdoptArgs};
+use crate::args::{AccessFormat, AdoptArgs};
 
 /// The field manager of the label `homestead adopt` writes.
 pub const FIELD_MANAGER: &str = "homestead-adopt";

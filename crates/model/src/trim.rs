@@ -5,10 +5,10 @@
 //!
 //! The largest parts of a cached object are `metadata.managedFields` (a tree of maps per field
 //! manager) and kubectl's `last-applied-configuration` annotation (a whole copy of the object).
-//! Reconciles read neither: drift detection ([`crate::plan::drift`]) compares values, and the one
+//! Reconciles read neither: drift detection ((the reconciler's drift detection)) compares values, and the one
 //! write that needs `managedFields` (upgrading a created object to server-side apply, in
 //! `apply_over`) reads the live object. Namespaces and RoleBindings, cached at one or more per
-//! User, are cut down further, to the compact forms of [`crate::state::cache`].
+//! User, are cut down further, to the reconciler's compact forms.
 
 use homestead_api::{LABEL_WRITER, User};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
