@@ -10,9 +10,11 @@ use std::io::Write;
 
 use anyhow::Context as _;
 use homestead_api::{
-    ANNOTATION_CREATED_BY, DirectoryGroup, LABEL_MANAGED_BY, LABEL_SHARE, LABEL_USER, MANAGED_BY,
-    Share, User,
+    ANNOTATION_CREATED_BY, DirectoryGroup, HOME_ROLE_BINDING, LABEL_MANAGED_BY, LABEL_SHARE,
+    LABEL_USER, MANAGED_BY, Share, User,
 };
+pub use homestead_model::homes::Source;
+use homestead_model::homes::{Via, ways_in};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{Api, ListParams};
@@ -20,20 +22,6 @@ use kube::{Client, ResourceExt};
 use serde::{Deserialize, Serialize};
 
 use crate::args::{AccessArgs, AccessFormat};
-
-/// Where one access comes from (`source` column).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Source {
-    /// The person's own home (Homestead's RoleBinding `homestead-user`).
-    Home,
-    /// A Share, to the person by name.
-    Share,
-    /// A Share, to a DirectoryGroup the person is in.
-    Group,
-    /// A RoleBinding no Homestead rule accounts for.
-    Unmanaged,
-}
 
 /// One subject's access to one namespace: a row of the report.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,7 +94,7 @@ pub fn rows(listed: &Listed) -> Vec<Row> {
                 .flatten();
             let (source, detail, until) = match share {
                 Some(share) => share_source(share, person.copied(), &listed.groups),
-                None if ours && binding.name_any() == "homestead-user" => {
+                None if ours && binding.name_any() == HOME_ROLE_BINDING => {
                     let profile = listed
                         .users
                         .iter()
@@ -143,8 +131,9 @@ pub fn rows(listed: &Listed) -> Vec<Row> {
     out
 }
 
-/// Source, detail and until of a subject bound by `share`: through a group when `person` is
-/// not named as a User grantee but is a member of a group grantee.
+/// Source, detail and until of a subject bound by `share`, by the model's way in
+/// ([`ways_in`]): through a group when `person` is not named as a User grantee but is a member
+/// that counts of a group grantee.
 fn share_source(
     share: &Share,
     person: Option<&User>,
@@ -161,28 +150,19 @@ fn share_source(
         share.spec.reason
     );
     let until = share.spec.expires_at.0.to_string();
-    let name = person.map(|u| u.name_any()).unwrap_or_default();
-    let named = share
-        .spec
-        .to
-        .iter()
-        .any(|g| g.user.as_deref() == Some(&name));
-    if named {
+    let Some(person) = person else {
         return (Source::Share, base, until);
-    }
-    let group = share
-        .spec
-        .to
+    };
+    let counting: Vec<&DirectoryGroup> =
+        groups.iter().filter(|g| g.counts_member(person)).collect();
+    let ways = ways_in(share, &person.name_any(), &counting);
+    let way = ways
         .iter()
-        .filter_map(|g| g.group.as_deref())
-        .find(|g| {
-            groups
-                .iter()
-                .any(|d| d.name_any() == *g && d.spec.has_member(&name))
-        });
-    match group {
-        Some(group) => (Source::Group, format!("group {group}, {base}"), until),
-        None => (Source::Share, base, until),
+        .find(|via| matches!(via, Via::Share(_)))
+        .or(ways.first());
+    match way {
+        Some(Via::Group { group, .. }) => (Source::Group, format!("group {group}, {base}"), until),
+        _ => (Source::Share, base, until),
     }
 }
 

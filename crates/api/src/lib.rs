@@ -95,6 +95,8 @@ pub const LABEL_SHARE: &str = "homestead.dev/share";
 /// admission policy `homestead-share-owner` on create and immutable after: the record
 /// `homestead access` shows beside the Share's reason.
 pub const ANNOTATION_CREATED_BY: &str = "homestead.dev/created-by";
+/// The name of the RoleBinding that gives a home's owner their access (in a person's own home).
+pub const HOME_ROLE_BINDING: &str = "homestead-user";
 /// The prefix of the name of a Share's RoleBinding: `homestead-share-<Share name>`.
 pub const SHARE_BINDING_PREFIX: &str = "homestead-share-";
 /// Label on a User naming the writer that owns it, when that writer is not HR: `scim` for the

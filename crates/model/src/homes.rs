@@ -7,6 +7,22 @@ use homestead_api::{CONDITION_READY, DirectoryGroup, Reason, Share, User};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
+use serde::{Deserialize, Serialize};
+
+/// Where an access comes from, as `homestead access` names it in its `source` column: the kind
+/// of a [`Via`], or `unmanaged` for a RoleBinding no Homestead rule accounts for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// The person's own home.
+    Home,
+    /// A Share, to the person by name.
+    Share,
+    /// A Share, to a DirectoryGroup that counts the person.
+    Group,
+    /// A RoleBinding no Homestead rule accounts for.
+    Unmanaged,
+}
 
 /// How the caller has a namespace.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,6 +41,15 @@ pub enum Via {
 }
 
 impl Via {
+    /// The kind of this way in.
+    pub fn source(&self) -> Source {
+        match self {
+            Self::OwnHome => Source::Home,
+            Self::Share(_) => Source::Share,
+            Self::Group { .. } => Source::Group,
+        }
+    }
+
     /// The way in, for people: `own home`, `share <name>`, `group <group> (share <name>)`.
     pub fn describe(&self) -> String {
         match self {
@@ -101,6 +126,29 @@ fn grants(share: &Share, now: Timestamp) -> bool {
         && share.spec.expires_at.0 > now
 }
 
+/// The ways `share` lets the User named `user` in, in the order of its grantees: by name
+/// ([`Via::Share`]), and through each grantee of `groups` that names a DirectoryGroup of
+/// `groups` ([`Via::Group`]). `groups` are the DirectoryGroups that count `user` as a member
+/// ([`DirectoryGroup::counts_member`], docs/security.md, "Membership by identity"). Says nothing
+/// of whether the Share grants access now.
+pub fn ways_in(share: &Share, user: &str, groups: &[&DirectoryGroup]) -> Vec<Via> {
+    share
+        .spec
+        .to
+        .iter()
+        .filter_map(|grantee| match (&grantee.user, &grantee.group) {
+            (Some(grantee), _) if grantee == user => Some(Via::Share(share.name_any())),
+            (None, Some(group)) if groups.iter().any(|g| g.name_any() == *group) => {
+                Some(Via::Group {
+                    group: group.clone(),
+                    share: share.name_any(),
+                })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// The homes of `user` (the caller's User) at `now`, sorted by namespace then way in: their own
 /// home in [`own_role`], once provisioned (shown while suspended or expired too, with that state);
 /// and, only while their own access stands ([`HomeState::Active`]: a suspended, expired or
@@ -135,17 +183,7 @@ pub fn homes_of(
             if own.as_deref() == Some(namespace.as_str()) {
                 continue;
             }
-            for grantee in &share.spec.to {
-                let via = match (&grantee.user, &grantee.group) {
-                    (Some(grantee), _) if *grantee == name => Via::Share(share.name_any()),
-                    (None, Some(group)) if groups.iter().any(|g| g.name_any() == *group) => {
-                        Via::Group {
-                            group: group.clone(),
-                            share: share.name_any(),
-                        }
-                    }
-                    _ => continue,
-                };
+            for via in ways_in(share, &name, groups) {
                 homes.push(Home {
                     namespace: namespace.clone(),
                     role: share.spec.role.clone(),

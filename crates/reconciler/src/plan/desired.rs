@@ -25,7 +25,7 @@ use crate::plan::config::PodSecurity;
 use crate::plan::ownership::{managed_labels, owner_reference};
 
 /// Name of the RoleBinding Homestead manages in each person's Namespace.
-pub const ROLE_BINDING_NAME: &str = "homestead-user";
+pub const ROLE_BINDING_NAME: &str = homestead_api::HOME_ROLE_BINDING;
 /// Name of the ResourceQuota Homestead manages in each person's Namespace.
 pub const QUOTA_NAME: &str = "homestead-quota";
 /// Name of the LimitRange Homestead manages in a Namespace whose Profile has one.
