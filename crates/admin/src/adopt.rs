@@ -82,6 +82,36 @@ fn reserved(namespace: &str) -> bool {
     namespace == "default" || namespace.starts_with("kube-") || namespace == "homestead-system"
 }
 
+/// What adopting `request`'s namespace means for its User, `user` if it exists: what happens
+/// next, in words; or why it is refused (the User asks for another namespace).
+fn user_takes(request: &Request, user: Option<&User>) -> Result<Vec<String>, String> {
+    let Some(user) = user else {
+        return Ok(vec![format!(
+            "no User {} yet: create it with spec.namespace.name={}",
+            request.user, request.namespace
+        )]);
+    };
+    let asks = user.spec.namespace.as_ref().and_then(|n| n.name.as_deref());
+    if asks != Some(request.namespace.as_str()) {
+        return Err(format!(
+            "User {} asks for namespace {} (spec.namespace.name, immutable): offboard and recreate it to move it here",
+            request.user,
+            asks.unwrap_or("<prefix><name>")
+        ));
+    }
+    // The label names the User; whoever writes Users decides who that is: say it.
+    let mut then = vec![format!(
+        "goes to {}, who signs in as {}",
+        request.user, user.spec.identity.username
+    )];
+    if user.spec.deletion_policy == homestead_api::DeletionPolicy::Delete {
+        then.push(
+            "deletionPolicy Delete: offboarding the User will delete this namespace and everything in it".into(),
+        );
+    }
+    Ok(then)
+}
+
 /// The report for `request`, from what was `found`: pure, so every case is a unit test.
 pub fn judge(request: &Request, found: &Found) -> Report {
     let mut role_bindings = found.role_bindings.clone();
@@ -118,36 +148,10 @@ pub fn judge(request: &Request, found: &Found) -> Report {
     if namespace.metadata.deletion_timestamp.is_some() {
         return report(State::Refused, "terminating".into());
     }
-    let mut then = Vec::new();
-    match &found.user {
-        None => then.push(format!(
-            "no User {} yet: create it with spec.namespace.name={}",
-            request.user, request.namespace
-        )),
-        Some(user) => {
-            let asks = user.spec.namespace.as_ref().and_then(|n| n.name.as_deref());
-            if asks != Some(request.namespace.as_str()) {
-                return report(
-                    State::Refused,
-                    format!(
-                        "User {} asks for namespace {} (spec.namespace.name, immutable): offboard and recreate it to move it here",
-                        request.user,
-                        asks.unwrap_or("<prefix><name>")
-                    ),
-                );
-            }
-            // The label names the User; whoever writes Users decides who that is: say it.
-            then.push(format!(
-                "goes to {}, who signs in as {}",
-                request.user, user.spec.identity.username
-            ));
-            if user.spec.deletion_policy == homestead_api::DeletionPolicy::Delete {
-                then.push(
-                    "deletionPolicy Delete: offboarding the User will delete this namespace and everything in it".into(),
-                );
-            }
-        }
-    }
+    let mut then = match user_takes(request, found.user.as_ref()) {
+        Ok(then) => then,
+        Err(refusal) => return report(State::Refused, refusal),
+    };
     then.push(format!(
         "labels {LABEL_MANAGED_BY}={MANAGED_BY} and {LABEL_USER}={} added, with Pod Security and the Profile's quota, limits and isolation; nothing deleted",
         request.user

@@ -281,6 +281,7 @@ pub(crate) mod test {
                     index: crate::state::index::ProfileIndex::default(),
                     shares: reflector::store().0,
                     share_index: crate::state::shares::ShareIndex::default(),
+                    retained: reflector::store().0,
                 },
                 metrics,
             );

@@ -50,6 +50,56 @@ pub enum StatusKind {
     DirectoryGroup,
 }
 
+/// The metrics of Shares.
+#[derive(Clone, Debug)]
+pub struct ShareMetrics {
+    /// `homestead_shares{reason}`: Shares by their `Ready` reason (`Active`, `Expired`,
+    /// `Refused`, `Suspended`; `Pending` before Homestead has written one).
+    pub by_reason: IntGaugeVec,
+    /// `homestead_shares_expiring`: Shares that grant access now and expire within 7 days.
+    pub expiring: IntGauge,
+    /// `homestead_share_changes_total{change="Granted"|"Repaired"|"Revoked"}`: writes of
+    /// Shares' RoleBindings, by what they did.
+    pub changes: IntCounterVec,
+    /// `homestead_share_errors_total`: failed reconciles of Shares (each retried with backoff,
+    /// and logged).
+    pub errors: IntCounter,
+}
+
+/// The metrics of Shares, registered in `r`: `homestead_shares`, `homestead_shares_expiring`,
+/// `homestead_share_changes_total` and `homestead_share_errors_total`.
+///
+/// # Errors
+/// As [`register`].
+fn share_metrics(r: &Registry) -> Result<ShareMetrics, prometheus::Error> {
+    Ok(ShareMetrics {
+        by_reason: gauge_vec(
+            r,
+            "homestead_shares",
+            "Shares by the reason of their Ready condition",
+            &["reason"],
+        )?,
+        expiring: gauge(
+            r,
+            "homestead_shares_expiring",
+            "Shares that grant access now and expire within 7 days",
+        )?,
+        changes: counter_vec(
+            r,
+            "homestead_share_changes_total",
+            "Writes of Shares' RoleBindings, by what they did",
+            &["change"],
+        )?,
+        errors: register(
+            r,
+            IntCounter::new(
+                "homestead_share_errors_total",
+                "Failed reconciles of Shares",
+            )?,
+        )?,
+    })
+}
+
 /// The metrics of reconciles themselves, registered in `r`: `homestead_reconciliations_total`,
 /// `homestead_reconcile_errors_total`, `homestead_reconcile_duration_seconds` and
 /// `homestead_reconciles_in_flight`.
@@ -205,17 +255,8 @@ pub struct Metrics {
     /// `homestead_status_errors_total{kind="Profile"|"DirectoryGroup"}`: failed writes of a
     /// Profile's or DirectoryGroup's status (each retried with backoff, and logged).
     pub status_errors: IntCounterVec,
-    /// `homestead_shares{reason}`: Shares by their `Ready` reason (`Active`, `Expired`,
-    /// `Refused`, `Suspended`; `Pending` before Homestead has written one).
-    pub shares: IntGaugeVec,
-    /// `homestead_shares_expiring`: Shares that grant access now and expire within 7 days.
-    pub shares_expiring: IntGauge,
-    /// `homestead_share_changes_total{change="Granted"|"Repaired"|"Revoked"}`: writes of
-    /// Shares' RoleBindings, by what they did.
-    pub share_changes: IntCounterVec,
-    /// `homestead_share_errors_total`: failed reconciles of Shares (each retried with backoff,
-    /// and logged).
-    pub share_errors: IntCounter,
+    /// The metrics of Shares.
+    pub share: ShareMetrics,
     /// `homestead_api_requests_total{verb, code}`: requests this replica sent to the API
     /// server, by verb (`get` includes lists) and response code (`error`: no answer), counted by
     /// [`crate::act::requests::CountRequests`] under the client.
@@ -292,30 +333,7 @@ impl Metrics {
                 "Failed writes of Profile and DirectoryGroup statuses, by kind",
                 &["kind"],
             )?,
-            shares: gauge_vec(
-                r,
-                "homestead_shares",
-                "Shares by the reason of their Ready condition",
-                &["reason"],
-            )?,
-            shares_expiring: gauge(
-                r,
-                "homestead_shares_expiring",
-                "Shares that grant access now and expire within 7 days",
-            )?,
-            share_changes: counter_vec(
-                r,
-                "homestead_share_changes_total",
-                "Writes of Shares' RoleBindings, by what they did",
-                &["change"],
-            )?,
-            share_errors: register(
-                r,
-                IntCounter::new(
-                    "homestead_share_errors_total",
-                    "Failed reconciles of Shares",
-                )?,
-            )?,
+            share: share_metrics(r)?,
             api_requests: counter_vec(
                 r,
                 "homestead_api_requests_total",
@@ -351,7 +369,7 @@ impl Metrics {
             self.reconciliations.with_label_values(&[result]).reset();
         }
         for change in SHARE_CHANGES {
-            self.share_changes.with_label_values(&[change]).reset();
+            self.share.changes.with_label_values(&[change]).reset();
         }
         for kind in <StatusKind as strum::VariantArray>::VARIANTS {
             let kind: &str = kind.into();
@@ -423,9 +441,12 @@ impl Metrics {
             }
         }
         for (reason, count) in by_reason {
-            self.shares.with_label_values(&[&reason]).set(count);
+            self.share
+                .by_reason
+                .with_label_values(&[&reason])
+                .set(count);
         }
-        self.shares_expiring.set(expiring);
+        self.share.expiring.set(expiring);
     }
 
     /// Observes `homestead_user_time_to_ready_seconds` for `user` when a status write moves it

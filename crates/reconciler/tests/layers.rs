@@ -414,3 +414,177 @@ fn the_graph_reader_sees_paths_groups_and_test_modules() {
     };
     assert_eq!(cycles(&cyclic), [vec!["a".to_owned(), "b".to_owned()]]);
 }
+
+/// The crates of the workspace and the crates of ours each may depend on (docs/development.md,
+/// "Layers"): binaries -> admin / homes-api / reconciler / directory -> model -> api; testenv
+/// is for tests, benchmarks and `just up` alone, never a dependency of a shipped crate.
+const CRATES: [(&str, &[&str]); 8] = [
+    ("api", &[]),
+    ("model", &["api"]),
+    ("directory", &["api"]),
+    ("reconciler", &["api", "model"]),
+    ("homes-api", &["api", "model"]),
+    ("admin", &["api", "model", "reconciler", "directory"]),
+    (
+        "operator",
+        &[
+            "api",
+            "model",
+            "reconciler",
+            "directory",
+            "homes-api",
+            "admin",
+        ],
+    ),
+    ("testenv", &["api"]),
+];
+
+/// The longest a function outside tests may be, in lines of code (comments and blank lines
+/// included, doc comments above it not).
+const LONGEST_FUNCTION: usize = 80;
+
+/// Our crates `manifest` (a Cargo.toml) names under `[dependencies]` (not dev-dependencies).
+fn our_dependencies(manifest: &str) -> BTreeSet<String> {
+    let mut section = "";
+    let mut found = BTreeSet::new();
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            section = line;
+        } else if section == "[dependencies]"
+            && let Some(name) = line.strip_prefix("homestead-")
+        {
+            let name = name.split([' ', '=']).next();
+            found.insert(name.unwrap_or_default().to_owned());
+        }
+    }
+    found
+}
+
+#[test]
+fn each_crate_depends_only_on_the_crates_below_it() {
+    let root = workspace().join("crates");
+    let mut wrong = Vec::new();
+    let mut seen = BTreeSet::new();
+    for entry in std::fs::read_dir(&root).expect("crates/") {
+        let dir = entry.expect("an entry").path();
+        let Ok(manifest) = std::fs::read_to_string(dir.join("Cargo.toml")) else {
+            continue;
+        };
+        let name = dir
+            .file_name()
+            .expect("a name")
+            .to_string_lossy()
+            .into_owned();
+        let allowed = CRATES
+            .iter()
+            .find(|(c, _)| *c == name)
+            .unwrap_or_else(|| panic!("crate {name} is not in CRATES"))
+            .1;
+        for dependency in our_dependencies(&manifest) {
+            println!("{name} -> {dependency}");
+            if !allowed.contains(&dependency.as_str()) {
+                wrong.push(format!("{name} depends on {dependency}"));
+            }
+        }
+        seen.insert(name);
+    }
+    assert_eq!(seen.len(), CRATES.len(), "every crate of CRATES exists");
+    assert!(
+        wrong.is_empty(),
+        "dependencies upward:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// The functions in `source` outside `#[cfg(test)]` modules, each as (name, lines from its
+/// `fn` line to its closing brace).
+fn functions(source: &str) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = source.lines().collect();
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < lines.len() {
+        let line = lines[at];
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("#[cfg(test)]")
+            && let Some(next) = lines.get(at + 1)
+            && next.trim_start().contains("mod ")
+            && next.trim_end().ends_with('{')
+        {
+            let end = format!("{}}}", &next[..next.len() - next.trim_start().len()]);
+            at += 2;
+            while at < lines.len() && lines[at] != end {
+                at += 1;
+            }
+            at += 1;
+            continue;
+        }
+        let words: Vec<&str> = trimmed.split_whitespace().collect();
+        let fn_at = words.iter().position(|w| *w == "fn");
+        let is_fn = fn_at.is_some_and(|i| {
+            words[..i]
+                .iter()
+                .all(|w| ["pub", "pub(crate)", "async", "const", "unsafe"].contains(w))
+        });
+        if is_fn && !trimmed.ends_with(';') {
+            let name = words[fn_at.unwrap_or_default() + 1];
+            let name = name.split(['(', '<']).next().unwrap_or_default().to_owned();
+            let opens = line.matches('{').count();
+            let length = if opens > 0 && opens == line.matches('}').count() {
+                1
+            } else {
+                let end = format!("{}}}", &line[..line.len() - trimmed.len()]);
+                let last = (at..lines.len()).find(|&i| lines[i] == end).unwrap_or(at);
+                last - at + 1
+            };
+            out.push((name, length));
+        }
+        at += 1;
+    }
+    out
+}
+
+#[test]
+fn no_function_outside_tests_is_longer_than_80_lines() {
+    let mut longest = Vec::new();
+    let mut files = Vec::new();
+    rust_files(&workspace().join("crates"), &mut files);
+    for file in files {
+        let relative = file.strip_prefix(workspace()).expect("under the workspace");
+        let text = relative.to_string_lossy();
+        if !text.contains("/src/") || text.ends_with("mock_tests.rs") {
+            continue;
+        }
+        let source = std::fs::read_to_string(&file).expect("a source file");
+        for (name, length) in functions(&source) {
+            longest.push((length, format!("{text}: {name}")));
+        }
+    }
+    longest.sort_by(|a, b| b.cmp(a));
+    for (length, function) in longest.iter().take(5) {
+        println!("{length:4} {function}");
+    }
+    let over: Vec<String> = longest
+        .iter()
+        .filter(|(length, _)| *length > LONGEST_FUNCTION)
+        .map(|(length, function)| format!("{function}: {length} lines"))
+        .collect();
+    assert!(
+        over.is_empty(),
+        "functions over {LONGEST_FUNCTION} lines:\n{}",
+        over.join("\n")
+    );
+}
+
+#[test]
+fn the_function_reader_measures_bodies_and_skips_tests() {
+    let source = "fn one() {}\npub async fn two(\n    a: u8,\n) -> u8 {\n    a\n}\nfn decl();\n#[cfg(test)]\nmod tests {\n    fn hidden() {\n    }\n}\n    pub(crate) fn inner() {\n        x\n    }\n";
+    assert_eq!(
+        functions(source),
+        [
+            ("one".to_owned(), 1),
+            ("two".to_owned(), 5),
+            ("inner".to_owned(), 3)
+        ]
+    );
+}

@@ -79,7 +79,8 @@ pub async fn reconcile_share(share: Arc<CachedShare>, ctx: Arc<Context>) -> Resu
     };
     if let Some((change, _)) = written {
         ctx.metrics()
-            .share_changes
+            .share
+            .changes
             .with_label_values(&[change])
             .inc();
     }
@@ -96,7 +97,7 @@ pub async fn reconcile_share(share: Arc<CachedShare>, ctx: Arc<Context>) -> Resu
 /// After a failed reconcile of a Share: counts it in `homestead_share_errors_total`, logs it,
 /// and retries with the Share's backoff (1 s doubling to 5 min, with jitter).
 pub fn share_error(share: Arc<CachedShare>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.metrics().share_errors.inc();
+    ctx.metrics().share.errors.inc();
     let delay = ctx
         .share_backoffs()
         .next_delay(ObjectRef::from_obj(share.as_ref()));

@@ -327,6 +327,43 @@ pub fn renewed_at(share: ShareRef<'_>, now: Timestamp) -> Timestamp {
     }
 }
 
+/// The limits and owner of `home` when it is open to the Share that `recorded` describes; else
+/// the reason, rule and message of a decision that grants nothing: not a home (refused), a
+/// closed home (suspended), or a home that changed hands since the Share was made.
+fn open_to<'h>(
+    home: &'h Home,
+    recorded: &Recorded,
+) -> Result<(&'h Limits, &'h Owner), (ShareReason, Option<ShareRule>, String)> {
+    let (limits, owner) = match home {
+        Home::NotAHome => {
+            let message = "this namespace is not a person's home (not Homestead's, or retained): \
+                           only a home is shared"
+                .to_owned();
+            let rule = ShareRule::NotAHome;
+            let name: &str = rule.into();
+            let message = format!("refused ({name}): {message}");
+            return Err((ShareReason::Refused, Some(rule), message));
+        }
+        Home::Closed(why, _) => {
+            let message = format!("no access while the home is {why}");
+            return Err((ShareReason::Suspended, None, message));
+        }
+        Home::Open(limits, owner) => (limits, owner),
+    };
+    if let (Some(made_under), Some(now_owned_by)) = (&recorded.owner_uid, &owner.uid)
+        && made_under != now_owned_by
+    {
+        let message = format!(
+            "the home changed hands since this Share was made (then owned by the User with \
+             uid {made_under}, now by {} with uid {now_owned_by}): a Share ends with its \
+             owner's hold on the home; the new owner shares anew",
+            owner.name
+        );
+        return Err((ShareReason::HandedOver, None, message));
+    }
+    Ok((limits, owner))
+}
+
 /// Decides `share` at `now` in `home`, with the operator's `allowed_roles`, its grantees as
 /// `found` (in `spec.to` order) and what its status `recorded`. See the module docs for the
 /// order of the rules.
@@ -370,36 +407,10 @@ pub fn decide(
             format!("expired at {until}: the access is removed"),
         );
     }
-    let (limits, owner) = match home {
-        Home::NotAHome => {
-            let message = "this namespace is not a person's home (not Homestead's, or retained): \
-                           only a home is shared"
-                .to_owned();
-            return refused(decision, ShareRule::NotAHome, message);
-        }
-        Home::Closed(why, _) => {
-            return decision(
-                ShareReason::Suspended,
-                None,
-                format!("no access while the home is {why}"),
-            );
-        }
-        Home::Open(limits, owner) => (limits, owner),
+    let (limits, owner) = match open_to(home, recorded) {
+        Ok(open) => open,
+        Err((reason, rule, message)) => return decision(reason, rule, message),
     };
-    if let (Some(made_under), Some(now_owned_by)) = (&recorded.owner_uid, &owner.uid)
-        && made_under != now_owned_by
-    {
-        return decision(
-            ShareReason::HandedOver,
-            None,
-            format!(
-                "the home changed hands since this Share was made (then owned by the User with \
-                 uid {made_under}, now by {} with uid {now_owned_by}): a Share ends with its \
-                 owner's hold on the home; the new owner shares anew",
-                owner.name
-            ),
-        );
-    }
     if let Some((rule, message)) = breaks(share, limits, allowed_roles, renewed)
         .or_else(|| breaks_grantees(found, owner, recorded))
     {

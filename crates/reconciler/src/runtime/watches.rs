@@ -17,7 +17,8 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
 
-use futures::channel::mpsc::UnboundedSender;
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
+use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 
 use crate::act::recent::Recent;
@@ -29,13 +30,11 @@ use crate::plan::status;
 use crate::runtime::backlog::Backlog;
 use crate::state::Caches;
 use crate::state::cache::{CachedNamespace, CachedRoleBinding, CachedShare};
+use crate::state::declared::{self, Watch};
 use crate::state::index::ProfileIndex;
 use crate::state::shares::ShareIndex;
 use crate::state::store::{Compact, CompactStore, compact_store};
-use homestead_api::{
-    DirectoryGroup, LABEL_ADOPT_FOR, LABEL_MANAGED_BY, LABEL_RETAINED_FROM, MANAGED_BY, Profile,
-    User,
-};
+use homestead_api::{DirectoryGroup, LABEL_ADOPT_FOR, Profile, User};
 use homestead_model::identity::Identities;
 use homestead_model::trim::{trim, trim_user};
 use homestead_model::watched::Watched;
@@ -93,16 +92,149 @@ where
 /// reconcile it.
 const STATUS_DEBOUNCE: Duration = Duration::from_secs(1);
 
-/// The Controller over Users, triggered also by every change to a managed object, by every
-/// change to a Profile's spec (for exactly that Profile's Users, from `index`, and the members of
-/// the directory groups it names), by every change to a DirectoryGroup's spec (for the members
-/// who joined or left it, all of them when it is renamed or deleted: `GroupMemberships`) and,
-/// for every User once every [`RESYNC`], a batch at a time (`paced_resync`), with `concurrency` reconciles at once (0:
-/// unbounded), except for the echoes of the creates `recent` remembers; the Controller over
+/// The caches of the objects Homestead manages, Profiles and DirectoryGroups, and the events
+/// of their watches that trigger a User's reconcile (each stream boxed: one per watch).
+struct Managed {
+    namespaces: CompactStore<CachedNamespace>,
+    role_bindings: CompactStore<CachedRoleBinding>,
+    quotas: Store<ResourceQuota>,
+    limit_ranges: Store<LimitRange>,
+    network_policies: Store<NetworkPolicy>,
+    profiles: Store<Profile>,
+    groups: Store<DirectoryGroup>,
+    events: ManagedEvents,
+}
+
+/// The trigger streams of [`Managed`]'s watches.
+struct ManagedEvents {
+    namespaces: BoxStream<'static, Result<CachedNamespace, watcher::Error>>,
+    role_bindings: BoxStream<'static, Result<CachedRoleBinding, watcher::Error>>,
+    quotas: BoxStream<'static, Result<ResourceQuota, watcher::Error>>,
+    limit_ranges: BoxStream<'static, Result<LimitRange, watcher::Error>>,
+    network_policies: BoxStream<'static, Result<NetworkPolicy, watcher::Error>>,
+    profiles: BoxStream<'static, Result<Profile, watcher::Error>>,
+    groups: BoxStream<'static, Result<DirectoryGroup, watcher::Error>>,
+}
+
+/// Starts the watches of [`Managed`], each as [`declared`] describes it, leaving out the echoes
+/// of the creates `recent` remembers; a Profile's change also wakes every DirectoryGroup's
+/// status (through `wake_groups`) and every Share (through `wake_all_shares`).
+fn managed_watches(
+    client: &Client,
+    recent: &Recent,
+    wake_groups: UnboundedSender<()>,
+    wake_all_shares: UnboundedSender<()>,
+) -> Managed {
+    let (namespaces, namespace_events) = namespace_watch(client, recent);
+    let (role_bindings, role_binding_events) = role_binding_watch(client, recent);
+    let (quotas, quota_events) = quota_watch(client);
+    let (limit_ranges, limit_range_events) =
+        cached_watch(client, &declared::LIMIT_RANGES, trim_object::<LimitRange>);
+    let (network_policies, network_policy_events) = cached_watch(
+        client,
+        &declared::NETWORK_POLICIES,
+        trim_object::<NetworkPolicy>,
+    );
+    let (profiles, profile_events) = profile_watch(client, wake_groups);
+    let profile_events = profile_events.inspect(move |_| {
+        let _ = wake_all_shares.unbounded_send(());
+    });
+    let (groups, group_events) = group_watch(client);
+    Managed {
+        namespaces,
+        role_bindings,
+        quotas,
+        limit_ranges,
+        network_policies,
+        profiles,
+        groups,
+        events: ManagedEvents {
+            namespaces: namespace_events.boxed(),
+            role_bindings: role_binding_events.boxed(),
+            quotas: quota_events.boxed(),
+            limit_ranges: limit_range_events.touched_objects().boxed(),
+            network_policies: network_policy_events.touched_objects().boxed(),
+            profiles: profile_events.boxed(),
+            groups: group_events.boxed(),
+        },
+    }
+}
+
+/// The senders a User's watch and its triggers wake other reconciles through.
+struct Wakers {
+    /// A retained Namespace (a RoleBinding appeared there).
+    retained: UnboundedSender<ObjectRef<Namespace>>,
+    /// A Share (its RoleBinding, a grantee or its home changed).
+    share: UnboundedSender<ObjectRef<CachedShare>>,
+}
+
+/// The Controller over Users (`users`, fed by `user_events`), `concurrency` reconciles at once
+/// (0: unbounded), triggered also by every change to a managed object (`events`), to a
+/// Profile's spec (for exactly that Profile's Users, from the `caches`' index, and the members
+/// of the directory groups it names), to a DirectoryGroup's spec (for the members who joined or
+/// left it, all of them when it is renamed or deleted: `GroupMemberships`), by the Users
+/// `identity_triggers` names, through `backlog`, and for every User once every [`RESYNC`], a
+/// batch at a time (`paced_resync`).
+fn user_controller(
+    (users, user_events): (
+        Store<User>,
+        impl futures::Stream<Item = Result<User, watcher::Error>> + Send + 'static,
+    ),
+    concurrency: u16,
+    (caches, events): (&Caches, ManagedEvents),
+    wakers: Wakers,
+    triggers: (&Client, UnboundedReceiver<ObjectRef<User>>, &Backlog<User>),
+) -> Controller<User> {
+    let (client, identity_triggers, backlog) = triggers;
+    let (members, in_groups) = (caches.index.clone(), caches.groups.clone());
+    let memberships = GroupMemberships::default();
+    let (group_shares, wake_group_shares) = (caches.share_index.clone(), wakers.share.clone());
+    let resync = paced_resync(users.clone(), RESYNC);
+    let of_binding = user_of_role_binding(
+        caches.namespaces.clone(),
+        caches.retained.clone(),
+        wakers.retained,
+        wakers.share,
+    );
+    Controller::for_stream(user_events, users)
+        .with_config(controller::Config::default().concurrency(concurrency))
+        .trigger_backoff(EachWatchOnItsOwn)
+        .watches_stream(events.namespaces, |ns| ns.user())
+        .watches_stream(events.role_bindings, of_binding)
+        .watches_stream(adoption_watch(client), |ns| {
+            ns.labels()
+                .get(LABEL_ADOPT_FOR)
+                .map(|user| ObjectRef::new(user))
+        })
+        .watches_stream(events.quotas, |o| user_of(&o))
+        .watches_stream(events.limit_ranges, |o| user_of(&o))
+        .watches_stream(events.network_policies, |o| user_of(&o))
+        .watches_stream(events.profiles, move |profile| {
+            users_of_profile(&members, &in_groups, &profile)
+                .into_iter()
+                .map(|user| ObjectRef::new(&user))
+        })
+        .watches_stream(events.groups, move |group| {
+            for share in group_shares.of_group(&group.name_any()) {
+                let _ = wake_group_shares.unbounded_send(share);
+            }
+            memberships
+                .affected(&group)
+                .into_iter()
+                .map(|user| ObjectRef::new(&user))
+        })
+        .reconcile_on(backlog.requests())
+        .reconcile_on(resync)
+        .reconcile_on(identity_triggers)
+}
+
+/// Every Controller the operator runs and the caches reconciles read, from the watches of
+/// [`declared::WATCHES`]: the Controller over Users ([`user_controller`]); the Controller over
 /// retained Namespaces, triggered by their own watch (few objects) and by every RoleBinding that
-/// appears in one, through the one RoleBinding watch both share; the Profile and DirectoryGroup
-/// status Controllers; and the caches of managed objects, Profiles and DirectoryGroups.
-/// `config` says which Profile a User without `spec.profile` uses.
+/// appears in one, through the one RoleBinding watch both share; the Controller over Shares;
+/// the Profile and DirectoryGroup status Controllers. `config` says which Profile a User
+/// without `spec.profile` uses; `index` is kept from the User watch; `recent` names the echoes
+/// of this replica's own creates, which trigger nothing.
 pub fn controllers(
     client: &Client,
     concurrency: u16,
@@ -110,22 +242,14 @@ pub fn controllers(
     index: &ProfileIndex,
     recent: &Recent,
 ) -> Controllers {
-    let managed = watcher::Config::default().labels(&format!("{LABEL_MANAGED_BY}={MANAGED_BY}"));
-    let (namespaces, namespace_events) = namespace_watch(client, managed.clone(), recent);
-    let (role_bindings, role_binding_events) = role_binding_watch(client, recent);
-    let (quotas, quota_events) = quota_watch(client, managed.clone());
-    let (limit_ranges, limit_range_events) =
-        cached_watch(client, managed.clone(), trim_object::<LimitRange>);
-    let (network_policies, network_policy_events) =
-        cached_watch(client, managed, trim_object::<NetworkPolicy>);
-    let share_index = ShareIndex::default();
-    let (wake_share, share_wakes) = futures::channel::mpsc::unbounded();
-    let (wake_all_shares, all_share_wakes) = futures::channel::mpsc::unbounded();
     let window = match concurrency {
         0 => usize::MAX,
         n => 2 * usize::from(n),
     };
     let (user_backlog, share_backlog) = (Backlog::new(window), Backlog::new(window));
+    let share_index = ShareIndex::default();
+    let (wake_share, share_wakes) = futures::channel::mpsc::unbounded();
+    let (wake_all_shares, all_share_wakes) = futures::channel::mpsc::unbounded();
     let shares = share_controller(
         client,
         concurrency,
@@ -133,16 +257,9 @@ pub fn controllers(
         (share_wakes, all_share_wakes),
         &share_backlog,
     );
-    let limit_range_events = limit_range_events.touched_objects();
-    let network_policy_events = network_policy_events.touched_objects();
     let (wake_groups, group_triggers) = futures::channel::mpsc::unbounded();
-    let (profiles, profile_events) = profile_watch(client, wake_groups);
-    let profile_events = profile_events.inspect(move |_| {
-        let _ = wake_all_shares.unbounded_send(());
-    });
-    let (groups, group_events) = group_watch(client);
+    let managed = managed_watches(client, recent, wake_groups, wake_all_shares);
     let (retained, wake_retained) = retained_controller(client);
-    let retained_namespaces = retained.store();
     let (wake_profiles, profile_triggers) = futures::channel::mpsc::unbounded();
     let (wake_users, identity_triggers) = futures::channel::mpsc::unbounded();
     let identities = Identities::default();
@@ -155,65 +272,35 @@ pub fn controllers(
         (share_index.clone(), wake_share.clone()),
         &user_backlog,
     );
-    let members = index.clone();
-    let in_groups = groups.clone();
-    let memberships = GroupMemberships::default();
-    let (group_shares, wake_group_shares) = (share_index.clone(), wake_share.clone());
-    let resync = paced_resync(users.clone(), RESYNC);
-    let controller = Controller::for_stream(user_events, users)
-        .with_config(controller::Config::default().concurrency(concurrency))
-        .trigger_backoff(EachWatchOnItsOwn)
-        .watches_stream(namespace_events, |ns| ns.user())
-        .watches_stream(
-            role_binding_events,
-            user_of_role_binding(
-                namespaces.clone(),
-                retained_namespaces,
-                wake_retained,
-                wake_share,
-            ),
-        )
-        .watches_stream(adoption_watch(client), |ns| {
-            ns.labels()
-                .get(LABEL_ADOPT_FOR)
-                .map(|user| ObjectRef::new(user))
-        })
-        .watches_stream(quota_events, |o| user_of(&o))
-        .watches_stream(limit_range_events, |o| user_of(&o))
-        .watches_stream(network_policy_events, |o| user_of(&o))
-        .watches_stream(profile_events, move |profile| {
-            users_of_profile(&members, &in_groups, &profile)
-                .into_iter()
-                .map(|user| ObjectRef::new(&user))
-        })
-        .watches_stream(group_events, move |group| {
-            for share in group_shares.of_group(&group.name_any()) {
-                let _ = wake_group_shares.unbounded_send(share);
-            }
-            memberships
-                .affected(&group)
-                .into_iter()
-                .map(|user| ObjectRef::new(&user))
-        })
-        .reconcile_on(user_backlog.requests())
-        .reconcile_on(resync)
-        .reconcile_on(identity_triggers);
+    let caches = Caches {
+        namespaces: managed.namespaces,
+        role_bindings: managed.role_bindings,
+        quotas: managed.quotas,
+        limit_ranges: managed.limit_ranges,
+        network_policies: managed.network_policies,
+        profiles: managed.profiles,
+        groups: managed.groups,
+        identities,
+        users: users.clone(),
+        index: index.clone(),
+        shares: shares.store(),
+        share_index,
+        retained: retained.store(),
+    };
+    let wakers = Wakers {
+        retained: wake_retained,
+        share: wake_share,
+    };
+    let users = user_controller(
+        (users, user_events),
+        concurrency,
+        (&caches, managed.events),
+        wakers,
+        (client, identity_triggers, &user_backlog),
+    );
     Controllers {
-        caches: Caches {
-            namespaces,
-            role_bindings,
-            quotas,
-            limit_ranges,
-            network_policies,
-            profiles,
-            groups,
-            identities,
-            users: controller.store(),
-            index: index.clone(),
-            shares: shares.store(),
-            share_index,
-        },
-        users: controller,
+        caches,
+        users,
         retained,
         profile_statuses: status_controller(client).reconcile_on(profile_triggers),
         group_statuses: status_controller(client).reconcile_all_on(group_triggers),
@@ -262,7 +349,7 @@ fn share_watch(
     let (store, mut writer) = reflector::store();
     let events = watcher(
         Api::<CachedShare>::all(client.clone()),
-        watcher::Config::default(),
+        config_of(&declared::SHARES),
     )
     .modify(trim_object::<CachedShare>);
     let (cached, indexed, backlog) = (store.clone(), index.clone(), backlog.clone());
@@ -298,7 +385,7 @@ fn retained_controller(
     let (wake, triggers) = futures::channel::mpsc::unbounded();
     let retained = Controller::new(
         Api::<Namespace>::all(client.clone()),
-        watcher::Config::default().labels(LABEL_RETAINED_FROM),
+        config_of(&declared::RETAINED),
     )
     .reconcile_on(triggers);
     (retained, wake)
@@ -327,7 +414,7 @@ fn user_watch(
     let (users, mut writer) = reflector::store();
     let user_events = watcher(
         Api::<User>::all(client.clone()),
-        watcher::Config::default().any_semantic(),
+        config_of(&declared::USERS).any_semantic(),
     )
     .modify(trim_user);
     let indexed = index.clone();
@@ -376,13 +463,12 @@ fn user_watch(
 /// Namespace is gone) and the echoes of this replica's own creates left out.
 fn namespace_watch(
     client: &Client,
-    managed: watcher::Config,
     recent: &Recent,
 ) -> (
     CompactStore<CachedNamespace>,
     impl futures::Stream<Item = Result<CachedNamespace, watcher::Error>> + Send + 'static,
 ) {
-    let (namespaces, events) = compact_watch::<CachedNamespace>(client, managed);
+    let (namespaces, events) = compact_watch::<CachedNamespace>(client, &declared::NAMESPACES);
     let gone = recent.namespaces_gone.clone();
     let events = events.inspect_ok(move |event| {
         if let watcher::Event::Delete(ns) = event {
@@ -405,7 +491,7 @@ fn role_binding_watch(
     impl futures::Stream<Item = Result<CachedRoleBinding, watcher::Error>> + Send + 'static,
 ) {
     let (role_bindings, events) =
-        compact_watch::<CachedRoleBinding>(client, watcher::Config::default());
+        compact_watch::<CachedRoleBinding>(client, &declared::ROLE_BINDINGS);
     let events = recent.role_bindings.clone().touched_except_echoes(events);
     (role_bindings, events)
 }
@@ -419,7 +505,7 @@ fn adoption_watch(
 {
     watcher(
         Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
-        watcher::Config::default().labels(LABEL_ADOPT_FOR),
+        config_of(&declared::ADOPTIONS),
     )
     .touched_objects()
     .backoff(watch_backoff())
@@ -430,12 +516,11 @@ fn adoption_watch(
 /// goes, and only what Homestead sets matters.
 fn quota_watch(
     client: &Client,
-    managed: watcher::Config,
 ) -> (
     Store<ResourceQuota>,
     impl futures::Stream<Item = Result<ResourceQuota, watcher::Error>> + Send + 'static,
 ) {
-    let (quotas, events) = cached_watch(client, managed, trim_quota);
+    let (quotas, events) = cached_watch(client, &declared::QUOTAS, trim_quota);
     let events = changes_of(events, |q: &ResourceQuota| {
         fingerprint(&(&q.metadata.labels, &q.metadata.owner_references, &q.spec))
     });
@@ -478,8 +563,7 @@ fn profile_watch(
     Store<Profile>,
     impl futures::Stream<Item = Result<Profile, watcher::Error>> + Send + 'static,
 ) {
-    let (profiles, events) =
-        cached_watch(client, watcher::Config::default(), trim_object::<Profile>);
+    let (profiles, events) = cached_watch(client, &declared::PROFILES, trim_object::<Profile>);
     let events =
         changes_of(events, |p: &Profile| fingerprint(&p.metadata.generation)).inspect(move |_| {
             let _ = wake_groups.unbounded_send(());
@@ -496,11 +580,7 @@ fn group_watch(
     Store<DirectoryGroup>,
     impl futures::Stream<Item = Result<DirectoryGroup, watcher::Error>> + Send + 'static,
 ) {
-    let (groups, events) = cached_watch(
-        client,
-        watcher::Config::default(),
-        trim_object::<DirectoryGroup>,
-    );
+    let (groups, events) = cached_watch(client, &declared::GROUPS, trim_object::<DirectoryGroup>);
     let events = events.map_ok(|event| match event {
         watcher::Event::Delete(mut group) => {
             group.spec.members.clear();
@@ -704,6 +784,15 @@ impl Backoff for EachWatchOnItsOwn {
     fn reset(&mut self) {}
 }
 
+/// The watcher configuration of `watch`: its label selector ([`declared::Selects`]).
+fn config_of(watch: &Watch) -> watcher::Config {
+    let config = watcher::Config::default();
+    match watch.selects.label_selector() {
+        Some(selector) => config.labels(&selector),
+        None => config,
+    }
+}
+
 /// How watches retry after an error (the API server gone, a re-list refused): exponentially from
 /// 0.5 s to at most 5 s, with jitter, starting over after 10 s without error. kube-runtime's
 /// default (client-go's, up to 30 s and reset only after 2 min) left Users unreconciled for over
@@ -729,7 +818,7 @@ fn watch_backoff() -> impl Backoff + 'static {
 /// page), so a re-list never holds a whole cluster's response at once.
 fn cached_watch<K>(
     client: &Client,
-    config: watcher::Config,
+    watch: &Watch,
     trim: fn(&mut K),
 ) -> (
     Store<K>,
@@ -739,7 +828,7 @@ where
     K: Watched,
 {
     let (store, writer) = reflector::store();
-    let events = watcher(Api::all(client.clone()), config).modify(trim);
+    let events = watcher(Api::all(client.clone()), config_of(watch)).modify(trim);
     let stream = relist_in_place(events, store.clone())
         .reflect(writer)
         .backoff(watch_backoff());
@@ -753,7 +842,7 @@ where
 /// reflector caches).
 fn compact_watch<K>(
     client: &Client,
-    config: watcher::Config,
+    watch: &Watch,
 ) -> (
     CompactStore<K>,
     impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
@@ -762,7 +851,7 @@ where
     K: Compact + Watched,
 {
     let (store, mut writer) = compact_store();
-    let events = watcher(Api::all(client.clone()), config)
+    let events = watcher(Api::all(client.clone()), config_of(watch))
         .modify(trim_object::<K>)
         .flat_map(move |event| {
             let gone = event.as_ref().map(|e| writer.apply(e)).unwrap_or_default();

@@ -6,6 +6,7 @@
 //! [`crate::plan`] and the model (docs/development.md, "Layers").
 
 pub mod cache;
+pub mod declared;
 pub mod index;
 pub mod shares;
 pub mod store;
@@ -13,12 +14,13 @@ pub mod store;
 use std::sync::Arc;
 
 use homestead_api::{DirectoryGroup, Profile, User};
-use k8s_openapi::api::core::v1::{LimitRange, ResourceQuota};
+use k8s_openapi::api::core::v1::{LimitRange, Namespace, ResourceQuota};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Resource;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 
 use cache::{CachedNamespace, CachedRoleBinding, CachedShare};
+use declared::Cache;
 use homestead_model::identity::Identities;
 use index::ProfileIndex;
 use shares::ShareIndex;
@@ -52,6 +54,8 @@ pub struct Caches {
     pub(crate) shares: Store<CachedShare>,
     /// Which Shares name each grantee and are in each namespace, from the Share watch.
     pub(crate) share_index: ShareIndex,
+    /// The retained Namespaces (the retained-namespace Controller's own cache).
+    pub(crate) retained: Store<Namespace>,
 }
 
 impl Caches {
@@ -71,41 +75,38 @@ impl Caches {
             index: ProfileIndex::default(),
             shares: reflector::store().0,
             share_index: ShareIndex::default(),
+            retained: reflector::store().0,
         }
     }
 
     /// Waits until every cache a reconcile reads has seen its first complete list: this is
-    /// the operator's readiness (docs/design.md, rule 29). Derived from the fields of
-    /// [`Caches`] themselves: the destructuring below names every field without `..`, so a
-    /// cache added to [`Caches`] does not compile until it is waited on here, or said to be an
-    /// index fed by one of the watches waited on. Returns only once all have listed; never
-    /// fails (a watch that cannot list keeps retrying, and this keeps waiting).
+    /// the operator's readiness (docs/design.md, rule 29), derived from the one list of watches
+    /// ([`declared::WATCHES`]): every watch that keeps a cache is waited for. Returns only once
+    /// all have listed; never fails (a watch that cannot list keeps retrying, and this keeps
+    /// waiting).
     pub async fn synced(&self) {
-        let Self {
-            namespaces,
-            role_bindings,
-            quotas,
-            limit_ranges,
-            network_policies,
-            profiles,
-            groups,
-            users,
-            shares,
-            // Indexes fed by the User watch (identities, index) and the Share watch
-            // (share_index): complete when `users` and `shares` are.
-            identities: _,
-            index: _,
-            share_index: _,
-        } = self;
-        namespaces.wait_until_ready().await;
-        role_bindings.wait_until_ready().await;
-        wait_until_ready(quotas).await;
-        wait_until_ready(limit_ranges).await;
-        wait_until_ready(network_policies).await;
-        wait_until_ready(profiles).await;
-        wait_until_ready(groups).await;
-        wait_until_ready(users).await;
-        wait_until_ready(shares).await;
+        for cache in declared::caches() {
+            self.wait_for(cache).await;
+            tracing::debug!(cache = <&str>::from(cache), "cache listed");
+        }
+    }
+
+    /// Waits until `cache` has seen its first complete list. Every [`Cache`] has its store
+    /// here (the match has no wildcard); the indexes (identities, Profile to Users, Shares by
+    /// grantee) are fed by the watches of Users and Shares, so they are complete when those are.
+    pub async fn wait_for(&self, cache: Cache) {
+        match cache {
+            Cache::Namespaces => self.namespaces.wait_until_ready().await,
+            Cache::RoleBindings => self.role_bindings.wait_until_ready().await,
+            Cache::Quotas => wait_until_ready(&self.quotas).await,
+            Cache::LimitRanges => wait_until_ready(&self.limit_ranges).await,
+            Cache::NetworkPolicies => wait_until_ready(&self.network_policies).await,
+            Cache::Profiles => wait_until_ready(&self.profiles).await,
+            Cache::Groups => wait_until_ready(&self.groups).await,
+            Cache::Users => wait_until_ready(&self.users).await,
+            Cache::Shares => wait_until_ready(&self.shares).await,
+            Cache::Retained => wait_until_ready(&self.retained).await,
+        }
     }
 
     /// The managed Namespace `name`, if cached.
@@ -246,6 +247,7 @@ mod tests {
         let (groups, mut group_writer) = reflector::store::<DirectoryGroup>();
         let (users, mut user_writer) = reflector::store();
         let (shares, mut share_writer) = reflector::store();
+        let (retained, mut retained_writer) = reflector::store();
         let caches = Caches {
             namespaces,
             role_bindings,
@@ -259,6 +261,7 @@ mod tests {
             index: ProfileIndex::default(),
             shares,
             share_index: ShareIndex::default(),
+            retained,
         };
         namespace_writer.apply(&Event::Init);
         namespace_writer.apply(&Event::InitDone);
@@ -270,6 +273,7 @@ mod tests {
         listed(&mut profile_writer);
         listed(&mut user_writer);
         listed(&mut share_writer);
+        listed(&mut retained_writer);
         let wait = std::time::Duration::from_secs(60);
         assert!(
             tokio::time::timeout(wait, caches.synced()).await.is_err(),

@@ -1,0 +1,235 @@
+//! Every watch the operator runs, declared once as data ([`WATCHES`]): the kind, which objects
+//! it selects, where it keeps what it sees, and which reconciles a change wakes. The runtime
+//! builds each watch from its entry (its selector), readiness waits for exactly the entries that
+//! keep a cache ([`crate::state::Caches::synced`], docs/design.md, rule 29), and
+//! docs/development.md's table of watches is checked against it.
+
+use homestead_api::{LABEL_ADOPT_FOR, LABEL_MANAGED_BY, LABEL_RETAINED_FROM, MANAGED_BY};
+
+/// Which objects a watch selects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Selects {
+    /// Every object of the kind, cluster-wide.
+    Every,
+    /// The objects labelled as Homestead's (`app.kubernetes.io/managed-by=homestead`).
+    Managed,
+    /// The objects that carry this label (any value).
+    Labelled(&'static str),
+}
+
+impl Selects {
+    /// The label selector, if any (`None`: every object).
+    pub fn label_selector(self) -> Option<String> {
+        match self {
+            Self::Every => None,
+            Self::Managed => Some(format!("{LABEL_MANAGED_BY}={MANAGED_BY}")),
+            Self::Labelled(label) => Some(label.to_owned()),
+        }
+    }
+}
+
+/// The caches reconciles read, one per watch that keeps one. Readiness waits for every one of
+/// them ([`crate::state::Caches::wait_for`] matches on this without a wildcard).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::EnumIter, strum::IntoStaticStr)]
+#[strum(serialize_all = "kebab-case")]
+pub enum Cache {
+    /// Homestead's Namespaces, compact.
+    Namespaces,
+    /// Every RoleBinding, compact.
+    RoleBindings,
+    /// Homestead's ResourceQuotas.
+    Quotas,
+    /// Homestead's LimitRanges.
+    LimitRanges,
+    /// Homestead's NetworkPolicies.
+    NetworkPolicies,
+    /// Every Profile.
+    Profiles,
+    /// Every DirectoryGroup.
+    Groups,
+    /// Every User, and the indexes kept from its events (identities, Profile to Users).
+    Users,
+    /// Every Share, and its index (grantees, namespaces).
+    Shares,
+    /// The retained Namespaces (their Controller's own cache; no reconcile of a User reads it).
+    Retained,
+}
+
+/// Where a watch keeps what it sees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keeps {
+    /// A cache reconciles read.
+    Cache(Cache),
+    /// Nothing: each change only wakes a reconcile.
+    Nothing,
+}
+
+/// A reconcile a change seen by a watch may wake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "kebab-case")]
+pub enum Wakes {
+    /// The User the object belongs to (or names).
+    User,
+    /// The Users of a Profile, or a group's members who joined or left.
+    Users,
+    /// The Shares the object concerns (its own, or those naming a grantee or a home).
+    Shares,
+    /// Every Share (a limit may have changed).
+    AllShares,
+    /// The retained Namespace a RoleBinding appeared in.
+    Retained,
+    /// The status of a Profile.
+    ProfileStatus,
+    /// The status of every DirectoryGroup.
+    GroupStatuses,
+}
+
+/// One watch the operator runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Watch {
+    /// The kind watched.
+    pub kind: &'static str,
+    /// Which objects of it.
+    pub selects: Selects,
+    /// Where what it sees is kept.
+    pub keeps: Keeps,
+    /// What a change (other than an echo of Homestead's own write) wakes.
+    pub wakes: &'static [Wakes],
+}
+
+/// Users: the User Controller's own watch.
+pub const USERS: Watch = Watch {
+    kind: "User",
+    selects: Selects::Every,
+    keeps: Keeps::Cache(Cache::Users),
+    wakes: &[Wakes::User, Wakes::Shares, Wakes::ProfileStatus],
+};
+/// Homestead's Namespaces.
+pub const NAMESPACES: Watch = Watch {
+    kind: "Namespace",
+    selects: Selects::Managed,
+    keeps: Keeps::Cache(Cache::Namespaces),
+    wakes: &[Wakes::User],
+};
+/// Every RoleBinding: revoking access removes the ones a person made too.
+pub const ROLE_BINDINGS: Watch = Watch {
+    kind: "RoleBinding",
+    selects: Selects::Every,
+    keeps: Keeps::Cache(Cache::RoleBindings),
+    wakes: &[Wakes::User, Wakes::Shares, Wakes::Retained],
+};
+/// Namespaces the platform hands to a User (`homestead.dev/adopt-for`), by metadata alone.
+pub const ADOPTIONS: Watch = Watch {
+    kind: "Namespace",
+    selects: Selects::Labelled(LABEL_ADOPT_FOR),
+    keeps: Keeps::Nothing,
+    wakes: &[Wakes::User],
+};
+/// Retained Namespaces (`homestead.dev/retained-from`): their own Controller's watch.
+pub const RETAINED: Watch = Watch {
+    kind: "Namespace",
+    selects: Selects::Labelled(LABEL_RETAINED_FROM),
+    keeps: Keeps::Cache(Cache::Retained),
+    wakes: &[Wakes::Retained],
+};
+/// Homestead's ResourceQuotas.
+pub const QUOTAS: Watch = Watch {
+    kind: "ResourceQuota",
+    selects: Selects::Managed,
+    keeps: Keeps::Cache(Cache::Quotas),
+    wakes: &[Wakes::User],
+};
+/// Homestead's LimitRanges.
+pub const LIMIT_RANGES: Watch = Watch {
+    kind: "LimitRange",
+    selects: Selects::Managed,
+    keeps: Keeps::Cache(Cache::LimitRanges),
+    wakes: &[Wakes::User],
+};
+/// Homestead's NetworkPolicies.
+pub const NETWORK_POLICIES: Watch = Watch {
+    kind: "NetworkPolicy",
+    selects: Selects::Managed,
+    keeps: Keeps::Cache(Cache::NetworkPolicies),
+    wakes: &[Wakes::User],
+};
+/// Every Profile.
+pub const PROFILES: Watch = Watch {
+    kind: "Profile",
+    selects: Selects::Every,
+    keeps: Keeps::Cache(Cache::Profiles),
+    wakes: &[
+        Wakes::Users,
+        Wakes::AllShares,
+        Wakes::ProfileStatus,
+        Wakes::GroupStatuses,
+    ],
+};
+/// Every DirectoryGroup.
+pub const GROUPS: Watch = Watch {
+    kind: "DirectoryGroup",
+    selects: Selects::Every,
+    keeps: Keeps::Cache(Cache::Groups),
+    wakes: &[Wakes::Users, Wakes::Shares, Wakes::GroupStatuses],
+};
+/// Every Share: the Share Controller's own watch.
+pub const SHARES: Watch = Watch {
+    kind: "Share",
+    selects: Selects::Every,
+    keeps: Keeps::Cache(Cache::Shares),
+    wakes: &[Wakes::Shares],
+};
+
+/// Every watch the operator runs, in the order docs/development.md lists them.
+pub const WATCHES: [Watch; 11] = [
+    USERS,
+    NAMESPACES,
+    ROLE_BINDINGS,
+    ADOPTIONS,
+    RETAINED,
+    QUOTAS,
+    LIMIT_RANGES,
+    NETWORK_POLICIES,
+    PROFILES,
+    GROUPS,
+    SHARES,
+];
+
+/// The caches readiness waits for: those of [`WATCHES`] (each once).
+pub fn caches() -> Vec<Cache> {
+    WATCHES
+        .iter()
+        .filter_map(|watch| match watch.keeps {
+            Keeps::Cache(cache) => Some(cache),
+            Keeps::Nothing => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strum::IntoEnumIterator as _;
+
+    #[test]
+    fn every_cache_is_kept_by_exactly_one_watch() {
+        let kept = caches();
+        for cache in Cache::iter() {
+            let by = kept.iter().filter(|c| **c == cache).count();
+            assert_eq!(by, 1, "{cache:?} is kept by {by} watches");
+        }
+    }
+
+    #[test]
+    fn selectors_are_label_selectors() {
+        assert_eq!(Selects::Every.label_selector(), None);
+        assert_eq!(
+            NAMESPACES.selects.label_selector().as_deref(),
+            Some("app.kubernetes.io/managed-by=homestead")
+        );
+        assert_eq!(
+            RETAINED.selects.label_selector().as_deref(),
+            Some("homestead.dev/retained-from")
+        );
+    }
+}
