@@ -29,6 +29,7 @@ use tokio::sync::watch;
 use crate::auth::{Caller, RequestHeaderAuth, Unauthenticated};
 use crate::openapi;
 use crate::resource::{self, Merged, Person};
+use homestead_model::identity::Identities;
 use homestead_model::index::{self, Index};
 
 /// How long a watch runs when the client names no `timeoutSeconds` (kube-apiserver's default
@@ -48,8 +49,8 @@ pub struct Homes {
     /// A count of the caches' changes, bumped on every watch event any of them takes in:
     /// what a `watch` waits on, and the lists' `resourceVersion`.
     pub changes: Arc<watch::Sender<u64>>,
-    /// Users by their identity's username, lower-cased.
-    users_by_username: RwLock<Index<User>>,
+    /// Which User holds each identity (the oldest naming it, as the operator decides).
+    identities: Identities,
     /// Shares by grantee.
     shares_by_grantee: RwLock<Index<Share>>,
 }
@@ -96,7 +97,7 @@ impl Homes {
             shares,
             groups,
             changes,
-            users_by_username: RwLock::new(Index::new(index::user_keys)),
+            identities: Identities::default(),
             shares_by_grantee: RwLock::new(Index::new(index::share_keys)),
         }
     }
@@ -104,9 +105,7 @@ impl Homes {
     /// Takes a watch event of the Users' cache into the index of Users (after the cache took
     /// it in).
     pub fn observe_user(&self, event: &watcher::Event<User>) {
-        if let Ok(mut index) = self.users_by_username.write() {
-            index.observe(event);
-        }
+        self.identities.observe(event);
     }
 
     /// Takes a watch event of the Shares' cache into the index of Shares.
@@ -135,15 +134,10 @@ impl Homes {
     /// the DirectoryGroups that count that User, and the Shares naming either, each found by
     /// the indexes (no scan of every User or Share). Nobody's: an empty list.
     fn homes_of(&self, caller: &Caller, now: Timestamp) -> (Person, Vec<Merged>) {
-        let holders = self
-            .users_by_username
-            .read()
-            .map(|index| index.get(&caller.username.to_lowercase()))
-            .unwrap_or_default();
-        let Some(user) = holders
-            .iter()
-            .filter_map(|holder| self.users.get(holder))
-            .min_by_key(|u| (u.creation_timestamp().map(|t| t.0), u.name_any()))
+        let Some(user) = self
+            .identities
+            .holder(&caller.username)
+            .and_then(|holder| self.users.get(&ObjectRef::new(&holder.name)))
             .filter(|holder| holder.spec.identity.username == caller.username)
         else {
             return (Person::default(), Vec::new());

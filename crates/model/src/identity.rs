@@ -103,6 +103,22 @@ impl Identities {
             uid: first.uid.as_deref().map(str::to_owned),
         })
     }
+
+    /// The User that holds the identity `username` (compared without case, as every identity
+    /// is here): the oldest of those naming it. `None` when no User names it, or its watch
+    /// event is on its way. Whether `username` is exactly that User's (as RBAC compares
+    /// subjects) is the caller's to check.
+    pub fn holder(&self, username: &str) -> Option<IdentityHolder> {
+        let index = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let first = index
+            .holders
+            .get(username.to_lowercase().as_str())?
+            .first()?;
+        Some(IdentityHolder {
+            name: first.name.to_string(),
+            uid: first.uid.as_deref().map(str::to_owned),
+        })
+    }
 }
 
 impl Index {
@@ -179,6 +195,10 @@ mod tests {
         );
         assert_eq!(ids.holder_other_than(&frank), None);
         assert_eq!(holder(&ids, &two).as_deref(), Some("frank"));
+        // By identity alone (the homes API's question), without case: the same holder.
+        let by_identity = |username: &str| ids.holder(username).map(|h| h.name);
+        assert_eq!(by_identity("FRANK@example.com").as_deref(), Some("frank"));
+        assert_eq!(by_identity("nobody@example.com"), None);
 
         // The same second: the first by name holds it.
         let same = user("a-frank", "frank@example.com", 100);

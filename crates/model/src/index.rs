@@ -1,6 +1,5 @@
-//! Who is whom, for the homes API (docs/homes.md, "How it is served"): indexes kept by the
-//! caches' tasks from the watch events they take in, so that a request reads its caller's few
-//! objects instead of scanning every User and Share.
+//! Objects by key, kept from watch events (docs/homes.md, "How it is served"): the homes API
+//! finds a caller's Shares by grantee here instead of scanning every Share.
 //!
 //! An index follows its watch as kube-runtime's reflector does: an initial list (or a re-list
 //! after the watch lost its place) builds a new index beside the one in use and replaces it when
@@ -8,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use homestead_api::{Share, User};
+use homestead_api::Share;
 use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
@@ -104,12 +103,6 @@ impl<K: Resource<DynamicType = ()>> Index<K> {
     }
 }
 
-/// A User's key: its identity's username, lower-cased (the operator compares identities
-/// without case).
-pub fn user_keys(user: &User) -> Vec<String> {
-    vec![user.spec.identity.username.to_lowercase()]
-}
-
 /// The key of a Share grantee that is the User `name`.
 pub fn user_grantee(name: &str) -> String {
     format!("user/{name}")
@@ -137,35 +130,58 @@ pub fn share_keys(share: &Share) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use homestead_api::{Grantee, ShareSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-    fn user(name: &str, username: &str) -> User {
-        User::test(name).with_username(username)
+    fn share(name: &str, to: &[&str]) -> Share {
+        let to = to
+            .iter()
+            .map(|user| Grantee {
+                user: Some((*user).to_owned()),
+                group: None,
+            })
+            .collect();
+        let mut share = Share::new(
+            name,
+            ShareSpec {
+                to,
+                role: "view".into(),
+                expires_at: Time("2026-12-01T00:00:00Z".parse().unwrap()),
+                reason: "review".into(),
+            },
+        );
+        share.metadata.namespace = Some("user-alice".into());
+        share
+    }
+
+    fn at(name: &str) -> ObjectRef<Share> {
+        ObjectRef::new(name).within("user-alice")
     }
 
     #[test]
     fn an_object_is_found_by_its_current_keys_only() {
-        let mut index = Index::new(user_keys);
-        index.observe(&Event::Apply(user("bob", "Bob@Example.com")));
-        assert_eq!(index.get("bob@example.com"), [ObjectRef::new("bob")]);
-        // A new username moves it; a delete removes it.
-        index.observe(&Event::Apply(user("bob", "robert@example.com")));
-        assert!(index.get("bob@example.com").is_empty());
-        assert_eq!(index.get("robert@example.com"), [ObjectRef::new("bob")]);
-        index.observe(&Event::Delete(user("bob", "robert@example.com")));
-        assert!(index.get("robert@example.com").is_empty());
+        let mut index = Index::new(share_keys);
+        index.observe(&Event::Apply(share("review", &["bob"])));
+        assert_eq!(index.get(&user_grantee("bob")), [at("review")]);
+        // New grantees move it; a delete removes it.
+        index.observe(&Event::Apply(share("review", &["carol"])));
+        assert!(index.get(&user_grantee("bob")).is_empty());
+        assert_eq!(index.get(&user_grantee("carol")), [at("review")]);
+        index.observe(&Event::Delete(share("review", &["carol"])));
+        assert!(index.get(&user_grantee("carol")).is_empty());
     }
 
     #[test]
     fn a_relist_replaces_the_index_when_it_is_done() {
-        let mut index = Index::new(user_keys);
-        index.observe(&Event::Apply(user("gone", "gone@example.com")));
+        let mut index = Index::new(share_keys);
+        index.observe(&Event::Apply(share("gone", &["bob"])));
         index.observe(&Event::Init);
-        index.observe(&Event::InitApply(user("bob", "bob@example.com")));
+        index.observe(&Event::InitApply(share("new", &["carol"])));
         // Until the list is done, the index in use answers.
-        assert_eq!(index.get("gone@example.com"), [ObjectRef::new("gone")]);
-        assert!(index.get("bob@example.com").is_empty());
+        assert_eq!(index.get(&user_grantee("bob")), [at("gone")]);
+        assert!(index.get(&user_grantee("carol")).is_empty());
         index.observe(&Event::InitDone);
-        assert!(index.get("gone@example.com").is_empty());
-        assert_eq!(index.get("bob@example.com"), [ObjectRef::new("bob")]);
+        assert!(index.get(&user_grantee("bob")).is_empty());
+        assert_eq!(index.get(&user_grantee("carol")), [at("new")]);
     }
 }
