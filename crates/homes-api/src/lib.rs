@@ -4,8 +4,8 @@
 //! server ([`auth`]), keeps the caches of Users, Shares and DirectoryGroups ([`start`]), and
 //! answers ([`routes`], [`resource`], [`openapi`], [`metrics`]).
 //!
-//! Who a person is and what they may use is read from [`homestead_model`], as the reconciler and
-//! `homestead access` read it.
+//! Who a person is and what they may use is read from [`homestead_model`]: the holder of an
+//! identity as the reconciler decides it, the ways in as `homestead access` names them.
 
 pub mod auth;
 pub mod metrics;

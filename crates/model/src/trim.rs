@@ -5,7 +5,7 @@
 //!
 //! The largest parts of a cached object are `metadata.managedFields` (a tree of maps per field
 //! manager) and kubectl's `last-applied-configuration` annotation (a whole copy of the object).
-//! Reconciles read neither: drift detection ((the reconciler's drift detection)) compares values, and the one
+//! Reconciles read neither: the reconciler's drift detection compares values, and the one
 //! write that needs `managedFields` (upgrading a created object to server-side apply, in
 //! `apply_over`) reads the live object. Namespaces and RoleBindings, cached at one or more per
 //! User, are cut down further, to the reconciler's compact forms.

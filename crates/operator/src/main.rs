@@ -12,6 +12,8 @@ mod operator;
 mod scim;
 mod server;
 
+use homestead_admin as admin;
+
 /// jemalloc returns freed memory to the system within seconds (its decay), where glibc's
 /// allocator keeps what the initial lists needed: see docs/performance.md. Without the
 /// `jemalloc` feature (on by default) the system allocator serves, for heap profilers.
@@ -23,8 +25,6 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// core at 10,000 Users, and tokio's multi-threaded runtime spent about a third of its CPU
 /// waking and parking its worker threads (docs/performance.md). Nothing here blocks a thread.
 /// The homes API alone gets a worker per core: it answers many people at once, each over TLS.
-use homestead_admin as admin;
-
 fn main() -> anyhow::Result<std::process::ExitCode> {
     let program = std::env::args_os().next().unwrap_or_default();
     let mut cli = cli::Cli::parse_as(std::path::Path::new(&program));

@@ -416,7 +416,8 @@ fn the_graph_reader_sees_paths_groups_and_test_modules() {
 }
 
 /// The crates of the workspace and the crates of ours each may depend on (docs/development.md,
-/// "Layers"): binaries -> admin / homes-api / reconciler / directory -> model -> api; testenv
+/// "Layers"): the binary -> admin / homes-api / reconciler -> model -> api, directory -> api
+/// (admin also calls directory and the reconciler's plan); testenv
 /// is for tests, benchmarks and `just up` alone, never a dependency of a shipped crate.
 const CRATES: [(&str, &[&str]); 8] = [
     ("api", &[]),

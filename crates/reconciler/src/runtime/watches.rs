@@ -1,17 +1,20 @@
-//! What the operator watches: Users (the Controller's own watch); Profiles; the Namespaces,
-//! ResourceQuotas, LimitRanges and NetworkPolicies labelled as Homestead's; and every
-//! RoleBinding, since revoking access means removing the ones a person made too. Each watch
-//! feeds both a cache (read by reconciles instead of the API server: kube-runtime's reflector,
-//! or for Namespaces and RoleBindings a compact one of our own, `store.rs`) and the
-//! Controller's triggers, except for changes no reconcile needs to see: a change to a User's
-//! status alone (Homestead's own) or to what the cache drops of it, a Profile's status, a
-//! quota's usage, and the first delivery of a Namespace or RoleBinding exactly as Homestead
-//! created it (the reconcile that created it went on from there). A RoleBinding reaches its
+//! The watches of [`declared::WATCHES`], opened and wired: Users (the User Controller's own
+//! watch); the Namespaces, ResourceQuotas, LimitRanges and NetworkPolicies labelled as
+//! Homestead's; every RoleBinding, since revoking access means removing the ones a person made
+//! too; Namespaces handed over for adoption and retained ones; Profiles, DirectoryGroups and
+//! Shares (and Profiles and DirectoryGroups again for their status Controllers). A watch that
+//! keeps a cache (kube-runtime's reflector, or for Namespaces and RoleBindings a compact one of
+//! our own, `store.rs`) feeds it and the triggers alike, except for changes no reconcile needs to
+//! see: a change to a User's status alone (Homestead's own) or to what the cache drops of it, a
+//! Profile's status (to all but its status Controller), a quota's usage, and the first delivery
+//! of a Namespace or RoleBinding exactly as Homestead created it (the reconcile that created it
+//! went on from there). A RoleBinding reaches its
 //! User through its Namespace (whose labels tenants cannot write), never through a label on the
 //! RoleBinding itself. Which deliveries are echoes of Homestead's own writes is decided next to
 //! the code that makes those writes: [`status::triggers_reconcile`] beside the status write,
 //! [`crate::act::recent::OwnCreates::touched_except_echoes`] beside the memory of creates, and
-//! [`ProfileIndex::observe`] beside the Profile index; this module only wires watches to them.
+//! [`ProfileIndex::observe`] beside the Profile index, and the next holder of an identity by
+//! [`Identities::observe`]; this module only wires watches to them.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -75,11 +78,11 @@ pub struct Controllers {
 /// A Controller over the statuses of `K` (Profiles or DirectoryGroups: few objects, watched
 /// whole), one reconcile at a time, debounced by [`STATUS_DEBOUNCE`] so a bulk import of Users
 /// costs a few status writes, not one per User, and run for every object every [`RESYNC`].
-fn status_controller<K>(client: &Client) -> Controller<K>
+fn status_controller<K>(client: &Client, watch: &Watch) -> Controller<K>
 where
     K: Watched,
 {
-    Controller::new(Api::<K>::all(client.clone()), watcher::Config::default())
+    Controller::new(Api::<K>::all(client.clone()), config_of(watch))
         .with_config(
             controller::Config::default()
                 .concurrency(1)
@@ -168,8 +171,10 @@ struct Wakers {
     share: UnboundedSender<ObjectRef<CachedShare>>,
 }
 
-/// The Controller over Users (`users`, fed by `user_events`), `concurrency` reconciles at once
-/// (0: unbounded), triggered also by every change to a managed object (`events`), to a
+/// The Controller over Users (`users`, the cache `user_events` keeps; Users come through
+/// `backlog`, the stream yields only the watch's errors), `concurrency` reconciles at once
+/// (0: unbounded), triggered also by every change to a managed object (`events`), by a
+/// Namespace handed to a User for adoption, by a change to a
 /// Profile's spec (for exactly that Profile's Users, from the `caches`' index, and the members
 /// of the directory groups it names), to a DirectoryGroup's spec (for the members who joined or
 /// left it, all of them when it is renamed or deleted: `GroupMemberships`), by the Users
@@ -302,8 +307,10 @@ pub fn controllers(
         caches,
         users,
         retained,
-        profile_statuses: status_controller(client).reconcile_on(profile_triggers),
-        group_statuses: status_controller(client).reconcile_all_on(group_triggers),
+        profile_statuses: status_controller(client, &declared::PROFILE_STATUSES)
+            .reconcile_on(profile_triggers),
+        group_statuses: status_controller(client, &declared::GROUP_STATUSES)
+            .reconcile_all_on(group_triggers),
         shares,
         backlogs: (user_backlog, share_backlog),
     }

@@ -1,8 +1,9 @@
 //! Every watch the operator runs, declared once as data ([`WATCHES`]): the kind, which objects
 //! it selects, where it keeps what it sees, and which reconciles a change wakes. The runtime
-//! builds each watch from its entry (its selector), readiness waits for exactly the entries that
-//! keep a cache ([`crate::state::Caches::synced`], docs/design.md, rule 29), and
-//! docs/development.md's table of watches is checked against it.
+//! opens each watch with its entry's selector; readiness waits for exactly the entries that
+//! keep a cache reconciles read ([`crate::state::Caches::synced`], docs/design.md, rule 29);
+//! docs/development.md's table of watches is [`table`], checked by a test here. Which change
+//! wakes what is wired in `runtime::watches`, beside the entry it wires.
 
 use homestead_api::{LABEL_ADOPT_FOR, LABEL_MANAGED_BY, LABEL_RETAINED_FROM, MANAGED_BY};
 
@@ -60,6 +61,8 @@ pub enum Cache {
 pub enum Keeps {
     /// A cache reconciles read.
     Cache(Cache),
+    /// Its Controller's own cache, which that Controller waits for and nothing else reads.
+    Controller,
     /// Nothing: each change only wakes a reconcile.
     Nothing,
 }
@@ -70,6 +73,8 @@ pub enum Keeps {
 pub enum Wakes {
     /// The User the object belongs to (or names).
     User,
+    /// The other Users naming an identity a User took or gave up (the next holder).
+    IdentityHolders,
     /// The Users of a Profile, or a group's members who joined or left.
     Users,
     /// The Shares the object concerns (its own, or those naming a grantee or a home).
@@ -78,8 +83,10 @@ pub enum Wakes {
     AllShares,
     /// The retained Namespace a RoleBinding appeared in.
     Retained,
-    /// The status of a Profile.
+    /// The status of a Profile (the User's, or the Profile's own).
     ProfileStatus,
+    /// The status of the DirectoryGroup itself.
+    GroupStatus,
     /// The status of every DirectoryGroup.
     GroupStatuses,
 }
@@ -93,7 +100,8 @@ pub struct Watch {
     pub selects: Selects,
     /// Where what it sees is kept.
     pub keeps: Keeps,
-    /// What a change (other than an echo of Homestead's own write) wakes.
+    /// What a change may wake (the User's own reconcile is not woken by an echo of
+    /// Homestead's own write; see `runtime::watches`).
     pub wakes: &'static [Wakes],
 }
 
@@ -102,7 +110,12 @@ pub const USERS: Watch = Watch {
     kind: "User",
     selects: Selects::Every,
     keeps: Keeps::Cache(Cache::Users),
-    wakes: &[Wakes::User, Wakes::Shares, Wakes::ProfileStatus],
+    wakes: &[
+        Wakes::User,
+        Wakes::IdentityHolders,
+        Wakes::Shares,
+        Wakes::ProfileStatus,
+    ],
 };
 /// Homestead's Namespaces.
 pub const NAMESPACES: Watch = Watch {
@@ -158,19 +171,28 @@ pub const PROFILES: Watch = Watch {
     kind: "Profile",
     selects: Selects::Every,
     keeps: Keeps::Cache(Cache::Profiles),
-    wakes: &[
-        Wakes::Users,
-        Wakes::AllShares,
-        Wakes::ProfileStatus,
-        Wakes::GroupStatuses,
-    ],
+    wakes: &[Wakes::Users, Wakes::AllShares, Wakes::GroupStatuses],
 };
 /// Every DirectoryGroup.
 pub const GROUPS: Watch = Watch {
     kind: "DirectoryGroup",
     selects: Selects::Every,
     keeps: Keeps::Cache(Cache::Groups),
-    wakes: &[Wakes::Users, Wakes::Shares, Wakes::GroupStatuses],
+    wakes: &[Wakes::Users, Wakes::Shares],
+};
+/// Every Profile, for the Controller of Profile statuses.
+pub const PROFILE_STATUSES: Watch = Watch {
+    kind: "Profile",
+    selects: Selects::Every,
+    keeps: Keeps::Controller,
+    wakes: &[Wakes::ProfileStatus],
+};
+/// Every DirectoryGroup, for the Controller of DirectoryGroup statuses.
+pub const GROUP_STATUSES: Watch = Watch {
+    kind: "DirectoryGroup",
+    selects: Selects::Every,
+    keeps: Keeps::Controller,
+    wakes: &[Wakes::GroupStatus],
 };
 /// Every Share: the Share Controller's own watch.
 pub const SHARES: Watch = Watch {
@@ -181,7 +203,7 @@ pub const SHARES: Watch = Watch {
 };
 
 /// Every watch the operator runs, in the order docs/development.md lists them.
-pub const WATCHES: [Watch; 11] = [
+pub const WATCHES: [Watch; 13] = [
     USERS,
     NAMESPACES,
     ROLE_BINDINGS,
@@ -193,6 +215,8 @@ pub const WATCHES: [Watch; 11] = [
     PROFILES,
     GROUPS,
     SHARES,
+    PROFILE_STATUSES,
+    GROUP_STATUSES,
 ];
 
 /// The caches readiness waits for: those of [`WATCHES`] (each once).
@@ -201,9 +225,34 @@ pub fn caches() -> Vec<Cache> {
         .iter()
         .filter_map(|watch| match watch.keeps {
             Keeps::Cache(cache) => Some(cache),
-            Keeps::Nothing => None,
+            Keeps::Controller | Keeps::Nothing => None,
         })
         .collect()
+}
+
+/// [`WATCHES`] as the Markdown table docs/development.md shows: a row per watch with its kind,
+/// selector, what it keeps and what it wakes (kebab-case names).
+pub fn table() -> String {
+    let mut out = String::from("| watch | selects | keeps | wakes |\n|---|---|---|---|\n");
+    for watch in WATCHES {
+        let selects = match watch.selects {
+            Selects::Every => "every".to_owned(),
+            Selects::Managed => "managed".to_owned(),
+            Selects::Labelled(label) => format!("`{label}`"),
+        };
+        let keeps = match watch.keeps {
+            Keeps::Cache(cache) => format!("`{}`", <&str>::from(cache)),
+            Keeps::Controller => "its Controller's".to_owned(),
+            Keeps::Nothing => "nothing".to_owned(),
+        };
+        let wakes: Vec<&str> = watch.wakes.iter().map(|w| <&str>::from(*w)).collect();
+        out.push_str(&format!(
+            "| {} | {selects} | {keeps} | {} |\n",
+            watch.kind,
+            wakes.join(", ")
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -218,6 +267,16 @@ mod tests {
             let by = kept.iter().filter(|c| **c == cache).count();
             assert_eq!(by, 1, "{cache:?} is kept by {by} watches");
         }
+    }
+
+    #[test]
+    fn the_development_guide_shows_every_watch() {
+        let guide = include_str!("../../../../docs/development.md");
+        assert!(
+            guide.contains(&table()),
+            "docs/development.md's table of watches is not WATCHES; it is:\n{}",
+            table()
+        );
     }
 
     #[test]
