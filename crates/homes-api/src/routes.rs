@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::convert::Infallible;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -30,7 +30,7 @@ use crate::auth::{Caller, RequestHeaderAuth, Unauthenticated};
 use crate::openapi;
 use crate::resource::{self, Merged, Person};
 use homestead_model::identity::Identities;
-use homestead_model::index::{self, Index};
+use homestead_model::shares::ShareIndex;
 
 /// How long a watch runs when the client names no `timeoutSeconds` (kube-apiserver's default
 /// `--min-request-timeout`), and the longest it may ask for.
@@ -52,7 +52,7 @@ pub struct Homes {
     /// Which User holds each identity (the oldest naming it, as the operator decides).
     identities: Identities,
     /// Shares by grantee.
-    shares_by_grantee: RwLock<Index<Share>>,
+    shares_by_grantee: ShareIndex<Share>,
 }
 
 /// A JSON response of `value` with `code`.
@@ -98,7 +98,7 @@ impl Homes {
             groups,
             changes,
             identities: Identities::default(),
-            shares_by_grantee: RwLock::new(Index::new(index::share_keys)),
+            shares_by_grantee: ShareIndex::default(),
         }
     }
 
@@ -110,9 +110,7 @@ impl Homes {
 
     /// Takes a watch event of the Shares' cache into the index of Shares.
     pub fn observe_share(&self, event: &watcher::Event<Share>) {
-        if let Ok(mut index) = self.shares_by_grantee.write() {
-            index.observe(event);
-        }
+        self.shares_by_grantee.observe(event);
     }
 
     /// The caller of a request.
@@ -149,13 +147,12 @@ impl Homes {
             .filter(|g| g.counts_member(&user))
             .collect();
         let name = user.name_any();
-        let grantees = std::iter::once(index::user_grantee(&name))
-            .chain(groups.iter().map(|g| index::group_grantee(&g.name_any())));
-        let refs: HashSet<ObjectRef<Share>> = self
-            .shares_by_grantee
-            .read()
-            .map(|index| grantees.flat_map(|key| index.get(&key)).collect())
-            .unwrap_or_default();
+        let index = &self.shares_by_grantee;
+        let refs: HashSet<ObjectRef<Share>> = index
+            .of_user(&name, None)
+            .into_iter()
+            .chain(groups.iter().flat_map(|g| index.of_group(&g.name_any())))
+            .collect();
         let shares: Vec<Arc<Share>> = refs.iter().filter_map(|r| self.shares.get(r)).collect();
         let groups: Vec<&DirectoryGroup> = groups.iter().map(AsRef::as_ref).collect();
         let shares: Vec<&Share> = shares.iter().map(AsRef::as_ref).collect();

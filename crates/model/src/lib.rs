@@ -6,7 +6,8 @@
 //! - [`homes`]: the homes a person can use, each with its role and its way in ([`homes::Via`],
 //!   [`homes::ways_in`]): the homes API and `homestead access` alike.
 //! - [`roles`]: what a ClusterRole grants, compared (Share limits, the homes API's merge).
-//! - [`index`]: objects by key, kept from watch events (a person's Shares by grantee).
+//! - [`shares`]: the Shares by grantee and by namespace, kept from a Share watch: the
+//!   reconciler's triggers and the homes API's caller alike.
 //! - [`trim`]: what a cache keeps of an object; [`watched`]: what a watched kind must be.
 //!
 //! Pure: no client, no `async`, no controller. Imports `homestead-api`, the Kubernetes types and
@@ -14,7 +15,7 @@
 
 pub mod homes;
 pub mod identity;
-pub mod index;
 pub mod roles;
+pub mod shares;
 pub mod trim;
 pub mod watched;

@@ -280,7 +280,7 @@ pub(crate) mod test {
                     users: reflector::store().0,
                     index: crate::state::index::ProfileIndex::default(),
                     shares: reflector::store().0,
-                    share_index: crate::state::shares::ShareIndex::default(),
+                    share_index: crate::state::ShareIndex::default(),
                     retained: reflector::store().0,
                 },
                 metrics,

@@ -257,6 +257,12 @@ pub struct CachedShare {
     pub status: Option<CachedShareStatus>,
 }
 
+impl homestead_model::shares::Granted for CachedShare {
+    fn grantees(&self) -> &[homestead_api::Grantee] {
+        &self.spec.to
+    }
+}
+
 /// What [`CachedShare`] keeps of a Share's status.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CachedShareStatus {

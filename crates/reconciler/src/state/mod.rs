@@ -2,13 +2,12 @@
 //! instead of the API server ([`Caches`], one facade over every store), the compact forms
 //! Namespaces and RoleBindings are kept in ([`cache`], [`store`]), and the indexes the watches keep
 //! beside them: which User holds each identity ([`homestead_model::identity`]), which Users use
-//! each Profile ([`index`]) and which Shares name each grantee ([`shares`]). State imports only
+//! each Profile ([`index`]) and which Shares name each grantee ([`ShareIndex`], the model's). State imports only
 //! [`crate::plan`] and the model (docs/development.md, "Layers").
 
 pub mod cache;
 pub mod declared;
 pub mod index;
-pub mod shares;
 pub mod store;
 
 use std::sync::Arc;
@@ -21,9 +20,11 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 
 use cache::{CachedNamespace, CachedRoleBinding, CachedShare};
 use declared::Cache;
+
+/// The one index of Shares ([`homestead_model::shares`]), over the Shares as cached here.
+pub type ShareIndex = homestead_model::shares::ShareIndex<CachedShare>;
 use homestead_model::identity::Identities;
 use index::ProfileIndex;
-use shares::ShareIndex;
 use store::{CompactStore, compact_store};
 
 /// The reflector caches reconciles read instead of the API server wherever possible, in the

@@ -1,15 +1,29 @@
 //! Which Shares each User and DirectoryGroup is a grantee of, and which Shares each namespace
-//! holds ([`ShareIndex`]), kept from the Share watch: a change to a User (their home's owner, or
-//! a grantee) or to a group's members reaches exactly the Shares it concerns.
+//! holds ([`ShareIndex`]), kept from a Share watch: the one index of Shares, for the operator (a
+//! change to a User, their home's owner or a grantee, or to a group's members reaches exactly
+//! the Shares it concerns) and the homes API (a caller's Shares without a scan of every Share)
+//! alike.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 
-use kube::ResourceExt;
+use homestead_api::{Grantee, Share};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
 
-use crate::state::cache::CachedShare;
+/// A kind whose objects name grantees: a Share, whole or as a cache keeps it.
+pub trait Granted: Resource<DynamicType = ()> {
+    /// The grantees (`spec.to`).
+    fn grantees(&self) -> &[Grantee];
+}
+
+impl Granted for Share {
+    fn grantees(&self) -> &[Grantee] {
+        &self.spec.to
+    }
+}
 
 /// A Share as `namespace/name` (neither may contain a `/`), shared between the index's maps.
 /// Ordered by namespace first, so the Shares of one namespace are one range of [`Index::indexed`].
@@ -18,12 +32,23 @@ type Key = Arc<str>;
 /// A Share's grantees as indexed: `(true, group)` or `(false, user)`.
 type Grantees = Box<[(bool, Box<str>)]>;
 
-/// The Shares by grantee and by namespace; cheap to clone (a shared handle). Kept small (about
-/// 300 bytes a Share): a Share is keyed once and its key shared, each grantee's Shares are a
-/// short list, not a hash set, and a namespace's Shares are a range of the ordered map of every
-/// Share, not a map of their own.
-#[derive(Clone, Default)]
-pub struct ShareIndex(Arc<Mutex<Index>>);
+/// The Shares (`K`: a Share, or a cache's form of one) by grantee and by namespace; cheap to
+/// clone (a shared handle). Kept small (about 300 bytes a Share): a Share is keyed once and its
+/// key shared, each grantee's Shares are a short list, not a hash set, and a namespace's Shares
+/// are a range of the ordered map of every Share, not a map of their own.
+pub struct ShareIndex<K>(Arc<Mutex<Index>>, PhantomData<fn() -> K>);
+
+impl<K> Clone for ShareIndex<K> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone(), PhantomData)
+    }
+}
+
+impl<K> Default for ShareIndex<K> {
+    fn default() -> Self {
+        Self(Arc::default(), PhantomData)
+    }
+}
 
 #[derive(Default)]
 struct Index {
@@ -34,6 +59,8 @@ struct Index {
     /// Every Share, in `namespace/name` order → its grantees as indexed (`true` for a group),
     /// to unindex it.
     indexed: BTreeMap<Key, Grantees>,
+    /// The Shares a list in progress has named (from `Init` to `InitDone`): the others are gone.
+    relisted: Option<HashSet<Key>>,
 }
 
 /// The key of the Share `name` in `namespace`.
@@ -56,11 +83,13 @@ impl Index {
         }
     }
 
-    fn insert(&mut self, share: &CachedShare) {
+    fn insert(&mut self, share: &impl Granted) {
         let key = key_of(&share.namespace().unwrap_or_default(), &share.name_any());
+        if let Some(seen) = self.relisted.as_mut() {
+            seen.insert(key.as_str().into());
+        }
         let grantees: Grantees = share
-            .spec
-            .to
+            .grantees()
             .iter()
             .filter_map(|g| match (&g.user, &g.group) {
                 (Some(user), _) => Some((false, user.as_str().into())),
@@ -110,16 +139,18 @@ fn unlink(map: &mut HashMap<Box<str>, Vec<Key>>, at: &str, key: &Key) {
     }
 }
 
-fn references<'a>(keys: impl Iterator<Item = &'a Key>) -> Vec<ObjectRef<CachedShare>> {
+fn references<'a, K: Resource<DynamicType = ()>>(
+    keys: impl Iterator<Item = &'a Key>,
+) -> Vec<ObjectRef<K>> {
     keys.filter_map(|key| key.split_once('/'))
         .map(|(namespace, name)| ObjectRef::new(name).within(namespace))
         .collect()
 }
 
-impl ShareIndex {
-    /// Keeps the index in step with one event of the Share watch (a re-list reports the Shares
-    /// it no longer finds as deletions).
-    pub fn observe(&self, event: &watcher::Event<CachedShare>) {
+impl<K: Granted> ShareIndex<K> {
+    /// Keeps the index in step with one event of the Share watch: a list (`Init` to `InitDone`)
+    /// drops at its end the Shares it did not name.
+    pub fn observe(&self, event: &watcher::Event<K>) {
         let mut index = self.0.lock().unwrap_or_else(|e| e.into_inner());
         match event {
             watcher::Event::Apply(share) | watcher::Event::InitApply(share) => index.insert(share),
@@ -129,13 +160,27 @@ impl ShareIndex {
                     &share.name_any(),
                 ));
             }
-            watcher::Event::Init | watcher::Event::InitDone => {}
+            watcher::Event::Init => index.relisted = Some(HashSet::new()),
+            watcher::Event::InitDone => {
+                let Some(seen) = index.relisted.take() else {
+                    return;
+                };
+                let gone: Vec<Key> = index
+                    .indexed
+                    .keys()
+                    .filter(|key| !seen.contains(*key))
+                    .cloned()
+                    .collect();
+                for key in gone {
+                    index.remove(&key);
+                }
+            }
         }
     }
 
     /// The Shares a change to the User `user` (by name) concerns: those naming it as a grantee
     /// and those in `home`, its namespace, if it has one.
-    pub fn of_user(&self, user: &str, home: Option<&str>) -> Vec<ObjectRef<CachedShare>> {
+    pub fn of_user(&self, user: &str, home: Option<&str>) -> Vec<ObjectRef<K>> {
         let index = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let named = index.users.get(user).into_iter().flatten();
         let in_home = home.into_iter().flat_map(|ns| index.in_namespace(ns));
@@ -143,13 +188,13 @@ impl ShareIndex {
     }
 
     /// The Shares naming the DirectoryGroup `group` (by name) as a grantee.
-    pub fn of_group(&self, group: &str) -> Vec<ObjectRef<CachedShare>> {
+    pub fn of_group(&self, group: &str) -> Vec<ObjectRef<K>> {
         let index = self.0.lock().unwrap_or_else(|e| e.into_inner());
         references(index.groups.get(group).into_iter().flatten())
     }
 
     /// The Shares in `namespace`.
-    pub fn in_namespace(&self, namespace: &str) -> Vec<ObjectRef<CachedShare>> {
+    pub fn in_namespace(&self, namespace: &str) -> Vec<ObjectRef<K>> {
         let index = self.0.lock().unwrap_or_else(|e| e.into_inner());
         references(index.in_namespace(namespace))
     }
@@ -158,10 +203,10 @@ impl ShareIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use homestead_api::{Grantee, Share, ShareSpec};
+    use homestead_api::ShareSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-    fn share(name: &str, namespace: &str, to: Vec<Grantee>) -> CachedShare {
+    fn share(name: &str, namespace: &str, to: Vec<Grantee>) -> Share {
         let mut share = Share::new(
             name,
             ShareSpec {
@@ -172,12 +217,12 @@ mod tests {
             },
         );
         share.metadata.namespace = Some(namespace.into());
-        CachedShare::from(share)
+        share
     }
 
     #[test]
     fn a_share_is_found_by_grantee_and_namespace_until_it_changes_or_goes() {
-        let index = ShareIndex::default();
+        let index = ShareIndex::<Share>::default();
         let bob = Grantee {
             user: Some("bob".into()),
             group: None,
@@ -204,7 +249,7 @@ mod tests {
     #[test]
     fn a_namespace_holds_only_its_own_shares_not_a_neighbour_s() {
         // `user-al-b` sorts before `user-al/` and `user-al0` after it: neither is in `user-al`.
-        let index = ShareIndex::default();
+        let index = ShareIndex::<Share>::default();
         let bob = || Grantee {
             user: Some("bob".into()),
             group: None,
@@ -218,7 +263,7 @@ mod tests {
         ] {
             index.observe(&watcher::Event::Apply(share(name, namespace, vec![bob()])));
         }
-        let names = |refs: Vec<ObjectRef<CachedShare>>| -> Vec<String> {
+        let names = |refs: Vec<ObjectRef<Share>>| -> Vec<String> {
             refs.into_iter()
                 .map(|r| format!("{}/{}", r.namespace.unwrap(), r.name))
                 .collect()
@@ -229,5 +274,26 @@ mod tests {
         );
         assert_eq!(names(index.of_user("carol", Some("user-a"))), ["user-a/z"]);
         assert_eq!(index.of_user("bob", None).len(), 5);
+    }
+
+    #[test]
+    fn a_list_drops_the_shares_it_no_longer_names() {
+        let index = ShareIndex::<Share>::default();
+        let bob = || {
+            vec![Grantee {
+                user: Some("bob".into()),
+                group: None,
+            }]
+        };
+        index.observe(&watcher::Event::Apply(share("gone", "user-alice", bob())));
+        index.observe(&watcher::Event::Init);
+        index.observe(&watcher::Event::InitApply(share(
+            "kept",
+            "user-alice",
+            bob(),
+        )));
+        index.observe(&watcher::Event::InitDone);
+        let refs = index.of_user("bob", None);
+        assert_eq!(refs, [ObjectRef::new("kept").within("user-alice")]);
     }
 }
