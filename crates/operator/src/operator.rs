@@ -58,7 +58,25 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 
     let fence = leadership.as_ref().map(Leadership::fence);
     let parts = (client, config, identity, metrics, fence);
-    reconcile_users(parts, &cli, &health, stop).await;
+    let mut leadership = leadership;
+    let controllers = reconcile_users(parts, &cli, &health, stop.clone());
+    tokio::pin!(controllers);
+    tokio::select! {
+        () = &mut controllers => {}
+        () = stop.cancelled() => {
+            if !shutdown.is_cancelled() && let Some(lost) = leadership.take() {
+                // Another replica leads: stop renewing the Lease at once, so a shutdown that
+                // takes long can never take it back while this replica writes nothing.
+                lost.release().await;
+            }
+            if tokio::time::timeout(SHUTDOWN_GRACE, &mut controllers).await.is_err() {
+                tracing::warn!(
+                    grace = ?SHUTDOWN_GRACE,
+                    "the controllers did not stop within the grace period; stopping without them"
+                );
+            }
+        }
+    }
     health.set_ready(false);
     let lost = !shutdown.is_cancelled();
     if let Some(leadership) = leadership {
@@ -73,6 +91,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     tracing::info!("stopped");
     Ok(())
 }
+
+/// How long the controllers may take to stop once told to (the end of in-flight reconciles and
+/// the publishing of queued Events, 5 s of it): past it the process stops without them, so a
+/// reconcile stuck on a request can never keep a replica that no longer leads from exiting.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// What the runtime is started with: the client, the configuration, this replica's
 /// identity, the metrics, and the leader-election fence (`None`: no leader election).
