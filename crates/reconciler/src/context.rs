@@ -281,7 +281,6 @@ pub(crate) mod test {
                     index: crate::state::index::ProfileIndex::default(),
                     shares: reflector::store().0,
                     share_index: crate::state::ShareIndex::default(),
-                    retained: reflector::store().0,
                 },
                 metrics,
             );

@@ -165,8 +165,9 @@ fn managed_watches(
 
 /// The senders a User's watch and its triggers wake other reconciles through.
 struct Wakers {
-    /// A retained Namespace (a RoleBinding appeared there).
-    retained: UnboundedSender<ObjectRef<Namespace>>,
+    /// The retained Namespaces (their Controller's cache), and the sender that wakes that
+    /// Controller for one of them (a RoleBinding appeared there).
+    retained: (Store<Namespace>, UnboundedSender<ObjectRef<Namespace>>),
     /// A Share (its RoleBinding, a grantee or its home changed).
     share: UnboundedSender<ObjectRef<CachedShare>>,
 }
@@ -195,10 +196,11 @@ fn user_controller(
     let memberships = GroupMemberships::default();
     let (group_shares, wake_group_shares) = (caches.share_index.clone(), wakers.share.clone());
     let resync = paced_resync(users.clone(), RESYNC);
+    let (retained, wake_retained) = wakers.retained;
     let of_binding = user_of_role_binding(
         caches.namespaces.clone(),
-        caches.retained.clone(),
-        wakers.retained,
+        retained,
+        wake_retained,
         wakers.share,
     );
     Controller::for_stream(user_events, users)
@@ -277,6 +279,7 @@ pub fn controllers(
         (share_index.clone(), wake_share.clone()),
         &user_backlog,
     );
+    let retained_namespaces = retained.store();
     let caches = Caches {
         namespaces: managed.namespaces,
         role_bindings: managed.role_bindings,
@@ -290,10 +293,9 @@ pub fn controllers(
         index: index.clone(),
         shares: shares.store(),
         share_index,
-        retained: retained.store(),
     };
     let wakers = Wakers {
-        retained: wake_retained,
+        retained: (retained_namespaces, wake_retained),
         share: wake_share,
     };
     let users = user_controller(

@@ -52,8 +52,6 @@ pub enum Cache {
     Users,
     /// Every Share, and its index (grantees, namespaces).
     Shares,
-    /// The retained Namespaces (their Controller's own cache; no reconcile of a User reads it).
-    Retained,
 }
 
 /// Where a watch keeps what it sees.
@@ -138,11 +136,15 @@ pub const ADOPTIONS: Watch = Watch {
     keeps: Keeps::Nothing,
     wakes: &[Wakes::User],
 };
-/// Retained Namespaces (`homestead.dev/retained-from`): their own Controller's watch.
+/// Retained Namespaces (`homestead.dev/retained-from`): their own Controller's watch. Its
+/// cache is that Controller's, not one readiness waits for: no reconcile of a User reads it
+/// (the RoleBinding watch looks a namespace up there only to wake that Controller), and its
+/// watch retries with kube-runtime's default backoff (up to 30 s), which would hold every
+/// reconcile back after an API server restart.
 pub const RETAINED: Watch = Watch {
     kind: "Namespace",
     selects: Selects::Labelled(LABEL_RETAINED_FROM),
-    keeps: Keeps::Cache(Cache::Retained),
+    keeps: Keeps::Controller,
     wakes: &[Wakes::Retained],
 };
 /// Homestead's ResourceQuotas.

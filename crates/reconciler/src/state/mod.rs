@@ -13,7 +13,7 @@ pub mod store;
 use std::sync::Arc;
 
 use homestead_api::{DirectoryGroup, Profile, User};
-use k8s_openapi::api::core::v1::{LimitRange, Namespace, ResourceQuota};
+use k8s_openapi::api::core::v1::{LimitRange, ResourceQuota};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Resource;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -55,8 +55,6 @@ pub struct Caches {
     pub(crate) shares: Store<CachedShare>,
     /// Which Shares name each grantee and are in each namespace, from the Share watch.
     pub(crate) share_index: ShareIndex,
-    /// The retained Namespaces (the retained-namespace Controller's own cache).
-    pub(crate) retained: Store<Namespace>,
 }
 
 impl Caches {
@@ -76,7 +74,6 @@ impl Caches {
             index: ProfileIndex::default(),
             shares: reflector::store().0,
             share_index: ShareIndex::default(),
-            retained: reflector::store().0,
         }
     }
 
@@ -106,7 +103,6 @@ impl Caches {
             Cache::Groups => wait_until_ready(&self.groups).await,
             Cache::Users => wait_until_ready(&self.users).await,
             Cache::Shares => wait_until_ready(&self.shares).await,
-            Cache::Retained => wait_until_ready(&self.retained).await,
         }
     }
 
@@ -248,7 +244,6 @@ mod tests {
         let (groups, mut group_writer) = reflector::store::<DirectoryGroup>();
         let (users, mut user_writer) = reflector::store();
         let (shares, mut share_writer) = reflector::store();
-        let (retained, mut retained_writer) = reflector::store();
         let caches = Caches {
             namespaces,
             role_bindings,
@@ -262,7 +257,6 @@ mod tests {
             index: ProfileIndex::default(),
             shares,
             share_index: ShareIndex::default(),
-            retained,
         };
         namespace_writer.apply(&Event::Init);
         namespace_writer.apply(&Event::InitDone);
@@ -274,7 +268,6 @@ mod tests {
         listed(&mut profile_writer);
         listed(&mut user_writer);
         listed(&mut share_writer);
-        listed(&mut retained_writer);
         let wait = std::time::Duration::from_secs(60);
         assert!(
             tokio::time::timeout(wait, caches.synced()).await.is_err(),
