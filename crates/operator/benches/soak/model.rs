@@ -175,6 +175,10 @@ pub struct Model {
     /// Namespaces the platform made by hand and has not handed (`homestead.dev/adopt-for`) to
     /// the User that names them: Homestead must never write them.
     pub squatted: BTreeSet<String>,
+    /// Namespaces the platform made by hand and then handed to the User that names them, with
+    /// that User: the only one whose revocation concerns the namespace (other Users naming it
+    /// are refused and own nothing there).
+    pub adopted: BTreeMap<String, String>,
     /// The soak's Profiles and their roles.
     pub profiles: BTreeMap<String, String>,
     /// The User names in the SCIM group that selects the directory's Profile.

@@ -344,9 +344,17 @@ impl Oracle {
                 });
             }
         }
-        // A squatted namespace is not Homestead's to revoke: a User naming it is refused.
+        // A squatted namespace is not Homestead's to revoke: a User naming it is refused. Once
+        // handed to one of the Users naming it, only that User's revocation concerns it: the
+        // others are refused and own nothing there (a false violation seed 678341 found when a
+        // refused duplicate naming an adopted namespace was suspended).
         out.retain(|r| {
-            !model.squatted.contains(&r.namespace) && snap.namespaces.contains_key(&r.namespace)
+            !model.squatted.contains(&r.namespace)
+                && snap.namespaces.contains_key(&r.namespace)
+                && model
+                    .adopted
+                    .get(&r.namespace)
+                    .is_none_or(|adopter| r.user.as_deref() == Some(adopter.as_str()))
         });
         out
     }

@@ -1517,6 +1517,7 @@ impl Actors {
                     .is_some_and(|u| &u.namespace == namespace && u.deleting_at.is_none());
                 if result.is_ok() && asks {
                     model.squatted.remove(namespace);
+                    model.adopted.insert(namespace.clone(), user.clone());
                 }
                 Outcome::from(result)
             }
