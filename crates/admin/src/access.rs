@@ -389,6 +389,28 @@ mod tests {
         assert!(filter(rows, None, Some("user-bob")).is_empty());
     }
 
+    /// A group the SCIM service writes counts only the Users it wrote (docs/security.md,
+    /// "Membership by identity"), in `homestead access` as in the operator: carol, made by HR,
+    /// is not reached through it, so her binding is the Share's, not the group's.
+    #[test]
+    fn a_scim_group_counts_only_the_users_scim_wrote() {
+        let mut listed = listed();
+        listed.groups = vec![
+            DirectoryGroup::test("analysts", "Analysts")
+                .with_members(&["carol"])
+                .written_by_scim(),
+        ];
+        let source_of_carol = |listed: &Listed| {
+            let found = rows(listed);
+            let carol = found.iter().find(|r| r.person == "carol").unwrap();
+            (carol.source, carol.detail.clone())
+        };
+        assert_eq!(source_of_carol(&listed).0, Source::Share);
+        listed.users[2] = User::test("carol").written_by_scim();
+        let (source, detail) = source_of_carol(&listed);
+        assert_eq!(source, Source::Group, "{detail}");
+    }
+
     /// The CSV reads back, cell for cell, as a spreadsheet would read it: quoted commas, quotes
     /// and new lines survive, and a cell that would be a formula is text.
     #[test]
