@@ -11,10 +11,12 @@ use std::io::Write;
 use anyhow::Context as _;
 use homestead_api::{
     ANNOTATION_CREATED_BY, DirectoryGroup, HOME_ROLE_BINDING, LABEL_MANAGED_BY, LABEL_SHARE,
-    LABEL_USER, MANAGED_BY, Share, User,
+    LABEL_USER, LABEL_WORKSPACE, MANAGED_BY, Share, User, WORKSPACE_ADMINS_BINDING,
+    WORKSPACE_MEMBERS_BINDING, Workspace,
 };
 pub use homestead_model::homes::Source;
 use homestead_model::homes::{Via, ways_in};
+use homestead_model::workspace::way_in;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{Api, ListParams};
@@ -55,6 +57,8 @@ pub struct Listed {
     pub shares: Vec<Share>,
     /// Every DirectoryGroup.
     pub groups: Vec<DirectoryGroup>,
+    /// Every Workspace.
+    pub workspaces: Vec<Workspace>,
 }
 
 /// The report: one [`Row`] per subject of every RoleBinding in a Homestead namespace, sorted by
@@ -65,10 +69,18 @@ pub fn rows(listed: &Listed) -> Vec<Row> {
         .iter()
         .map(|u| (u.spec.identity.username.as_str(), u))
         .collect();
-    let owner_of: BTreeMap<String, String> = listed
+    // A namespace's holder: the User of a home, or the Workspace of a workspace (by the label
+    // that names it, and which label that is).
+    let owner_of: BTreeMap<String, (&str, String)> = listed
         .namespaces
         .iter()
-        .filter_map(|ns| Some((ns.name_any(), ns.labels().get(LABEL_USER)?.clone())))
+        .filter_map(|ns| {
+            let labels = ns.labels();
+            let holder = [LABEL_USER, LABEL_WORKSPACE]
+                .into_iter()
+                .find_map(|label| Some((label, labels.get(label)?.clone())))?;
+            Some((ns.name_any(), holder))
+        })
         .collect();
     let shares: BTreeMap<(String, String), &Share> = listed
         .shares
@@ -78,12 +90,15 @@ pub fn rows(listed: &Listed) -> Vec<Row> {
     let mut out = Vec::new();
     for binding in &listed.bindings {
         let namespace = binding.namespace().unwrap_or_default();
-        let Some(owner) = owner_of.get(&namespace) else {
+        let Some((holder_label, owner)) = owner_of.get(&namespace) else {
             continue;
         };
         let labels = binding.labels();
         let ours = labels.get(LABEL_MANAGED_BY).map(String::as_str) == Some(MANAGED_BY)
-            && labels.get(LABEL_USER) == Some(owner);
+            && labels.get(*holder_label) == Some(owner);
+        let workspace = (*holder_label == LABEL_WORKSPACE)
+            .then(|| listed.workspaces.iter().find(|w| &w.name_any() == owner))
+            .flatten();
         let share = labels
             .get(LABEL_SHARE)
             .filter(|_| ours)
@@ -94,6 +109,9 @@ pub fn rows(listed: &Listed) -> Vec<Row> {
                 .flatten();
             let (source, detail, until) = match share {
                 Some(share) => share_source(share, person.copied(), &listed.groups),
+                None if ours && workspace.is_some() && is_workspace_binding(binding) => {
+                    workspace_source(workspace, person.copied(), &listed.groups)
+                }
                 None if ours && binding.name_any() == HOME_ROLE_BINDING => {
                     let profile = listed
                         .users
@@ -163,6 +181,35 @@ fn share_source(
     match way {
         Some(Via::Group { group, .. }) => (Source::Group, format!("group {group}, {base}"), until),
         _ => (Source::Share, base, until),
+    }
+}
+
+/// Whether `binding` is one of a workspace's own RoleBindings (its admins', its members').
+fn is_workspace_binding(binding: &RoleBinding) -> bool {
+    let name = binding.name_any();
+    name == WORKSPACE_ADMINS_BINDING || name == WORKSPACE_MEMBERS_BINDING
+}
+
+/// Source and detail of a subject bound by a workspace's own RoleBinding, by the model's way in
+/// ([`way_in`]): the workspace's owner, an admin, or a member of its owner group that counts
+/// `person`; `unmanaged` when none of these (the operator removes such a subject).
+fn workspace_source(
+    workspace: Option<&Workspace>,
+    person: Option<&User>,
+    groups: &[DirectoryGroup],
+) -> (Source, String, String) {
+    let (Some(workspace), Some(person)) = (workspace, person) else {
+        return (Source::Unmanaged, "no such person".to_owned(), String::new());
+    };
+    let counting: Vec<&DirectoryGroup> = groups.iter().filter(|g| g.counts_member(person)).collect();
+    let reason = &workspace.spec.reason;
+    match way_in(workspace, &person.name_any(), &counting) {
+        Some((_, via)) => (via.source(), format!("{}: {reason}", via.describe()), String::new()),
+        None => (
+            Source::Unmanaged,
+            format!("workspace {}: not its owner's", workspace.name_any()),
+            String::new(),
+        ),
     }
 }
 
@@ -287,12 +334,18 @@ async fn list(client: &Client) -> anyhow::Result<Listed> {
         .await
         .context("listing DirectoryGroups")?
         .items;
+    let workspaces = Api::<Workspace>::all(client.clone())
+        .list(&all)
+        .await
+        .context("listing Workspaces")?
+        .items;
     Ok(Listed {
         namespaces,
         bindings,
         users,
         shares,
         groups,
+        workspaces,
     })
 }
 

@@ -23,11 +23,12 @@ mod group;
 mod profile;
 pub mod reasons;
 mod share;
+mod workspace;
 pub use group::{DirectoryGroup, DirectoryGroupSpec, DirectoryGroupStatus, MAX_GROUP_MEMBERS};
 pub use profile::{
     AppliedProfile, DirectorySelection, NamespaceMetadata, NetworkIsolation, PodSecurityLevel,
     PodSecurityLevels, Profile, ProfileSpec, ProfileStatus, SharingLimits, TenantRoleBindings,
-    UserOverride,
+    UserOverride, WorkspaceLimits,
 };
 pub use reasons::{
     Change, ConditionType, ExpiringReason, Failure, MAX_EVENT_NOTE_BYTES, ProfileReason, Reason,
@@ -35,6 +36,10 @@ pub use reasons::{
 };
 pub use share::{
     Grantee, GranteeStatus, MAX_GRANTEES, MAX_REASON_LEN, Share, ShareSpec, ShareStatus,
+};
+pub use workspace::{
+    MAX_ADMINS, MAX_WORKSPACE_REASON_LEN, MemberCount, Members, Workspace, WorkspaceNamespace,
+    WorkspaceOwner, WorkspaceSpec, WorkspaceStatus,
 };
 
 /// The API group of [`User`].
@@ -59,6 +64,17 @@ pub const LABEL_USER: &str = "homestead.dev/user";
 /// Annotation holding the `metadata.uid` of the owning User; with the two labels above it is
 /// what makes a Namespace the User's (a name match alone never is).
 pub const ANNOTATION_USER_UID: &str = "homestead.dev/user-uid";
+/// Label naming the Workspace (its `metadata.name`) a managed object belongs to, in place of
+/// [`LABEL_USER`] (docs/design.md, rule 25).
+pub const LABEL_WORKSPACE: &str = "homestead.dev/workspace";
+/// Annotation holding the `metadata.uid` of the owning Workspace; with
+/// `app.kubernetes.io/managed-by` and [`LABEL_WORKSPACE`] it is what makes a Namespace the
+/// Workspace's.
+pub const ANNOTATION_WORKSPACE_UID: &str = "homestead.dev/workspace-uid";
+/// The RoleBinding of a workspace's admins (a personal workspace's owner, a team's `admins`).
+pub const WORKSPACE_ADMINS_BINDING: &str = "homestead-workspace-admins";
+/// The RoleBinding of a team workspace's members (`spec.members.role`).
+pub const WORKSPACE_MEMBERS_BINDING: &str = "homestead-workspace-members";
 /// Annotation on a person's Namespace: a fingerprint (SHA-256, 16 hex digits) of every label,
 /// annotation and owner reference Homestead applied there. A cached Namespace that carries the
 /// fingerprint of what Homestead wants now has nothing Homestead must add or take away, so a
@@ -606,6 +622,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         reflowed(Profile::crd()),
         reflowed(DirectoryGroup::crd()),
         reflowed(Share::crd()),
+        reflowed(Workspace::crd()),
     ]
 }
 

@@ -225,6 +225,36 @@ pub struct ProfileSpec {
     /// `edit`, at most 90 days, groups allowed, tenant RoleBindings allowed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sharing: Option<SharingLimits>,
+
+    /// Whether this Profile's people may create workspaces of their own (a personal
+    /// `Workspace`), how many, and with which Profiles. Without it: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspaces: Option<WorkspaceLimits>,
+}
+
+/// What a Profile's people may create of personal workspaces. Beyond `max`, the youngest are
+/// refused (`Ready=False`), never the older.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceLimits {
+    /// Whether these people may create their own workspaces at all. Default `false`.
+    #[serde(default)]
+    pub self_service: bool,
+
+    /// The most personal workspaces one person may hold (a count, 0 to 100). Default 0.
+    #[serde(default)]
+    #[schemars(range(max = 100))]
+    pub max: u32,
+
+    /// The Profiles a person may name in a workspace's `spec.profile` (by name); without one,
+    /// the workspace gets the person's own Profile.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = 20),
+        inner(length(min = 1, max = 253)),
+        extend("x-kubernetes-list-type" = "set")
+    )]
+    pub profiles: Vec<String>,
 }
 
 /// The limits of sharing a home (Shares) for the people of one Profile. A Share above them is

@@ -1,7 +1,8 @@
 //! The aggregated API `homes.homestead.dev/v1alpha1` (docs/homes.md): tells every person, through
 //! the Kubernetes API server, the homes they can use. The binary (`homestead homes-api`) binds
 //! the listener, its connection bounds, health and metrics; this crate authenticates the API
-//! server ([`auth`]), keeps the caches of Users, Shares and DirectoryGroups ([`start`]), and
+//! server ([`auth`]), keeps the caches of Users, Shares, DirectoryGroups and Workspaces
+//! ([`start`]), and
 //! answers ([`routes`], [`resource`], [`openapi`], [`metrics`]).
 //!
 //! Who a person is and what they may use is read from [`homestead_model`]: the holder of an
@@ -18,7 +19,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use futures::StreamExt;
-use homestead_api::{DirectoryGroup, Share, User};
+use homestead_api::{DirectoryGroup, Share, User, Workspace};
 use homestead_model::trim::{trim, trim_user};
 use homestead_model::watched::Watched;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -107,7 +108,15 @@ pub async fn start(client: &Client, auth: auth::RequestHeaderAuth) -> anyhow::Re
     let (users, users_writer) = reflector::store::<User>();
     let (shares, shares_writer) = reflector::store::<Share>();
     let (groups, groups_writer) = reflector::store::<DirectoryGroup>();
-    let homes = Arc::new(Homes::new(auth, users, shares, groups, changes.clone()));
+    let (workspaces, workspaces_writer) = reflector::store::<Workspace>();
+    let homes = Arc::new(Homes::new(
+        auth,
+        users,
+        shares,
+        groups,
+        workspaces,
+        changes.clone(),
+    ));
     let observer = homes.clone();
     keep(client, users_writer, trim_user, changes.clone(), move |e| {
         observer.observe_user(e);
@@ -122,11 +131,13 @@ pub async fn start(client: &Client, auth: auth::RequestHeaderAuth) -> anyhow::Re
             observer.observe_share(e);
         },
     );
-    keep(client, groups_writer, trim_meta, changes, |_| {});
+    keep(client, groups_writer, trim_meta, changes.clone(), |_| {});
+    keep(client, workspaces_writer, trim_meta, changes, |_| {});
     for ready in [
         homes.users.wait_until_ready().await.is_ok(),
         homes.shares.wait_until_ready().await.is_ok(),
         homes.groups.wait_until_ready().await.is_ok(),
+        homes.workspaces.wait_until_ready().await.is_ok(),
     ] {
         anyhow::ensure!(ready, "a cache stopped before its first list");
     }

@@ -17,7 +17,7 @@ use axum::routing::get;
 use axum::{Extension, Router};
 use axum_server::tls::TlsInfo;
 use futures::StreamExt;
-use homestead_api::{DirectoryGroup, Share, User};
+use homestead_api::{DirectoryGroup, Share, User, Workspace};
 use homestead_model::homes::homes_of;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -46,6 +46,8 @@ pub struct Homes {
     pub shares: Store<Share>,
     /// Every DirectoryGroup.
     pub groups: Store<DirectoryGroup>,
+    /// Every Workspace.
+    pub workspaces: Store<Workspace>,
     /// A count of the caches' changes, bumped on every watch event any of them takes in:
     /// what a `watch` waits on, and the lists' `resourceVersion`.
     pub changes: Arc<watch::Sender<u64>>,
@@ -89,6 +91,7 @@ impl Homes {
         users: Store<User>,
         shares: Store<Share>,
         groups: Store<DirectoryGroup>,
+        workspaces: Store<Workspace>,
         changes: Arc<watch::Sender<u64>>,
     ) -> Self {
         Self {
@@ -96,6 +99,7 @@ impl Homes {
             users,
             shares,
             groups,
+            workspaces,
             changes,
             identities: Identities::default(),
             shares_by_grantee: ShareIndex::default(),
@@ -156,6 +160,9 @@ impl Homes {
         let shares: Vec<Arc<Share>> = refs.iter().filter_map(|r| self.shares.get(r)).collect();
         let groups: Vec<&DirectoryGroup> = groups.iter().map(AsRef::as_ref).collect();
         let shares: Vec<&Share> = shares.iter().map(AsRef::as_ref).collect();
+        // Few, and a person's are found among them by owner, admin and group: read them all.
+        let workspaces = self.workspaces.state();
+        let workspaces: Vec<&Workspace> = workspaces.iter().map(AsRef::as_ref).collect();
         let person = Person {
             profile: user
                 .status
@@ -166,7 +173,7 @@ impl Homes {
         };
         (
             person,
-            resource::merged(&homes_of(&user, &groups, &shares, now)),
+            resource::merged(&homes_of(&user, &groups, &shares, &workspaces, now)),
         )
     }
 }

@@ -3,62 +3,13 @@
 //! group's Share), until when, and their home's state. Pure: the caller's User, the groups that
 //! count them, the Shares naming either, and the time.
 
-use homestead_api::{CONDITION_READY, DirectoryGroup, Reason, Share, User};
+use homestead_api::{CONDITION_READY, DirectoryGroup, Reason, Share, User, Workspace};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use serde::{Deserialize, Serialize};
 
-/// Where an access comes from, as `homestead access` names it in its `source` column: the kind
-/// of a [`Via`], or `unmanaged` for a RoleBinding no Homestead rule accounts for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Source {
-    /// The person's own home.
-    Home,
-    /// A Share, to the person by name.
-    Share,
-    /// A Share, to a DirectoryGroup that counts the person.
-    Group,
-    /// A RoleBinding no Homestead rule accounts for.
-    Unmanaged,
-}
-
-/// How the caller has a namespace.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Via {
-    /// It is their own home.
-    OwnHome,
-    /// A Share (by name) names their User.
-    Share(String),
-    /// A Share names a DirectoryGroup that counts them as a member.
-    Group {
-        /// The DirectoryGroup's name.
-        group: String,
-        /// The Share's name.
-        share: String,
-    },
-}
-
-impl Via {
-    /// The kind of this way in.
-    pub fn source(&self) -> Source {
-        match self {
-            Self::OwnHome => Source::Home,
-            Self::Share(_) => Source::Share,
-            Self::Group { .. } => Source::Group,
-        }
-    }
-
-    /// The way in, for people: `own home`, `share <name>`, `group <group> (share <name>)`.
-    pub fn describe(&self) -> String {
-        match self {
-            Self::OwnHome => "own home".to_owned(),
-            Self::Share(share) => format!("share {share}"),
-            Self::Group { group, share } => format!("group {group} (share {share})"),
-        }
-    }
-}
+pub use crate::via::{Source, Via};
+use crate::workspace::way_in;
 
 /// The state of the caller's own home, as their User's `Ready` reason says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,6 +77,19 @@ fn grants(share: &Share, now: Timestamp) -> bool {
         && share.spec.expires_at.0 > now
 }
 
+/// Whether `workspace` gives access now: `Ready=True` for its current generation, with a
+/// namespace.
+fn provisioned(workspace: &Workspace) -> Option<&str> {
+    let status = workspace.status.as_ref()?;
+    let ready = status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == CONDITION_READY && c.status == "True");
+    (ready && status.observed_generation == workspace.metadata.generation)
+        .then_some(status.namespace.as_deref())
+        .flatten()
+}
+
 /// The ways `share` lets the User named `user` in, in the order of its grantees: by name
 /// ([`Via::Share`]), and through each grantee of `groups` that names a DirectoryGroup of
 /// `groups` ([`Via::Group`]). `groups` are the DirectoryGroups that count `user` as a member
@@ -154,11 +118,14 @@ pub fn ways_in(share: &Share, user: &str, groups: &[&DirectoryGroup]) -> Vec<Via
 /// and, only while their own access stands ([`HomeState::Active`]: a suspended, expired or
 /// offboarded grantee loses every share), each Share of `shares` that grants access now and
 /// names `user` or one of `groups` (the DirectoryGroups that count `user` as a member), but
-/// none in their own home: a Share never binds the home's owner.
+/// none in their own home: a Share never binds the home's owner; and each of `workspaces` that
+/// is provisioned and that `user` owns, administers or reaches as a member of its owner group
+/// ([`way_in`]).
 pub fn homes_of(
     user: &User,
     groups: &[&DirectoryGroup],
     shares: &[&Share],
+    workspaces: &[&Workspace],
     now: Timestamp,
 ) -> Vec<Home> {
     let state = state_of(user);
@@ -191,6 +158,24 @@ pub fn homes_of(
                     until: Some(share.spec.expires_at.clone()),
                     state: HomeState::Active,
                     since: share.metadata.creation_timestamp.clone(),
+                });
+            }
+        }
+    }
+    if state == HomeState::Active {
+        let name = user.name_any();
+        for workspace in workspaces {
+            let Some(namespace) = provisioned(workspace) else {
+                continue;
+            };
+            if let Some((role, via)) = way_in(workspace, &name, groups) {
+                homes.push(Home {
+                    namespace: namespace.to_owned(),
+                    role,
+                    via,
+                    until: None,
+                    state: HomeState::Active,
+                    since: workspace.metadata.creation_timestamp.clone(),
                 });
             }
         }
@@ -284,6 +269,7 @@ mod tests {
             &bob,
             &[&analysts],
             &shares.iter().collect::<Vec<_>>(),
+            &[],
             now(),
         );
         assert_eq!(
@@ -313,7 +299,7 @@ mod tests {
             24,
             true,
         )];
-        let homes = homes_of(&bob, &[], &shares.iter().collect::<Vec<_>>(), now());
+        let homes = homes_of(&bob, &[], &shares.iter().collect::<Vec<_>>(), &[], now());
         assert_eq!(
             seen(&homes),
             [("user-bob".into(), "admin".into(), "own home".into())]
@@ -327,7 +313,7 @@ mod tests {
         let mut bob = user("bob", "Provisioned");
         assert_eq!(own_role(&bob), "admin", "before any reconcile: the default");
         bob.status.as_mut().unwrap().role = Some("view".into());
-        let homes = homes_of(&bob, &[], &[], now());
+        let homes = homes_of(&bob, &[], &[], &[], now());
         assert_eq!(
             homes[0].role, "view",
             "a Profile's choice, from status.role"
@@ -337,6 +323,6 @@ mod tests {
     #[test]
     fn a_person_with_nothing_sees_nothing() {
         let nobody = User::test("nobody");
-        assert!(homes_of(&nobody, &[], &[], now()).is_empty());
+        assert!(homes_of(&nobody, &[], &[], &[], now()).is_empty());
     }
 }

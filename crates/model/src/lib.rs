@@ -5,9 +5,11 @@
 //!   refusal of duplicates and the homes API's caller alike.
 //! - [`homes`]: the homes a person can use, each with its role and its way in ([`homes::Via`],
 //!   [`homes::ways_in`]): the homes API and `homestead access` alike.
+//! - [`via`]: the ways in ([`via::Via`]) and their kinds ([`via::Source`]).
 //! - [`roles`]: what a ClusterRole grants, compared (Share limits, the homes API's merge).
 //! - [`shares`]: the Shares by grantee and by namespace, kept from a Share watch: the
 //!   reconciler's triggers and the homes API's caller alike.
+//! - [`workspace`]: who may use a workspace, and how: its owner (a User or a DirectoryGroup).
 //! - [`trim`]: what a cache keeps of an object; [`watched`]: what a watched kind must be.
 //!
 //! Pure: no client, no `async`, no controller. Imports `homestead-api`, the Kubernetes types and
@@ -18,4 +20,6 @@ pub mod identity;
 pub mod roles;
 pub mod shares;
 pub mod trim;
+pub mod via;
 pub mod watched;
+pub mod workspace;
