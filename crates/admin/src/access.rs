@@ -406,6 +406,7 @@ mod tests {
             users: ["alice", "bob", "carol"].map(User::test).to_vec(),
             shares: vec![share],
             groups: vec![DirectoryGroup::test("analysts", "Analysts").with_members(&["carol"])],
+            workspaces: vec![],
         }
     }
 

@@ -584,6 +584,7 @@ mod tests {
             store(users.clone()),
             store(shares.clone()),
             store(Vec::new()),
+            store(Vec::new()),
             Arc::new(watch::Sender::new(1)),
         );
         for user in users {

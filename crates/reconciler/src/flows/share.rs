@@ -119,7 +119,7 @@ fn home_of(ctx: &Context, namespace: &str, now: Timestamp) -> (Home, Option<Arc<
     let Some(owner) = cached.user().and_then(|user| caches.user(&user.name)) else {
         return (Home::Closed("without its owner".to_owned(), None), None);
     };
-    if !is_owned_by(&cached.facts, &owner) {
+    if !is_owned_by(&cached.facts, owner.as_ref()) {
         return (Home::NotAHome, None);
     }
     let closed = |why: String| {
