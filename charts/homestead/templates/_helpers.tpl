@@ -99,12 +99,12 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "homestead.serviceAcco
 {{- range $i, $role := $roles }}{{ if and $i (lt (add1 $i) $n) }}, {{ else if $i }} and {{ end }}{{ $role }}{{ end -}}
 {{- end -}}
 
-{{/* operator.allowedNamespaces (default <namespacePrefix>*) as one RE2 expression for the
+{{/* operator.allowedNamespaces (default <namespacePrefix>*) and <workspacePrefix>* as one RE2 expression for the
 admission policy, each glob as the operator reads it (the glob crate's `*`, `?`, `[a-z]`,
 `[!a-z]`): user-*,lab-[!x]? become ^(user-.*|lab-[^x].)$. The schema admits only balanced
 classes, so the expression always compiles. */}}
 {{- define "homestead.namespacePattern" -}}
-{{- $patterns := .Values.operator.allowedNamespaces | default (list (printf "%s*" .Values.operator.namespacePrefix)) -}}
+{{- $patterns := append (.Values.operator.allowedNamespaces | default (list (printf "%s*" .Values.operator.namespacePrefix))) (printf "%s*" .Values.operator.workspacePrefix) -}}
 ^({{ range $i, $p := $patterns }}{{ if $i }}|{{ end }}{{ regexQuoteMeta $p | replace "\\*" ".*" | replace "\\?" "." | replace "\\[!" "[^" | replace "\\[" "[" | replace "\\]" "]" }}{{ end }})$
 {{- end -}}
 

@@ -199,12 +199,21 @@ fn workspace_source(
     groups: &[DirectoryGroup],
 ) -> (Source, String, String) {
     let (Some(workspace), Some(person)) = (workspace, person) else {
-        return (Source::Unmanaged, "no such person".to_owned(), String::new());
+        return (
+            Source::Unmanaged,
+            "no such person".to_owned(),
+            String::new(),
+        );
     };
-    let counting: Vec<&DirectoryGroup> = groups.iter().filter(|g| g.counts_member(person)).collect();
+    let counting: Vec<&DirectoryGroup> =
+        groups.iter().filter(|g| g.counts_member(person)).collect();
     let reason = &workspace.spec.reason;
     match way_in(workspace, &person.name_any(), &counting) {
-        Some((_, via)) => (via.source(), format!("{}: {reason}", via.describe()), String::new()),
+        Some((_, via)) => (
+            via.source(),
+            format!("{}: {reason}", via.describe()),
+            String::new(),
+        ),
         None => (
             Source::Unmanaged,
             format!("workspace {}: not its owner's", workspace.name_any()),

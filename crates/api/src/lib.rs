@@ -71,6 +71,10 @@ pub const LABEL_WORKSPACE: &str = "homestead.dev/workspace";
 /// `app.kubernetes.io/managed-by` and [`LABEL_WORKSPACE`] it is what makes a Namespace the
 /// Workspace's.
 pub const ANNOTATION_WORKSPACE_UID: &str = "homestead.dev/workspace-uid";
+/// Label `true` on a Workspace a person created for themselves (self-service): the admission
+/// policy `homestead-workspace-creator` demands it of everyone but the platform and keeps it;
+/// such a workspace counts against its owner's Profile's `spec.workspaces.max`.
+pub const LABEL_SELF_SERVICE: &str = "homestead.dev/self-service";
 /// The RoleBinding of a workspace's admins (a personal workspace's owner, a team's `admins`).
 pub const WORKSPACE_ADMINS_BINDING: &str = "homestead-workspace-admins";
 /// The RoleBinding of a team workspace's members (`spec.members.role`).

@@ -81,7 +81,11 @@ pub fn member_role(workspace: &Workspace) -> &str {
 /// (`admin`), one of its admins (`admin`), or a member of its owner group, which is among
 /// `groups` (the DirectoryGroups that count `user`); `None` when none of these. The highest
 /// first: an admin who is a member too reaches it as admin.
-pub fn way_in(workspace: &Workspace, user: &str, groups: &[&DirectoryGroup]) -> Option<(String, Via)> {
+pub fn way_in(
+    workspace: &Workspace,
+    user: &str,
+    groups: &[&DirectoryGroup],
+) -> Option<(String, Via)> {
     let name = workspace.name_any();
     match Owner::of(workspace)? {
         Owner::User(owner) => {
@@ -90,7 +94,11 @@ pub fn way_in(workspace: &Workspace, user: &str, groups: &[&DirectoryGroup]) -> 
         Owner::Group(group) => {
             let admin = workspace.spec.admins.iter().any(|a| a == user);
             let member = groups.iter().any(|g| g.name_any() == group);
-            let role = if admin { ADMIN_ROLE } else { member_role(workspace) };
+            let role = if admin {
+                ADMIN_ROLE
+            } else {
+                member_role(workspace)
+            };
             (admin || member).then(|| {
                 let via = Via::Team {
                     group,
@@ -207,7 +215,11 @@ mod tests {
         assert_eq!(
             seen(&grants(&ws, Some(&ml), live)),
             [
-                ("alice".into(), "admin".into(), "team ml-team (admin)".into()),
+                (
+                    "alice".into(),
+                    "admin".into(),
+                    "team ml-team (admin)".into()
+                ),
                 ("bob".into(), "admin".into(), "team ml-team (admin)".into()),
                 ("carol".into(), "view".into(), "team ml-team".into()),
             ]
@@ -231,7 +243,11 @@ mod tests {
         let granted = grants(&ws, None, |n| (n == "alice").then_some(&alice));
         assert_eq!(
             seen(&granted),
-            [("alice".into(), "admin".into(), "workspace ml-platform".into())]
+            [(
+                "alice".into(),
+                "admin".into(),
+                "workspace ml-platform".into()
+            )]
         );
         assert_eq!(granted[0].username, "alice@example.com");
         assert!(grants(&ws, None, |_| None).is_empty(), "a suspended owner");

@@ -12,8 +12,8 @@ pub use homestead_admin::args::{
 use homestead_reconciler::Config;
 use homestead_reconciler::plan::config::{
     DEFAULT_ALLOWED_ROLES, DEFAULT_NAMESPACE_PREFIX, DEFAULT_OPERATOR_NAMESPACE,
-    DEFAULT_POD_SECURITY, DEFAULT_RESERVED_KEYS, DEFAULT_SHARE_MAX_ROLE, PodSecurity,
-    PodSecurityLevel, SharingDefaults, parse_duration,
+    DEFAULT_POD_SECURITY, DEFAULT_RESERVED_KEYS, DEFAULT_SHARE_MAX_ROLE, DEFAULT_WORKSPACE_PREFIX,
+    PodSecurity, PodSecurityLevel, SharingDefaults, parse_duration,
 };
 
 /// Log output format.
@@ -61,6 +61,12 @@ pub struct PolicyArgs {
     /// Prefix of derived namespace names: `<prefix><User name>`.
     #[arg(long, env = "HOMESTEAD_NAMESPACE_PREFIX", default_value = DEFAULT_NAMESPACE_PREFIX)]
     pub namespace_prefix: String,
+
+    /// Prefix of every Workspace's namespace: `<prefix><Workspace name>` unless
+    /// `spec.namespace.name` says otherwise, which must start with it too. Keep `<prefix>*` in
+    /// the admission policy's `namespacePattern` (the chart adds it).
+    #[arg(long, env = "HOMESTEAD_WORKSPACE_PREFIX", default_value = DEFAULT_WORKSPACE_PREFIX)]
+    pub workspace_prefix: String,
 
     /// Shell-style patterns (`*`, `?`, `[a-z]`) that a name in `spec.namespace.name` must match
     /// (repeat the flag or separate with commas). Default: `<namespace prefix>*`. The operator
@@ -424,6 +430,7 @@ impl PolicyArgs {
             .collect::<anyhow::Result<_>>()?;
         Ok(Config {
             namespace_prefix: self.namespace_prefix.clone(),
+            workspace_prefix: self.workspace_prefix.clone(),
             allowed_namespaces,
             reserved_keys: self.reserved_keys.clone(),
             pod_security: PodSecurity {
@@ -593,6 +600,10 @@ mod tests {
         assert_eq!(
             operator["namespacePrefix"],
             cli.policy.namespace_prefix.as_str()
+        );
+        assert_eq!(
+            operator["workspacePrefix"],
+            cli.policy.workspace_prefix.as_str()
         );
         assert_eq!(strings(&operator["reservedKeys"]), cli.policy.reserved_keys);
         assert_eq!(strings(&operator["allowedRoles"]), cli.policy.allowed_roles);

@@ -48,6 +48,8 @@ pub struct Context {
     group_backoffs: Backoffs<DirectoryGroup>,
     /// Retry delays of Shares whose reconcile failed.
     share_backoffs: Backoffs<CachedShare>,
+    /// Per-Workspace backoff after failures.
+    workspace_backoffs: Backoffs<homestead_api::Workspace>,
     /// Permits for writing a large RoleBinding ([`Context::large_write`]).
     large_writes: tokio::sync::Semaphore,
     /// Whether every cache has seen its first list; reconciles wait for it, so nothing is
@@ -68,6 +70,7 @@ impl Context {
             profile_backoffs: Backoffs::default(),
             group_backoffs: Backoffs::default(),
             share_backoffs: Backoffs::default(),
+            workspace_backoffs: Backoffs::default(),
             large_writes: tokio::sync::Semaphore::new(LARGE_WRITES),
             synced: tokio::sync::watch::Sender::new(false),
         }
@@ -162,6 +165,11 @@ impl Context {
     /// Retry delays of Shares whose reconcile failed.
     pub fn share_backoffs(&self) -> &Backoffs<CachedShare> {
         &self.share_backoffs
+    }
+
+    /// The per-Workspace backoff after failed reconciles.
+    pub fn workspace_backoffs(&self) -> &Backoffs<homestead_api::Workspace> {
+        &self.workspace_backoffs
     }
 
     /// Waits for one of [`LARGE_WRITES`] permits to reconcile a Share whose RoleBinding may have
@@ -281,6 +289,7 @@ pub(crate) mod test {
                     index: crate::state::index::ProfileIndex::default(),
                     shares: reflector::store().0,
                     share_index: crate::state::ShareIndex::default(),
+                    workspaces: reflector::store().0,
                 },
                 metrics,
             );

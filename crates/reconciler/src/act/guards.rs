@@ -5,14 +5,14 @@
 
 use std::sync::Arc;
 
-use homestead_api::{Change, User};
+use homestead_api::Change;
 use kube::api::DeleteParams;
 use kube::runtime::reflector::ObjectRef;
 
 use super::Cluster;
 use super::client::Object;
 use crate::error::Result;
-use crate::plan::ownership::labelled_for;
+use crate::plan::ownership::{Holder, labelled_for};
 
 /// One object Homestead keeps in a person's Namespace, as the cache and the desired state
 /// have it.
@@ -32,9 +32,9 @@ pub struct Managed<K> {
 /// Applies `managed.desired` (server-side apply) when the cache shows something else, or
 /// deletes the object `name` when nothing is desired and the cache has it labelled as `user`'s.
 /// Returns the change made, if any.
-pub async fn ensure<K: Object>(
+pub async fn ensure<K: Object, H: Holder>(
     cluster: &Cluster,
-    user: &User,
+    user: &H,
     namespace: &str,
     name: &str,
     managed: Managed<K>,

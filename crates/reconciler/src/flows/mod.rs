@@ -8,6 +8,8 @@
 //! - [`offboard`]: a deleted User (Delete, Retain, uninstall) and retained namespaces.
 //! - [`statuses`]: the Profile and DirectoryGroup status controllers.
 //! - [`share`]: the Share Controller's reconcile and error policy.
+//! - [`workspace`]: the Workspace Controller's reconcile (namespace, guards, access, status;
+//!   Delete or Retain) and error policy.
 //!
 //! Flows sit above everything but the runtime; nothing below imports a flow
 //! (docs/development.md, "Layers").
@@ -17,3 +19,4 @@ pub mod provision;
 pub mod reconcile;
 pub mod share;
 pub mod statuses;
+pub mod workspace;

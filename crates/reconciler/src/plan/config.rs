@@ -7,6 +7,8 @@ pub use homestead_api::PodSecurityLevel;
 
 /// `--namespace-prefix`: derived Namespace names are `user-<User name>`.
 pub const DEFAULT_NAMESPACE_PREFIX: &str = "user-";
+/// Default of [`Config::workspace_prefix`].
+pub const DEFAULT_WORKSPACE_PREFIX: &str = "ws-";
 /// `--reserved-key`: the service meshes' keys, which would move a tenant's Pods in or out of a
 /// mesh, beyond the keys Homestead always reserves.
 pub const DEFAULT_RESERVED_KEYS: [&str; 3] = ["istio-injection", "istio.io/", "linkerd.io/"];
@@ -48,6 +50,10 @@ impl Default for PodSecurity {
 pub struct Config {
     /// Prefix of derived Namespace names: `<prefix><User name>`. Default `user-`.
     pub namespace_prefix: String,
+    /// Prefix of every Workspace's namespace: derived names are `<prefix><Workspace name>`, and a
+    /// name given in `spec.namespace.name` must start with it (so no Workspace squats a
+    /// person's home-to-be, and no User a team's). Default `ws-`.
+    pub workspace_prefix: String,
     /// Shell-style patterns (`*`, `?`, `[...]`) a Namespace name given in
     /// `spec.namespace.name` must match one of. Default: `<prefix>*`.
     pub allowed_namespaces: Vec<glob::Pattern>,
@@ -112,6 +118,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             namespace_prefix: DEFAULT_NAMESPACE_PREFIX.to_owned(),
+            workspace_prefix: DEFAULT_WORKSPACE_PREFIX.to_owned(),
             allowed_namespaces: vec![
                 glob::Pattern::new(&format!("{DEFAULT_NAMESPACE_PREFIX}*"))
                     .expect("a valid pattern"),

@@ -22,7 +22,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 
 use crate::plan::config::PodSecurity;
-use crate::plan::ownership::{managed_labels, owner_reference};
+use crate::plan::ownership::{Holder, managed_labels, owner_reference};
 
 /// Name of the RoleBinding Homestead manages in each person's Namespace.
 pub const ROLE_BINDING_NAME: &str = homestead_api::HOME_ROLE_BINDING;
@@ -201,26 +201,35 @@ pub fn desired_role_binding(user: &User, namespace: &str) -> RoleBinding {
 /// `spec.quota.hard`), or `None` without `spec.quota`.
 pub fn desired_quota(user: &User, namespace: &str) -> Option<ResourceQuota> {
     let quota = user.spec.quota.as_ref()?;
-    Some(ResourceQuota {
-        metadata: ObjectMeta {
-            name: Some(QUOTA_NAME.to_owned()),
-            namespace: Some(namespace.to_owned()),
-            labels: Some(managed_labels(user)),
-            ..ObjectMeta::default()
-        },
+    Some(quota_of(user, namespace, &quota.hard))
+}
+
+/// The ResourceQuota `homestead-quota` in `namespace` for `holder` (a User or a Workspace),
+/// with `hard` (ResourceQuota `spec.hard`: resource names to quantities).
+pub fn quota_of<H: Holder>(
+    holder: &H,
+    namespace: &str,
+    hard: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+) -> ResourceQuota {
+    ResourceQuota {
+        metadata: managed_meta(holder, QUOTA_NAME, namespace),
         spec: Some(ResourceQuotaSpec {
-            hard: Some(quota.hard.clone()),
+            hard: Some(hard.clone()),
             ..ResourceQuotaSpec::default()
         }),
         status: None,
-    })
+    }
 }
 
 /// The desired LimitRange `homestead-limits` in `namespace` with `spec`, as the API server
 /// stores it: for `Container` items, a default limit missing where `max` has one becomes `max`,
 /// a default request missing where the default limit has one becomes that limit, else `min`
 /// (Kubernetes' `SetDefaults_LimitRangeItem`), so a cached copy compares equal.
-pub fn desired_limit_range(user: &User, namespace: &str, spec: &LimitRangeSpec) -> LimitRange {
+pub fn desired_limit_range<H: Holder>(
+    user: &H,
+    namespace: &str,
+    spec: &LimitRangeSpec,
+) -> LimitRange {
     let mut spec = spec.clone();
     for item in spec.limits.iter_mut().filter(|i| i.type_ == "Container") {
         let default = item.default.get_or_insert_default();
@@ -240,7 +249,11 @@ pub fn desired_limit_range(user: &User, namespace: &str, spec: &LimitRangeSpec) 
 
 /// The desired NetworkPolicy `homestead-isolation` in `namespace`, for a Profile with
 /// `networkIsolation: Isolated`, with the spec of [`isolation_spec`].
-pub fn desired_network_policy(user: &User, namespace: &str, allowed: &[String]) -> NetworkPolicy {
+pub fn desired_network_policy<H: Holder>(
+    user: &H,
+    namespace: &str,
+    allowed: &[String],
+) -> NetworkPolicy {
     NetworkPolicy {
         metadata: managed_meta(user, NETWORK_POLICY_NAME, namespace),
         spec: Some(isolation_spec(allowed)),
@@ -312,7 +325,7 @@ pub fn isolation_spec(allowed: &[String]) -> NetworkPolicySpec {
 
 /// Metadata of a managed object `name` in `namespace`: the managed labels, no owner reference
 /// (the Namespace's owner reference or offboarding takes care of its contents).
-fn managed_meta(user: &User, name: &str, namespace: &str) -> ObjectMeta {
+fn managed_meta<H: Holder>(user: &H, name: &str, namespace: &str) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.to_owned()),
         namespace: Some(namespace.to_owned()),

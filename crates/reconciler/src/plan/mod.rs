@@ -26,3 +26,4 @@ pub mod revocation;
 pub mod share;
 pub mod status;
 pub mod validate;
+pub mod workspace;

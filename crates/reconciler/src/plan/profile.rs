@@ -126,6 +126,26 @@ pub fn choose(
     }
 }
 
+/// The Profile the directory chooses for the members of `group`: among `profiles` whose
+/// `spec.directory.groups` name its `spec.displayName`, the one of highest `priority` (on a
+/// tie, the first by name); a team workspace without `spec.profile` gets it.
+pub fn group_profile<'a>(
+    group: &DirectoryGroup,
+    profiles: &'a [Arc<Profile>],
+) -> Option<&'a Arc<Profile>> {
+    profiles
+        .iter()
+        .filter_map(|p| {
+            let directory = p.spec.directory.as_ref()?;
+            directory
+                .groups
+                .contains(&group.spec.display_name)
+                .then_some((directory.priority, std::cmp::Reverse(p.name_any()), p))
+        })
+        .max_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)))
+        .map(|(_, _, p)| p)
+}
+
 /// Whether the directory (the SCIM service) manages `user`: it carries the label
 /// `homestead.dev/writer=scim`. Such a person never falls back to the operator's open default
 /// (role `admin`, no isolation): a stolen token that empties their groups leaves them at the

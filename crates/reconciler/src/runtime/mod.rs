@@ -13,6 +13,7 @@
 
 pub mod backlog;
 pub mod watches;
+pub mod workspaces;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +39,7 @@ use crate::flows::share::{reconcile_share, share_error};
 use crate::flows::statuses::{
     group_status_error, profile_status_error, reconcile_group_status, reconcile_profile_status,
 };
+use crate::flows::workspace::{reconcile_workspace, workspace_error};
 use crate::metrics::Metrics;
 use crate::plan::config::Config;
 use crate::runtime::backlog::Backlog;
@@ -71,6 +73,7 @@ pub struct Runtime {
     profile_statuses: Controller<homestead_api::Profile>,
     group_statuses: Controller<homestead_api::DirectoryGroup>,
     shares: Controller<crate::state::cache::CachedShare>,
+    workspaces: Controller<homestead_api::Workspace>,
     backlogs: (Backlog<User>, Backlog<CachedShare>),
     retained_count_interval: Duration,
 }
@@ -91,6 +94,7 @@ impl Runtime {
             profile_statuses,
             group_statuses,
             shares,
+            workspaces,
             caches,
             backlogs,
         } = watches::controllers(
@@ -124,6 +128,7 @@ impl Runtime {
             profile_statuses,
             group_statuses,
             shares,
+            workspaces,
             backlogs,
             retained_count_interval: settings.retained_count_interval,
         }
@@ -219,7 +224,19 @@ impl Runtime {
                 forget_if_gone(&user_backlog, &result);
                 async move { log_controller_error(result) }
             });
-        futures::join!(users, retained, profile_statuses, group_statuses, shares);
+        let workspaces = self
+            .workspaces
+            .graceful_shutdown_on(shutdown())
+            .run(reconcile_workspace, workspace_error, ctx.clone())
+            .for_each(|result| async move { log_controller_error(result) });
+        futures::join!(
+            users,
+            retained,
+            profile_statuses,
+            group_statuses,
+            shares,
+            workspaces
+        );
         // Still the leader (unless the Lease was lost, when the fence drops what is left).
         let events = ctx.cluster().events();
         if !events.drained(EVENT_DRAIN).await {

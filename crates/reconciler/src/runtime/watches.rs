@@ -31,6 +31,7 @@ use crate::plan::ownership::user_of;
 use crate::plan::share::share_of_binding;
 use crate::plan::status;
 use crate::runtime::backlog::Backlog;
+use crate::runtime::workspaces::{WorkspaceWakes, workspace_controller};
 use crate::state::Caches;
 use crate::state::ShareIndex;
 use crate::state::cache::{CachedNamespace, CachedRoleBinding, CachedShare};
@@ -68,6 +69,8 @@ pub struct Controllers {
     /// of its home's owner and of its grantees (Users, and DirectoryGroups' members), and every
     /// change of a Profile's spec (all Shares: a limit may have changed).
     pub shares: Controller<CachedShare>,
+    /// The Controller over Workspaces ([`super::workspaces`]).
+    pub workspaces: Controller<homestead_api::Workspace>,
     /// The caches reconciles read.
     pub caches: Caches,
     /// What waits for the User and the Share Controllers: every reconcile they start must be
@@ -170,6 +173,8 @@ struct Wakers {
     retained: (Store<Namespace>, UnboundedSender<ObjectRef<Namespace>>),
     /// A Share (its RoleBinding, a grantee or its home changed).
     share: UnboundedSender<ObjectRef<CachedShare>>,
+    /// The Workspaces a change concerns.
+    workspaces: WorkspaceWakes,
 }
 
 /// The Controller over Users (`users`, the cache `user_events` keeps; Users come through
@@ -197,31 +202,50 @@ fn user_controller(
     let (group_shares, wake_group_shares) = (caches.share_index.clone(), wakers.share.clone());
     let resync = paced_resync(users.clone(), RESYNC);
     let (retained, wake_retained) = wakers.retained;
+    let ws = wakers.workspaces;
     let of_binding = user_of_role_binding(
         caches.namespaces.clone(),
         retained,
         wake_retained,
-        wakers.share,
+        (wakers.share, ws.clone()),
     );
+    let (ws_of_profile, ws_of_group) = (ws.clone(), ws.clone());
+    let (ws_of_quota, ws_of_limits, ws_of_isolation) = (ws.clone(), ws.clone(), ws.clone());
     Controller::for_stream(user_events, users)
         .with_config(controller::Config::default().concurrency(concurrency))
         .trigger_backoff(EachWatchOnItsOwn)
-        .watches_stream(events.namespaces, |ns| ns.user())
+        .watches_stream(events.namespaces, move |ns| {
+            if let Some(workspace) = ns.workspace() {
+                ws.workspace(&workspace.name);
+            }
+            ns.user()
+        })
         .watches_stream(events.role_bindings, of_binding)
         .watches_stream(adoption_watch(client), |ns| {
             ns.labels()
                 .get(LABEL_ADOPT_FOR)
                 .map(|user| ObjectRef::new(user))
         })
-        .watches_stream(events.quotas, |o| user_of(&o))
-        .watches_stream(events.limit_ranges, |o| user_of(&o))
-        .watches_stream(events.network_policies, |o| user_of(&o))
+        .watches_stream(events.quotas, move |o| {
+            ws_of_quota.of_object(&o);
+            user_of(&o)
+        })
+        .watches_stream(events.limit_ranges, move |o| {
+            ws_of_limits.of_object(&o);
+            user_of(&o)
+        })
+        .watches_stream(events.network_policies, move |o| {
+            ws_of_isolation.of_object(&o);
+            user_of(&o)
+        })
         .watches_stream(events.profiles, move |profile| {
+            ws_of_profile.all();
             users_of_profile(&members, &in_groups, &profile)
                 .into_iter()
                 .map(|user| ObjectRef::new(&user))
         })
         .watches_stream(events.groups, move |group| {
+            ws_of_group.of_group(&group.name_any());
             for share in group_shares.of_group(&group.name_any()) {
                 let _ = wake_group_shares.unbounded_send(share);
             }
@@ -267,6 +291,8 @@ pub fn controllers(
     let (wake_groups, group_triggers) = futures::channel::mpsc::unbounded();
     let managed = managed_watches(client, recent, wake_groups, wake_all_shares);
     let (retained, wake_retained) = retained_controller(client);
+    let (workspaces, wake_workspaces) =
+        workspace_controller(client, concurrency, managed.groups.clone());
     let (wake_profiles, profile_triggers) = futures::channel::mpsc::unbounded();
     let (wake_users, identity_triggers) = futures::channel::mpsc::unbounded();
     let identities = Identities::default();
@@ -277,7 +303,7 @@ pub fn controllers(
         wake_profiles,
         (identities.clone(), wake_users),
         (share_index.clone(), wake_share.clone()),
-        &user_backlog,
+        (&user_backlog, wake_workspaces.clone()),
     );
     let retained_namespaces = retained.store();
     let caches = Caches {
@@ -293,10 +319,12 @@ pub fn controllers(
         index: index.clone(),
         shares: shares.store(),
         share_index,
+        workspaces: workspaces.store(),
     };
     let wakers = Wakers {
         retained: (retained_namespaces, wake_retained),
         share: wake_share,
+        workspaces: wake_workspaces,
     };
     let users = user_controller(
         (users, user_events),
@@ -314,6 +342,7 @@ pub fn controllers(
         group_statuses: status_controller(client, &declared::GROUP_STATUSES)
             .reconcile_all_on(group_triggers),
         shares,
+        workspaces,
         backlogs: (user_backlog, share_backlog),
     }
 }
@@ -415,7 +444,7 @@ fn user_watch(
     wake_profiles: UnboundedSender<ObjectRef<Profile>>,
     (identities, wake_users): (Identities, UnboundedSender<ObjectRef<User>>),
     (shares, wake_shares): (ShareIndex, UnboundedSender<ObjectRef<CachedShare>>),
-    backlog: &Backlog<User>,
+    (backlog, workspaces): (&Backlog<User>, WorkspaceWakes),
 ) -> (
     Store<User>,
     impl futures::Stream<Item = Result<User, watcher::Error>> + Send + 'static,
@@ -452,6 +481,10 @@ fn user_watch(
                 for share in shares.of_user(&user.name_any(), home) {
                     let _ = wake_shares.unbounded_send(share);
                 }
+            }
+            // Not on the first list: the Workspace Controller lists every Workspace then.
+            if let watcher::Event::Apply(user) | watcher::Event::Delete(user) = &event {
+                workspaces.of_user(&user.name_any());
             }
             (event, trigger)
         })
@@ -545,7 +578,7 @@ fn user_of_role_binding(
     namespaces: CompactStore<CachedNamespace>,
     retained: Store<Namespace>,
     wake: futures::channel::mpsc::UnboundedSender<ObjectRef<Namespace>>,
-    wake_share: UnboundedSender<ObjectRef<CachedShare>>,
+    (wake_share, workspaces): (UnboundedSender<ObjectRef<CachedShare>>, WorkspaceWakes),
 ) -> impl Fn(CachedRoleBinding) -> Option<ObjectRef<User>> + Send + Sync + 'static {
     move |rb| {
         let namespace = rb.metadata.namespace.as_deref()?;
@@ -557,7 +590,11 @@ fn user_of_role_binding(
             let _ = wake.unbounded_send(retained_namespace);
             return None;
         }
-        namespaces.get(None, namespace)?.user()
+        let cached = namespaces.get(None, namespace)?;
+        if let Some(workspace) = cached.workspace() {
+            workspaces.workspace(&workspace.name);
+        }
+        cached.user()
     }
 }
 
@@ -721,7 +758,7 @@ fn paced<K: Watched>(
 }
 
 /// A stream that yields once every `period`, first after one `period`.
-fn every(period: Duration) -> impl futures::Stream<Item = ()> + Send + 'static {
+pub(super) fn every(period: Duration) -> impl futures::Stream<Item = ()> + Send + 'static {
     futures::stream::unfold((), move |()| async move {
         tokio::time::sleep(period).await;
         Some(((), ()))
@@ -794,7 +831,7 @@ impl Backoff for EachWatchOnItsOwn {
 }
 
 /// The watcher configuration of `watch`: its label selector ([`declared::Selects`]).
-fn config_of(watch: &Watch) -> watcher::Config {
+pub(super) fn config_of(watch: &Watch) -> watcher::Config {
     let config = watcher::Config::default();
     match watch.selects.label_selector() {
         Some(selector) => config.labels(&selector),

@@ -13,7 +13,9 @@
 
 use std::borrow::Cow;
 
-use homestead_api::{ANNOTATION_CREATED_BY, CONDITION_READY, LABEL_USER, Share, ShareSpec, User};
+use homestead_api::{
+    ANNOTATION_CREATED_BY, CONDITION_READY, LABEL_USER, LABEL_WORKSPACE, Share, ShareSpec, User,
+};
 use k8s_openapi::api::core::v1::{Namespace, NamespaceStatus};
 use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
@@ -48,6 +50,8 @@ pub struct CachedNamespace {
     pub facts: Facts,
     /// The `homestead.dev/user` label, naming the User the Namespace belongs to.
     user: Option<String>,
+    /// The `homestead.dev/workspace` label, naming the Workspace the Namespace belongs to.
+    workspace: Option<String>,
     /// The status while terminating, else `None`.
     pub status: Option<NamespaceStatus>,
 }
@@ -59,9 +63,11 @@ impl From<Namespace> for CachedNamespace {
         let (uid, deletion_timestamp) = (meta.uid.take(), meta.deletion_timestamp.take());
         let facts = Facts::of(&meta);
         let user = meta.labels.as_mut().and_then(|l| l.remove(LABEL_USER));
+        let workspace = meta.labels.as_mut().and_then(|l| l.remove(LABEL_WORKSPACE));
         Self {
             facts,
             user,
+            workspace,
             metadata: ObjectMeta {
                 uid,
                 deletion_timestamp,
@@ -77,6 +83,11 @@ impl CachedNamespace {
     /// watch events to reconciles with this (a RoleBinding's too, through its Namespace).
     pub fn user(&self) -> Option<ObjectRef<User>> {
         self.user.as_deref().map(ObjectRef::new)
+    }
+
+    /// The Workspace the Namespace is labelled for (`homestead.dev/workspace`), if any.
+    pub fn workspace(&self) -> Option<ObjectRef<homestead_api::Workspace>> {
+        self.workspace.as_deref().map(ObjectRef::new)
     }
 }
 
@@ -158,6 +169,7 @@ pub struct NamespaceRecord {
     deletion_timestamp: Option<Time>,
     facts: Facts,
     user: Option<Box<str>>,
+    workspace: Option<Box<str>>,
     status: Option<Box<NamespaceStatus>>,
 }
 
@@ -174,6 +186,7 @@ impl Compact for CachedNamespace {
             deletion_timestamp: self.metadata.deletion_timestamp.clone(),
             facts: self.facts.clone(),
             user: self.user.as_deref().map(Into::into),
+            workspace: self.workspace.as_deref().map(Into::into),
             status: self.status.clone().map(Box::new),
         }
     }
@@ -188,6 +201,7 @@ impl Compact for CachedNamespace {
             },
             facts: record.facts.clone(),
             user: record.user.as_deref().map(str::to_owned),
+            workspace: record.workspace.as_deref().map(str::to_owned),
             status: record.status.as_deref().cloned(),
         }
     }

@@ -52,6 +52,8 @@ pub enum Cache {
     Users,
     /// Every Share, and its index (grantees, namespaces).
     Shares,
+    /// Every Workspace.
+    Workspaces,
 }
 
 /// Where a watch keeps what it sees.
@@ -87,6 +89,11 @@ pub enum Wakes {
     GroupStatus,
     /// The status of every DirectoryGroup.
     GroupStatuses,
+    /// The Workspaces the object concerns (its own, its owner's, or those a person or a group
+    /// has a way into).
+    Workspaces,
+    /// Every Workspace (their Profiles may have changed).
+    AllWorkspaces,
 }
 
 /// One watch the operator runs.
@@ -113,6 +120,7 @@ pub const USERS: Watch = Watch {
         Wakes::IdentityHolders,
         Wakes::Shares,
         Wakes::ProfileStatus,
+        Wakes::Workspaces,
     ],
 };
 /// Homestead's Namespaces.
@@ -120,14 +128,19 @@ pub const NAMESPACES: Watch = Watch {
     kind: "Namespace",
     selects: Selects::Managed,
     keeps: Keeps::Cache(Cache::Namespaces),
-    wakes: &[Wakes::User],
+    wakes: &[Wakes::User, Wakes::Workspaces],
 };
 /// Every RoleBinding: revoking access removes the ones a person made too.
 pub const ROLE_BINDINGS: Watch = Watch {
     kind: "RoleBinding",
     selects: Selects::Every,
     keeps: Keeps::Cache(Cache::RoleBindings),
-    wakes: &[Wakes::User, Wakes::Shares, Wakes::Retained],
+    wakes: &[
+        Wakes::User,
+        Wakes::Shares,
+        Wakes::Retained,
+        Wakes::Workspaces,
+    ],
 };
 /// Namespaces the platform hands to a User (`homestead.dev/adopt-for`), by metadata alone.
 pub const ADOPTIONS: Watch = Watch {
@@ -152,35 +165,40 @@ pub const QUOTAS: Watch = Watch {
     kind: "ResourceQuota",
     selects: Selects::Managed,
     keeps: Keeps::Cache(Cache::Quotas),
-    wakes: &[Wakes::User],
+    wakes: &[Wakes::User, Wakes::Workspaces],
 };
 /// Homestead's LimitRanges.
 pub const LIMIT_RANGES: Watch = Watch {
     kind: "LimitRange",
     selects: Selects::Managed,
     keeps: Keeps::Cache(Cache::LimitRanges),
-    wakes: &[Wakes::User],
+    wakes: &[Wakes::User, Wakes::Workspaces],
 };
 /// Homestead's NetworkPolicies.
 pub const NETWORK_POLICIES: Watch = Watch {
     kind: "NetworkPolicy",
     selects: Selects::Managed,
     keeps: Keeps::Cache(Cache::NetworkPolicies),
-    wakes: &[Wakes::User],
+    wakes: &[Wakes::User, Wakes::Workspaces],
 };
 /// Every Profile.
 pub const PROFILES: Watch = Watch {
     kind: "Profile",
     selects: Selects::Every,
     keeps: Keeps::Cache(Cache::Profiles),
-    wakes: &[Wakes::Users, Wakes::AllShares, Wakes::GroupStatuses],
+    wakes: &[
+        Wakes::Users,
+        Wakes::AllShares,
+        Wakes::GroupStatuses,
+        Wakes::AllWorkspaces,
+    ],
 };
 /// Every DirectoryGroup.
 pub const GROUPS: Watch = Watch {
     kind: "DirectoryGroup",
     selects: Selects::Every,
     keeps: Keeps::Cache(Cache::Groups),
-    wakes: &[Wakes::Users, Wakes::Shares],
+    wakes: &[Wakes::Users, Wakes::Shares, Wakes::Workspaces],
 };
 /// Every Profile, for the Controller of Profile statuses.
 pub const PROFILE_STATUSES: Watch = Watch {
@@ -204,8 +222,16 @@ pub const SHARES: Watch = Watch {
     wakes: &[Wakes::Shares],
 };
 
+/// Every Workspace: the Workspace Controller's own watch.
+pub const WORKSPACES: Watch = Watch {
+    kind: "Workspace",
+    selects: Selects::Every,
+    keeps: Keeps::Cache(Cache::Workspaces),
+    wakes: &[Wakes::Workspaces],
+};
+
 /// Every watch the operator runs, in the order docs/development.md lists them.
-pub const WATCHES: [Watch; 13] = [
+pub const WATCHES: [Watch; 14] = [
     USERS,
     NAMESPACES,
     ROLE_BINDINGS,
@@ -217,6 +243,7 @@ pub const WATCHES: [Watch; 13] = [
     PROFILES,
     GROUPS,
     SHARES,
+    WORKSPACES,
     PROFILE_STATUSES,
     GROUP_STATUSES,
 ];

@@ -12,7 +12,7 @@ pub mod store;
 
 use std::sync::Arc;
 
-use homestead_api::{DirectoryGroup, Profile, User};
+use homestead_api::{DirectoryGroup, Profile, User, Workspace};
 use k8s_openapi::api::core::v1::{LimitRange, ResourceQuota};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Resource;
@@ -55,6 +55,8 @@ pub struct Caches {
     pub(crate) shares: Store<CachedShare>,
     /// Which Shares name each grantee and are in each namespace, from the Share watch.
     pub(crate) share_index: ShareIndex,
+    /// Every Workspace (the Controller over Workspaces' own cache).
+    pub(crate) workspaces: Store<Workspace>,
 }
 
 impl Caches {
@@ -74,6 +76,7 @@ impl Caches {
             index: ProfileIndex::default(),
             shares: reflector::store().0,
             share_index: ShareIndex::default(),
+            workspaces: reflector::store().0,
         }
     }
 
@@ -103,6 +106,7 @@ impl Caches {
             Cache::Groups => wait_until_ready(&self.groups).await,
             Cache::Users => wait_until_ready(&self.users).await,
             Cache::Shares => wait_until_ready(&self.shares).await,
+            Cache::Workspaces => wait_until_ready(&self.workspaces).await,
         }
     }
 
@@ -190,6 +194,16 @@ impl Caches {
     pub fn share_index(&self) -> &ShareIndex {
         &self.share_index
     }
+
+    /// Every cached Workspace.
+    pub fn workspaces(&self) -> Vec<Arc<Workspace>> {
+        self.workspaces.state()
+    }
+
+    /// The Workspace `name`, if cached.
+    pub fn workspace(&self, name: &str) -> Option<Arc<Workspace>> {
+        self.workspaces.get(&ObjectRef::new(name))
+    }
 }
 
 /// The object `namespace/name` from a reflector cache.
@@ -244,6 +258,7 @@ mod tests {
         let (groups, mut group_writer) = reflector::store::<DirectoryGroup>();
         let (users, mut user_writer) = reflector::store();
         let (shares, mut share_writer) = reflector::store();
+        let (workspaces, mut workspace_writer) = reflector::store();
         let caches = Caches {
             namespaces,
             role_bindings,
@@ -257,6 +272,7 @@ mod tests {
             index: ProfileIndex::default(),
             shares,
             share_index: ShareIndex::default(),
+            workspaces,
         };
         namespace_writer.apply(&Event::Init);
         namespace_writer.apply(&Event::InitDone);
@@ -268,6 +284,7 @@ mod tests {
         listed(&mut profile_writer);
         listed(&mut user_writer);
         listed(&mut share_writer);
+        listed(&mut workspace_writer);
         let wait = std::time::Duration::from_secs(60);
         assert!(
             tokio::time::timeout(wait, caches.synced()).await.is_err(),

@@ -1,0 +1,669 @@
+//! The reconcile of one Workspace (docs/workspaces.md): a home that is not a person's own. The
+//! finalizer helper runs [`open`] while it lives and [`close`] once it is deleted. [`open`]
+//! decides from the caches ([`crate::plan::workspace::decide`]), then brings the namespace, its
+//! guards and its two RoleBindings to that decision, guards before access, and writes the status;
+//! whatever it decides that grants nothing (refused, suspended) removes every RoleBinding in a
+//! namespace that is the workspace's, as a suspended User's home (the standing revocation rule).
+
+use std::sync::Arc;
+
+use homestead_api::{
+    CONDITION_READY, Change, DeletionPolicy, FINALIZER, MemberCount, SHARE_BINDING_PREFIX,
+    TenantRoleBindings, WORKSPACE_ADMINS_BINDING, WORKSPACE_MEMBERS_BINDING, Workspace,
+    WorkspaceStatus,
+};
+use homestead_model::workspace::{Grant, Owner};
+use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use tracing::{debug, info, instrument, warn};
+
+use super::offboard::NOT_LEADER_RECHECK;
+use super::provision::TERMINATING_RECHECK;
+use crate::act::access;
+use crate::act::guards::{Managed, ensure};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::plan::desired::{
+    LIMIT_RANGE_NAME, NETWORK_POLICY_NAME, QUOTA_NAME, desired_limit_range, desired_network_policy,
+    quota_of,
+};
+use crate::plan::drift::{limit_range_matches, network_policy_matches, quota_matches};
+use crate::plan::ownership::is_owned_by;
+use crate::plan::share::share_of_binding;
+use crate::plan::status::{set_condition, terminating_message};
+use crate::plan::workspace::{
+    Guards, Looked, Refusal, Verdict, decide, desired_bindings, desired_namespace, is_self_service,
+    namespace_of, owners_annotation, retained_namespace,
+};
+use crate::state::Caches;
+
+/// What a pass changed, each with the note of its Event.
+type Changes = Vec<(Change, String)>;
+
+/// Reconciles one Workspace once every cache has synced (see the module docs). Waiting for a
+/// terminating namespace is a normal outcome: a look again after 30 s.
+///
+/// # Errors
+/// [`Error`] when an API request fails; the Controller then calls [`workspace_error`].
+#[instrument(skip_all, fields(workspace = %workspace.name_any()))]
+pub async fn reconcile_workspace(workspace: Arc<Workspace>, ctx: Arc<Context>) -> Result<Action> {
+    if !ctx.ready_to_write().await {
+        return Ok(Action::requeue(NOT_LEADER_RECHECK));
+    }
+    let reference = ObjectRef::from_obj(workspace.as_ref());
+    let api: Api<Workspace> = Api::all(ctx.cluster().client().clone());
+    let result = finalizer(&api, FINALIZER, workspace, |event| async {
+        match event {
+            Finalizer::Apply(workspace) => open(&workspace, &ctx).await,
+            Finalizer::Cleanup(workspace) => close(&workspace, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| Error::Finalizer(Box::new(e)))
+    .or_else(|e| match e.terminating_namespace() {
+        Some(namespace) => {
+            debug!(%namespace, "waiting for the workspace's namespace to be deleted");
+            Ok(Action::requeue(TERMINATING_RECHECK))
+        }
+        None => Err(e),
+    });
+    if result.is_ok() {
+        ctx.workspace_backoffs().reset(&reference);
+    }
+    result
+}
+
+/// After a failed reconcile of a Workspace: logs it and retries with the Workspace's backoff
+/// (1 s doubling to 5 min, with jitter).
+pub fn workspace_error(workspace: Arc<Workspace>, error: &Error, ctx: Arc<Context>) -> Action {
+    let reason = error.metric_label().as_str();
+    ctx.metrics().errors.with_label_values(&[reason]).inc();
+    let delay = ctx
+        .workspace_backoffs()
+        .next_delay(ObjectRef::from_obj(workspace.as_ref()));
+    warn!(workspace = %workspace.name_any(), retry_in_seconds = delay.as_secs_f64(), "reconciling a workspace failed: {error}");
+    Action::requeue(delay)
+}
+
+/// Brings a live Workspace to what [`decide`] says (see the module docs).
+async fn open(workspace: &Workspace, ctx: &Context) -> Result<Action> {
+    let caches = ctx.caches();
+    let config = ctx.config();
+    let namespace = namespace_of(workspace, config);
+    let owner = Owner::of(workspace);
+    // A personal workspace goes with its owner: once the owner is offboarding, the Workspace
+    // is deleted, and its own deletionPolicy (default Retain) says what becomes of its data.
+    if let Some(Owner::User(name)) = &owner
+        && let Some(user) = caches.user(name)
+        && user.metadata.deletion_timestamp.is_some()
+    {
+        info!(workspace = %workspace.name_any(), owner = %name, "the owner is offboarding: deleting the workspace");
+        let reference = ObjectRef::<Workspace>::new(&workspace.name_any());
+        ctx.cluster()
+            .delete(&reference, &DeleteParams::default())
+            .await?;
+        return Ok(Action::await_change());
+    }
+    let verdict = {
+        let looked = LookedUp::of(workspace, owner.as_ref(), caches);
+        let live = |name: &str| {
+            looked
+                .live_users
+                .iter()
+                .find(|u| u.name_any() == name)
+                .map(AsRef::as_ref)
+        };
+        decide(workspace, &looked.borrowed(&live), config, Timestamp::now())
+    };
+    let mut changes = Changes::new();
+    let (ready, reason, message, grants) = match &verdict {
+        Verdict::Refused(refusal) => {
+            revoke_if_owned(ctx, workspace, &namespace, refusal.reason(), &mut changes).await?;
+            (false, refusal.reason(), refusal.message(config), None)
+        }
+        Verdict::Suspended(_, guards) | Verdict::Open(_, guards) => {
+            let (grants, why) = match &verdict {
+                Verdict::Open(grants, _) => (Some(grants.as_slice()), String::new()),
+                Verdict::Suspended(why, _) => (None, why.clone()),
+                Verdict::Refused(_) => (None, String::new()),
+            };
+            let owners = grants.map(owners_annotation).unwrap_or_default();
+            let desired = desired_namespace(workspace, &namespace, guards, &owners);
+            match ensure_namespace(ctx, workspace, &desired, &mut changes).await? {
+                Some(Wait::Conflict) => {
+                    let refusal = Refusal::NamespaceConflict(namespace.clone());
+                    (false, refusal.reason(), refusal.message(config), None)
+                }
+                Some(Wait::Terminating(message)) => {
+                    revoke_all(
+                        ctx,
+                        &namespace,
+                        "its namespace is being deleted",
+                        &mut changes,
+                    )
+                    .await?;
+                    write_status(
+                        ctx,
+                        workspace,
+                        (&namespace, false, "NamespaceTerminating", message),
+                        None,
+                        changes,
+                    )
+                    .await?;
+                    return Ok(Action::requeue(TERMINATING_RECHECK));
+                }
+                None => {
+                    changes.extend(ensure_guards(ctx, workspace, &namespace, guards).await?);
+                    match grants {
+                        Some(grants) => {
+                            keep_bindings(ctx, workspace, &namespace, grants, guards, &mut changes)
+                                .await?;
+                            let message = format!(
+                                "namespace {namespace:?} provisioned{}; {} people have access",
+                                guards
+                                    .profile
+                                    .as_ref()
+                                    .map(|p| format!(" (Profile {p:?})"))
+                                    .unwrap_or_default(),
+                                grants.len()
+                            );
+                            (true, "Provisioned", message, Some(grants))
+                        }
+                        None => {
+                            revoke_all(ctx, &namespace, "the workspace is suspended", &mut changes)
+                                .await?;
+                            (false, "Suspended", why, None)
+                        }
+                    }
+                }
+            }
+        }
+    };
+    write_status(
+        ctx,
+        workspace,
+        (&namespace, ready, reason, message),
+        grants,
+        changes,
+    )
+    .await?;
+    Ok(Action::await_change())
+}
+
+/// Deletes or retains the namespace of a deleted Workspace, per its `deletionPolicy`, after
+/// revoking every RoleBinding there; nothing when the namespace is not the Workspace's.
+async fn close(workspace: &Workspace, ctx: &Context) -> Result<Action> {
+    let (cluster, caches) = (ctx.cluster(), ctx.caches());
+    let name = workspace
+        .status
+        .as_ref()
+        .and_then(|s| s.namespace.clone())
+        .unwrap_or_else(|| namespace_of(workspace, ctx.config()));
+    let Some(namespace) = cluster
+        .namespace(&name, caches.namespace(&name))
+        .await?
+        .filter(|ns| is_owned_by(&ns.facts, workspace))
+    else {
+        return Ok(Action::await_change());
+    };
+    let mut changes = Changes::new();
+    changes.extend(access::revoke_all(cluster, &name, "the workspace is deleted").await?);
+    if namespace.metadata.deletion_timestamp.is_some() || cluster.deleted_moments_ago(&namespace) {
+        publish(ctx, workspace, changes);
+        return Err(Error::NamespaceTerminating(name));
+    }
+    let reserved = ctx.config().is_reserved(&name);
+    if workspace.spec.deletion_policy == DeletionPolicy::Delete && !reserved {
+        cluster.delete_namespace(&namespace).await?;
+        changes.push((
+            Change::NamespaceDeleting,
+            format!("deleting namespace {name:?} (deletionPolicy Delete)"),
+        ));
+        publish(ctx, workspace, changes);
+        return Err(Error::NamespaceTerminating(name));
+    }
+    let guards = Guards::of(
+        workspace
+            .spec
+            .profile
+            .as_deref()
+            .and_then(|p| caches.profile(p))
+            .as_deref(),
+        ctx.config(),
+    );
+    let retained = retained_namespace(workspace, &name, &guards);
+    cluster
+        .apply_over(&retained, namespace.metadata.uid.as_deref())
+        .await?;
+    changes.push((
+        Change::NamespaceRetained,
+        format!("the workspace is deleted (deletionPolicy Retain): access revoked, namespace {name:?} and its data kept"),
+    ));
+    publish(ctx, workspace, changes);
+    Ok(Action::await_change())
+}
+
+/// What ends a pass early.
+enum Wait {
+    /// The namespace exists and is not the workspace's.
+    Conflict,
+    /// The namespace is terminating: the message says what still blocks it.
+    Terminating(String),
+}
+
+/// Brings the namespace to `desired`, creating it if the cache does not know it; an existing
+/// namespace must be the workspace's ([`is_owned_by`]).
+async fn ensure_namespace(
+    ctx: &Context,
+    workspace: &Workspace,
+    desired: &Namespace,
+    changes: &mut Changes,
+) -> Result<Option<Wait>> {
+    let (cluster, caches) = (ctx.cluster(), ctx.caches());
+    let name = desired.name_any();
+    let existing = match caches.namespace(&name) {
+        Some(ns) => ns,
+        None => match cluster.create_namespace(desired).await? {
+            Some(_) => {
+                changes.push((
+                    Change::NamespaceCreated,
+                    format!("created namespace {name:?}"),
+                ));
+                return Ok(None);
+            }
+            None => match cluster.get(&ObjectRef::<Namespace>::new(&name)).await? {
+                Some(ns) => Arc::new(ns.into()),
+                None => {
+                    return Ok(Some(Wait::Terminating(format!(
+                        "namespace {name:?} was deleted a moment ago"
+                    ))));
+                }
+            },
+        },
+    };
+    if !is_owned_by(&existing.facts, workspace) {
+        return Ok(Some(Wait::Conflict));
+    }
+    if existing.metadata.deletion_timestamp.is_some() {
+        return Ok(Some(Wait::Terminating(terminating_message(
+            &name,
+            existing.status.as_ref(),
+        ))));
+    }
+    if !existing.facts.include(&desired.metadata)
+        && cluster
+            .apply_over(desired, existing.metadata.uid.as_deref())
+            .await?
+    {
+        changes.push((
+            Change::NamespaceUpdated,
+            format!("updated labels, annotations or owner of namespace {name:?}"),
+        ));
+    }
+    Ok(None)
+}
+
+/// The workspace's ResourceQuota, LimitRange and NetworkPolicy from its Profile (`guards`),
+/// each applied when the cache shows something else and removed when none is desired.
+async fn ensure_guards(
+    ctx: &Context,
+    workspace: &Workspace,
+    namespace: &str,
+    guards: &Guards,
+) -> Result<Changes> {
+    let (caches, cluster) = (ctx.caches(), ctx.cluster());
+    let quota = Managed {
+        cached: caches.quota(namespace, QUOTA_NAME),
+        desired: guards
+            .quota
+            .as_ref()
+            .map(|hard| quota_of(workspace, namespace, hard)),
+        matches: quota_matches,
+        changes: (Change::QuotaApplied, Change::QuotaRemoved),
+        why_removed: "the Profile has no quota",
+    };
+    let limits = Managed {
+        cached: caches.limit_range(namespace, LIMIT_RANGE_NAME),
+        desired: guards
+            .limit_range
+            .as_ref()
+            .map(|spec| desired_limit_range(workspace, namespace, spec)),
+        matches: limit_range_matches,
+        changes: (Change::LimitRangeApplied, Change::LimitRangeRemoved),
+        why_removed: "the Profile has none",
+    };
+    let isolation = Managed {
+        cached: caches.network_policy(namespace, NETWORK_POLICY_NAME),
+        desired: guards
+            .isolation
+            .as_deref()
+            .map(|allowed| desired_network_policy(workspace, namespace, allowed)),
+        matches: network_policy_matches,
+        changes: (Change::IsolationApplied, Change::IsolationRemoved),
+        why_removed: "the Profile's networkIsolation is None",
+    };
+    let mut changes = Changes::new();
+    changes.extend(ensure(cluster, workspace, namespace, QUOTA_NAME, quota).await?);
+    changes.extend(ensure(cluster, workspace, namespace, LIMIT_RANGE_NAME, limits).await?);
+    changes.extend(
+        ensure(
+            cluster,
+            workspace,
+            namespace,
+            NETWORK_POLICY_NAME,
+            isolation,
+        )
+        .await?,
+    );
+    Ok(changes)
+}
+
+/// Brings the admins' and the members' RoleBindings to `grants` (created, repaired, replaced
+/// on a role change, removed when nobody is left), then, in a governed workspace, removes the
+/// RoleBindings a tenant may not have made there.
+async fn keep_bindings(
+    ctx: &Context,
+    workspace: &Workspace,
+    namespace: &str,
+    grants: &[Grant],
+    guards: &Guards,
+    changes: &mut Changes,
+) -> Result<()> {
+    let (caches, cluster) = (ctx.caches(), ctx.cluster());
+    for (name, desired) in desired_bindings(workspace, namespace, grants) {
+        let cached = caches.role_binding(namespace, name);
+        let reference = ObjectRef::<RoleBinding>::new(name).within(namespace);
+        match (desired, cached) {
+            (Some(desired), Some(cached)) if cached.matches(&desired) => {}
+            (Some(desired), cached) => {
+                if cached.as_ref().is_some_and(|c| !c.binds_role_of(&desired)) {
+                    // roleRef is immutable: the old binding goes first.
+                    cluster.delete(&reference, &DeleteParams::default()).await?;
+                }
+                cluster.apply(&desired).await?;
+                let note = format!(
+                    "bound ClusterRole {:?} to {} people in namespace {namespace:?} ({name})",
+                    desired.role_ref.name,
+                    desired.subjects.as_ref().map_or(0, Vec::len)
+                );
+                changes.push((Change::AccessGranted, note));
+            }
+            (None, Some(_)) => {
+                changes.extend(
+                    access::revoke(
+                        cluster,
+                        namespace,
+                        vec![name.to_owned()],
+                        "nobody left to bind",
+                    )
+                    .await?,
+                );
+            }
+            (None, None) => {}
+        }
+    }
+    let ungoverned = ungoverned(caches, namespace, guards.tenant_role_bindings);
+    let why = format!(
+        "the workspace is governed (tenantRoleBindings: {:?})",
+        guards.tenant_role_bindings
+    );
+    changes.extend(access::revoke(cluster, namespace, ungoverned, &why).await?);
+    Ok(())
+}
+
+/// The RoleBindings in `namespace` a governed workspace does not admit from a tenant: never
+/// its own two, nor a binding of a Share that exists (docs/sharing.md, "Governed homes").
+fn ungoverned(caches: &Caches, namespace: &str, governed: TenantRoleBindings) -> Vec<String> {
+    if governed == TenantRoleBindings::Allow {
+        return Vec::new();
+    }
+    caches
+        .role_bindings_in(namespace)
+        .into_iter()
+        .filter(|n| n != WORKSPACE_ADMINS_BINDING && n != WORKSPACE_MEMBERS_BINDING)
+        .filter(|n| {
+            !n.starts_with(SHARE_BINDING_PREFIX)
+                || share_of_binding(n).is_none_or(|share| caches.share(namespace, share).is_none())
+        })
+        .filter(|n| {
+            governed == TenantRoleBindings::Forbid
+                || caches
+                    .role_binding(namespace, n)
+                    .is_some_and(|b| !b.local_service_accounts_only)
+        })
+        .collect()
+}
+
+/// Removes every RoleBinding the cache knows of in `namespace` (`why` says why).
+async fn revoke_all(
+    ctx: &Context,
+    namespace: &str,
+    why: &str,
+    changes: &mut Changes,
+) -> Result<()> {
+    let names = ctx.caches().role_bindings_in(namespace);
+    changes.extend(access::revoke(ctx.cluster(), namespace, names, why).await?);
+    Ok(())
+}
+
+/// [`revoke_all`] in `namespace` if the cache shows it is the workspace's: a refused workspace
+/// grants nothing, and touches no namespace that is not its own.
+async fn revoke_if_owned(
+    ctx: &Context,
+    workspace: &Workspace,
+    namespace: &str,
+    why: &str,
+    changes: &mut Changes,
+) -> Result<()> {
+    let owned = ctx
+        .caches()
+        .namespace(namespace)
+        .is_some_and(|ns| is_owned_by(&ns.facts, workspace));
+    if owned {
+        revoke_all(
+            ctx,
+            namespace,
+            &format!("the workspace is refused ({why})"),
+            changes,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// The status of `workspace` after a pass: `Ready` (`ready`, `reason`, `message`), its namespace,
+/// owner and (a team's) member count, written when it differs; each change an Event, and a new
+/// refusal or suspension a Warning.
+async fn write_status(
+    ctx: &Context,
+    workspace: &Workspace,
+    (namespace, ready, reason, message): (&str, bool, &str, String),
+    grants: Option<&[Grant]>,
+    changes: Changes,
+) -> Result<()> {
+    let previous = workspace.status.clone().unwrap_or_default();
+    let condition = set_condition(
+        &previous.conditions,
+        CONDITION_READY,
+        ready,
+        reason,
+        message.clone(),
+        workspace.metadata.generation,
+        &Time(Timestamp::now()),
+    );
+    let members = match Owner::of(workspace) {
+        Some(Owner::Group(group)) => Some(MemberCount {
+            count: ctx
+                .caches()
+                .group(&group)
+                .map_or(0, |g| g.spec.members.len() as i64),
+            active: grants.map_or(0, |g| {
+                g.iter().filter(|g| !is_admin_grant(g)).count() as i64
+            }),
+        }),
+        _ => None,
+    };
+    let desired = WorkspaceStatus {
+        conditions: vec![condition.clone()],
+        observed_generation: workspace.metadata.generation,
+        namespace: Some(namespace.to_owned()),
+        owner: Owner::of(workspace).map(|o| o.to_string()),
+        members,
+    };
+    let before = previous
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_READY);
+    let newly = before.is_none_or(|c| c.reason != reason || c.message != message);
+    publish(ctx, workspace, changes);
+    if newly && !ready {
+        ctx.cluster().publish_regarding(
+            reference(workspace),
+            EventType::Warning,
+            reason,
+            message,
+            None,
+        );
+    }
+    let unchanged = previous.observed_generation == desired.observed_generation
+        && previous.namespace == desired.namespace
+        && previous.owner == desired.owner
+        && previous.members == desired.members
+        && previous.conditions == desired.conditions;
+    if !unchanged {
+        ctx.cluster()
+            .apply_status::<Workspace>(&workspace.name_any(), &desired)
+            .await?;
+    }
+    Ok(())
+}
+
+/// Whether `grant` is an admin's (the owner of a personal workspace, or a team's admin).
+fn is_admin_grant(grant: &Grant) -> bool {
+    use homestead_model::via::Via;
+    matches!(
+        &grant.via,
+        Via::Workspace(_) | Via::Team { admin: true, .. }
+    )
+}
+
+/// Publishes each of `changes` as a Normal Event on `workspace`.
+fn publish(ctx: &Context, workspace: &Workspace, changes: Changes) {
+    for (change, note) in changes {
+        info!(workspace = %workspace.name_any(), change = change.as_str(), "{note}");
+        ctx.cluster().publish_regarding(
+            reference(workspace),
+            EventType::Normal,
+            change.as_str(),
+            note,
+            None,
+        );
+    }
+}
+
+/// The reference to `workspace` an Event is about.
+fn reference(workspace: &Workspace) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(Workspace::api_version(&()).into_owned()),
+        kind: Some(Workspace::kind(&()).into_owned()),
+        name: workspace.metadata.name.clone(),
+        uid: workspace.metadata.uid.clone(),
+        ..ObjectReference::default()
+    }
+}
+
+/// What [`decide`] reads, owned while it borrows.
+struct LookedUp {
+    owner_user: Option<Arc<homestead_api::User>>,
+    owner_duplicate: bool,
+    owner_group: Option<Arc<homestead_api::DirectoryGroup>>,
+    owner_profile: Option<Arc<homestead_api::Profile>>,
+    chosen_profile: Option<Arc<homestead_api::Profile>>,
+    siblings: Vec<Arc<Workspace>>,
+    live_users: Vec<Arc<homestead_api::User>>,
+}
+
+impl LookedUp {
+    fn of(workspace: &Workspace, owner: Option<&Owner>, caches: &Caches) -> Self {
+        let owner_user = match owner {
+            Some(Owner::User(name)) => caches.user(name),
+            _ => None,
+        };
+        let owner_group = match owner {
+            Some(Owner::Group(name)) => caches.group(name),
+            _ => None,
+        };
+        let owner_profile = match (&owner_user, &owner_group) {
+            (Some(user), _) => user
+                .status
+                .as_ref()
+                .and_then(|s| s.profile.as_ref())
+                .and_then(|p| caches.profile(&p.name)),
+            (_, Some(group)) => {
+                crate::plan::profile::group_profile(group, &caches.profiles()).cloned()
+            }
+            _ => None,
+        };
+        let siblings = match (owner, is_self_service(workspace)) {
+            (Some(Owner::User(name)), true) => caches
+                .workspaces()
+                .into_iter()
+                .filter(|w| is_self_service(w) && Owner::of(w) == Some(Owner::User(name.clone())))
+                .collect(),
+            _ => Vec::new(),
+        };
+        // The people who may have access now: the owner, the admins and the group's members,
+        // each live and holding their identity.
+        let named: Vec<&String> = match owner {
+            Some(Owner::User(name)) => vec![name],
+            _ => workspace
+                .spec
+                .admins
+                .iter()
+                .chain(owner_group.iter().flat_map(|g| g.spec.members.iter()))
+                .collect(),
+        };
+        let now = Timestamp::now();
+        let live_users = named
+            .into_iter()
+            .filter_map(|name| caches.user(name))
+            .filter(|u| crate::plan::share::inactive(u, now).is_none() && !caches.is_duplicate(u))
+            .collect();
+        Self {
+            owner_duplicate: owner_user.as_ref().is_some_and(|u| caches.is_duplicate(u)),
+            owner_user,
+            owner_group,
+            owner_profile,
+            chosen_profile: workspace
+                .spec
+                .profile
+                .as_deref()
+                .and_then(|p| caches.profile(p)),
+            siblings,
+            live_users,
+        }
+    }
+
+    fn borrowed<'a>(
+        &'a self,
+        live: &'a dyn Fn(&str) -> Option<&'a homestead_api::User>,
+    ) -> Looked<'a> {
+        Looked {
+            owner_user: self.owner_user.as_deref(),
+            owner_duplicate: self.owner_duplicate,
+            owner_group: self.owner_group.as_deref(),
+            owner_profile: self.owner_profile.as_deref(),
+            chosen_profile: self.chosen_profile.as_deref(),
+            siblings: self.siblings.iter().map(AsRef::as_ref).collect(),
+            live,
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! The Workspace Controller's watch and the wakes other watches send it ([`WORKSPACES`]'s
+//! entry and the `workspaces` wakes of the others in [`crate::state::declared`]): an object
+//! labelled `homestead.dev/workspace` wakes its Workspace; a User's change wakes the Workspaces
+//! it owns, administers or is a member of through their group; a DirectoryGroup's change wakes
+//! the Workspaces it owns; a Profile's change wakes every Workspace (few: a Profile can be any
+//! of theirs). Every Workspace is reconciled again every [`RESYNC`].
+//!
+//! [`WORKSPACES`]: crate::state::declared::WORKSPACES
+
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
+use homestead_api::{DirectoryGroup, LABEL_WORKSPACE, Workspace};
+use homestead_model::workspace::Owner;
+use kube::runtime::controller::{self, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client, Resource, ResourceExt};
+
+use crate::flows::provision::RESYNC;
+use crate::state::declared;
+
+/// Sends the Workspaces a change concerns to the Workspace Controller.
+#[derive(Clone)]
+pub struct WorkspaceWakes {
+    workspaces: Store<Workspace>,
+    groups: Store<DirectoryGroup>,
+    wake: UnboundedSender<ObjectRef<Workspace>>,
+    all: UnboundedSender<()>,
+}
+
+impl WorkspaceWakes {
+    /// The Workspace labelled on `object` (`homestead.dev/workspace`), if any.
+    pub fn of_object<K: Resource>(&self, object: &K) {
+        if let Some(name) = object.labels().get(LABEL_WORKSPACE) {
+            let _ = self.wake.unbounded_send(ObjectRef::new(name));
+        }
+    }
+
+    /// The Workspace `name`.
+    pub fn workspace(&self, name: &str) {
+        let _ = self.wake.unbounded_send(ObjectRef::new(name));
+    }
+
+    /// The Workspaces the User `user` owns, administers, or is a member of (its owner group
+    /// lists them): a scan of the Workspaces, each group looked up in the cache.
+    pub fn of_user(&self, user: &str) {
+        for workspace in self.workspaces.state() {
+            let concerned = match Owner::of(&workspace) {
+                Some(Owner::User(owner)) => owner == user,
+                Some(Owner::Group(group)) => {
+                    workspace.spec.admins.iter().any(|a| a == user)
+                        || self
+                            .groups
+                            .get(&ObjectRef::new(&group))
+                            .is_some_and(|g| g.spec.members.iter().any(|m| m == user))
+                }
+                None => false,
+            };
+            if concerned {
+                let _ = self
+                    .wake
+                    .unbounded_send(ObjectRef::from_obj(workspace.as_ref()));
+            }
+        }
+    }
+
+    /// The Workspaces the DirectoryGroup `group` owns.
+    pub fn of_group(&self, group: &str) {
+        for workspace in self.workspaces.state() {
+            if workspace.spec.owner.group.as_deref() == Some(group) {
+                let _ = self
+                    .wake
+                    .unbounded_send(ObjectRef::from_obj(workspace.as_ref()));
+            }
+        }
+    }
+
+    /// Every Workspace.
+    pub fn all(&self) {
+        let _ = self.all.unbounded_send(());
+    }
+}
+
+/// The Workspace Controller over its own watch (every Workspace), `concurrency` reconciles at
+/// once (0: unbounded), and the [`WorkspaceWakes`] that trigger it (`groups`: the cache the
+/// wakes look members up in).
+pub fn workspace_controller(
+    client: &Client,
+    concurrency: u16,
+    groups: Store<DirectoryGroup>,
+) -> (Controller<Workspace>, WorkspaceWakes) {
+    let (wake, wakes): (_, UnboundedReceiver<ObjectRef<Workspace>>) =
+        futures::channel::mpsc::unbounded();
+    let (all, every) = futures::channel::mpsc::unbounded();
+    let controller = Controller::new(
+        Api::<Workspace>::all(client.clone()),
+        super::watches::config_of(&declared::WORKSPACES),
+    )
+    .with_config(controller::Config::default().concurrency(concurrency))
+    .reconcile_on(wakes)
+    .reconcile_all_on(every)
+    .reconcile_all_on(super::watches::every(RESYNC));
+    let wakes = WorkspaceWakes {
+        workspaces: controller.store(),
+        groups,
+        wake,
+        all,
+    };
+    (controller, wakes)
+}
