@@ -163,14 +163,14 @@ up: control-plane
     just _cluster --node
     {{kubectl}} apply -f manifests/namespace.yaml
     {{kubectl}} apply --server-side -f manifests/crd.yaml
-    {{kubectl}} wait --for condition=Established --timeout=60s crd/users.homestead.dev crd/profiles.homestead.dev crd/directorygroups.homestead.dev crd/shares.homestead.dev
+    {{kubectl}} wait --for condition=Established --timeout=60s crd/users.homestead.dev crd/profiles.homestead.dev crd/directorygroups.homestead.dev crd/shares.homestead.dev crd/workspaces.homestead.dev
     # rbac/, the admission policy's namespace names in step with the operator's
     # --allowed-namespace below (a JSON patch of the policy's first variable, docs/security.md).
     {{kubectl}} apply -k rbac/
     cat > {{state}}/namespace-pattern.json <<'EOF'
     [{"op": "test", "path": "/spec/variables/0/name", "value": "namespacePattern"},
      {"op": "replace", "path": "/spec/variables/0/expression",
-      "value": "r'^(user-.*|research-.*|legacy-.*)$'"}]
+      "value": "r'^(user-.*|research-.*|legacy-.*|ws-.*)$'"}]
     EOF
     {{kubectl}} patch validatingadmissionpolicy homestead-operator-bounds --type json \
       --patch-file {{state}}/namespace-pattern.json

@@ -17,6 +17,7 @@ routes=(
   "admission-policy.yaml all rbac/admission-policy.yaml"
   "hr.yaml all rbac/hr.yaml"
   "shares.yaml all rbac/shares.yaml"
+  "workspaces.yaml all rbac/workspaces.yaml"
   "auditor.yaml all rbac/auditor.yaml"
   "viewer.yaml all rbac/viewer.yaml"
   "deployment.yaml all manifests/deployment.yaml"

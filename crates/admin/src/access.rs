@@ -71,17 +71,7 @@ pub fn rows(listed: &Listed) -> Vec<Row> {
         .collect();
     // A namespace's holder: the User of a home, or the Workspace of a workspace (by the label
     // that names it, and which label that is).
-    let owner_of: BTreeMap<String, (&str, String)> = listed
-        .namespaces
-        .iter()
-        .filter_map(|ns| {
-            let labels = ns.labels();
-            let holder = [LABEL_USER, LABEL_WORKSPACE]
-                .into_iter()
-                .find_map(|label| Some((label, labels.get(label)?.clone())))?;
-            Some((ns.name_any(), holder))
-        })
-        .collect();
+    let owner_of = holders(&listed.namespaces);
     let shares: BTreeMap<(String, String), &Share> = listed
         .shares
         .iter()
@@ -113,14 +103,7 @@ pub fn rows(listed: &Listed) -> Vec<Row> {
                     workspace_source(workspace, person.copied(), &listed.groups)
                 }
                 None if ours && binding.name_any() == HOME_ROLE_BINDING => {
-                    let profile = listed
-                        .users
-                        .iter()
-                        .find(|u| &u.name_any() == owner)
-                        .and_then(|u| u.status.as_ref()?.profile.as_ref())
-                        .map(|p| format!(" (Profile {})", p.name));
-                    let detail = format!("own home{}", profile.unwrap_or_default());
-                    (Source::Home, detail, String::new())
+                    home_source(&listed.users, owner)
                 }
                 None => (
                     Source::Unmanaged,
@@ -147,6 +130,33 @@ pub fn rows(listed: &Listed) -> Vec<Row> {
         (&a.namespace, &a.person, &a.subject).cmp(&(&b.namespace, &b.person, &b.subject))
     });
     out
+}
+
+/// Each namespace's holder: the User of a home or the Workspace of a workspace, as the label
+/// that names it and its value.
+fn holders(namespaces: &[Namespace]) -> BTreeMap<String, (&'static str, String)> {
+    namespaces
+        .iter()
+        .filter_map(|ns| {
+            let labels = ns.labels();
+            let holder = [LABEL_USER, LABEL_WORKSPACE]
+                .into_iter()
+                .find_map(|label| Some((label, labels.get(label)?.clone())))?;
+            Some((ns.name_any(), holder))
+        })
+        .collect()
+}
+
+/// Source, detail and until of the person bound by the home of the User `owner` (its
+/// `homestead-user` binding): `own home`, with the Profile it was provisioned with.
+fn home_source(users: &[User], owner: &str) -> (Source, String, String) {
+    let profile = users
+        .iter()
+        .find(|u| u.name_any() == owner)
+        .and_then(|u| u.status.as_ref()?.profile.as_ref())
+        .map(|p| format!(" (Profile {})", p.name));
+    let detail = format!("own home{}", profile.unwrap_or_default());
+    (Source::Home, detail, String::new())
 }
 
 /// Source, detail and until of a subject bound by `share`, by the model's way in

@@ -188,7 +188,7 @@ async fn floor(admin: &Client, operator: &Client, side: &str, count: usize) -> D
                 .create(&PostParams::default(), &share)
                 .await?;
             let grantee = format!("s-{}@example.com", (i + 1) % count);
-            let binding = desired_binding(ShareRef::of(&created), &user_name(i), std::slice::from_ref(&grantee));
+            let binding = desired_binding(ShareRef::of(&created), (homestead_api::LABEL_USER, &user_name(i)), std::slice::from_ref(&grantee));
             Api::<RoleBinding>::namespaced(operator.clone(), &ns)
                 .create(&PostParams::default(), &binding)
                 .await?;

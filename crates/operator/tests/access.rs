@@ -645,8 +645,9 @@ async fn the_admission_policy_bounds_the_operator_where_rbac_would_not() {
             .to_string();
         assert!(
             denied.contains("homestead-operator-bounds")
-                && denied
-                    .contains("may only create namespaces whose names match ^(user-.*|e2e-.*)$"),
+                && denied.contains(
+                    "may only create namespaces whose names match ^(user-.*|e2e-.*|ws-.*)$"
+                ),
             "{outside}: {denied}"
         );
     }

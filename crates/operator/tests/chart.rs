@@ -135,6 +135,7 @@ fn the_chart_renders_what_the_kustomize_path_installs() {
         "rbac/hr.yaml",
         "rbac/viewer.yaml",
         "rbac/shares.yaml",
+        "rbac/workspaces.yaml",
         "rbac/auditor.yaml",
         "manifests/crd.yaml",
         "manifests/scim/rbac.yaml",
@@ -488,7 +489,7 @@ async fn helm_install_yields_a_working_crd_rbac_and_admission_policy() {
             assert!(ok, "{name}: {out}");
         } else {
             assert!(
-                !ok && out.contains("whose names match ^(user-.*|lab-[a-m].*)$"),
+                !ok && out.contains("whose names match ^(user-.*|lab-[a-m].*|ws-.*)$"),
                 "{name}: {out}"
             );
         }

@@ -43,9 +43,9 @@ pub const HR_GROUP: &str = "hr";
 pub const ALLOWED_NAMESPACES: &str = "user-*,e2e-*";
 /// [`ALLOWED_NAMESPACES`] as the admission policy's variable `namespacePattern` (an RE2
 /// expression in a CEL raw string).
-pub const ALLOWED_NAMESPACE_PATTERN: &str = "r'^(user-.*|e2e-.*)$'";
+pub const ALLOWED_NAMESPACE_PATTERN: &str = "r'^(user-.*|e2e-.*|ws-.*)$'";
 /// The variable `namespacePattern` as `rbac/admission-policy.yaml` ships it.
-const SHIPPED_NAMESPACE_PATTERN: &str = "r'^(user-.*)$'";
+const SHIPPED_NAMESPACE_PATTERN: &str = "r'^(user-.*|ws-.*)$'";
 
 /// The control plane of this test binary, with the CRDs and a token for [`TENANT`].
 pub fn plane() -> &'static ControlPlane {

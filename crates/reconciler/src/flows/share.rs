@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use homestead_api::{CONDITION_READY, ShareReason, ShareStatus, User};
+use homestead_api::{CONDITION_READY, LABEL_USER, LABEL_WORKSPACE, ShareReason, ShareStatus, User};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -26,7 +26,7 @@ use crate::plan::share::{
 };
 use crate::plan::status::set_condition;
 use crate::state::Caches;
-use crate::state::cache::{CachedShare, CachedShareStatus};
+use crate::state::cache::{CachedNamespace, CachedShare, CachedShareStatus};
 
 /// Reconciles one Share once every cache has synced (see the module docs).
 ///
@@ -67,8 +67,9 @@ pub async fn reconcile_share(share: Arc<CachedShare>, ctx: Arc<Context>) -> Resu
     let cached = caches.role_binding(&namespace, &binding_name(&share.name_any()));
     let cluster = ctx.cluster();
     let written = match (&owner, decision.grants()) {
-        (Some(owner), true) => {
-            let desired = desired_binding(share_ref(&share), &owner.name_any(), &decision.subjects);
+        (Some(holder), true) => {
+            let holder = (holder.0, holder.1.as_str());
+            let desired = desired_binding(share_ref(&share), holder, &decision.subjects);
             cluster.keep_share_binding(&share, &desired, cached).await?
         }
         _ => {
@@ -110,12 +111,79 @@ pub fn share_error(share: Arc<CachedShare>, error: &Error, ctx: Arc<Context>) ->
     Action::requeue(delay)
 }
 
-/// The home `namespace` as the caches show it at `now`, and its owner if it is one.
-fn home_of(ctx: &Context, namespace: &str, now: Timestamp) -> (Home, Option<Arc<User>>) {
+/// The label and name of a home's holder, which its Share bindings carry
+/// (`homestead.dev/user=<User>` or `homestead.dev/workspace=<Workspace>`).
+type Holder = (&'static str, String);
+
+/// The home `namespace` as the caches show it at `now`, and its holder if it is one: a User's
+/// home, or a workspace's ([`workspace_home`]).
+fn home_of(ctx: &Context, namespace: &str, now: Timestamp) -> (Home, Option<Holder>) {
     let caches = ctx.caches();
     let Some(cached) = caches.namespace(namespace) else {
         return (Home::NotAHome, None);
     };
+    if let Some(workspace) = cached.workspace() {
+        return workspace_home(ctx, &cached, &workspace.name);
+    }
+    let (home, owner) = user_home(ctx, &cached, now);
+    (home, owner.map(|o| (LABEL_USER, o.name_any())))
+}
+
+/// The workspace `name`'s home, its namespace `cached`: open while the workspace is
+/// `Provisioned` (its people have access), with the sharing limits of its Profile (or the
+/// operator's); closed otherwise.
+fn workspace_home(ctx: &Context, cached: &CachedNamespace, name: &str) -> (Home, Option<Holder>) {
+    let caches = ctx.caches();
+    let Some(workspace) = caches.workspace(name) else {
+        return (Home::Closed("without its workspace".to_owned(), None), None);
+    };
+    if !is_owned_by(&cached.facts, workspace.as_ref()) {
+        return (Home::NotAHome, None);
+    }
+    let owner = Owner::workspace(&workspace);
+    let holder = Some((LABEL_WORKSPACE, name.to_owned()));
+    if cached.metadata.deletion_timestamp.is_some()
+        || workspace.metadata.deletion_timestamp.is_some()
+    {
+        return (
+            Home::Closed("being deleted".to_owned(), Some(owner)),
+            holder,
+        );
+    }
+    let ready = workspace
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION_READY));
+    match ready {
+        Some(ready) if ready.status == "True" => {}
+        ready => {
+            let reason = ready.map_or("no Ready condition yet", |c| c.reason.as_str());
+            return (
+                Home::Closed(format!("not provisioned ({reason})"), Some(owner)),
+                holder,
+            );
+        }
+    }
+    let profile = workspace
+        .spec
+        .profile
+        .as_deref()
+        .and_then(|p| caches.profile(p));
+    let limits = Limits::of(
+        profile.as_ref().map(|p| {
+            (
+                p.metadata.name.as_deref().unwrap_or_default(),
+                p.spec.sharing.as_ref(),
+            )
+        }),
+        &ctx.config().sharing,
+    );
+    (Home::Open(limits, owner), holder)
+}
+
+/// A User's home, its namespace `cached`, at `now`, and its owner if it is one.
+fn user_home(ctx: &Context, cached: &CachedNamespace, now: Timestamp) -> (Home, Option<Arc<User>>) {
+    let caches = ctx.caches();
     let Some(owner) = cached.user().and_then(|user| caches.user(&user.name)) else {
         return (Home::Closed("without its owner".to_owned(), None), None);
     };

@@ -95,8 +95,7 @@ pub fn workspace_error(workspace: Arc<Workspace>, error: &Error, ctx: Arc<Contex
 
 /// Brings a live Workspace to what [`decide`] says (see the module docs).
 async fn open(workspace: &Workspace, ctx: &Context) -> Result<Action> {
-    let caches = ctx.caches();
-    let config = ctx.config();
+    let (caches, config) = (ctx.caches(), ctx.config());
     let namespace = namespace_of(workspace, config);
     let owner = Owner::of(workspace);
     // A personal workspace goes with its owner: once the owner is offboarding, the Workspace
@@ -124,78 +123,114 @@ async fn open(workspace: &Workspace, ctx: &Context) -> Result<Action> {
         decide(workspace, &looked.borrowed(&live), config, Timestamp::now())
     };
     let mut changes = Changes::new();
-    let (ready, reason, message, grants) = match &verdict {
+    let outcome = match &verdict {
         Verdict::Refused(refusal) => {
             revoke_if_owned(ctx, workspace, &namespace, refusal.reason(), &mut changes).await?;
-            (false, refusal.reason(), refusal.message(config), None)
+            Outcome::refused(refusal, config)
         }
-        Verdict::Suspended(_, guards) | Verdict::Open(_, guards) => {
-            let (grants, why) = match &verdict {
-                Verdict::Open(grants, _) => (Some(grants.as_slice()), String::new()),
-                Verdict::Suspended(why, _) => (None, why.clone()),
-                Verdict::Refused(_) => (None, String::new()),
-            };
-            let owners = grants.map(owners_annotation).unwrap_or_default();
-            let desired = desired_namespace(workspace, &namespace, guards, &owners);
-            match ensure_namespace(ctx, workspace, &desired, &mut changes).await? {
-                Some(Wait::Conflict) => {
-                    let refusal = Refusal::NamespaceConflict(namespace.clone());
-                    (false, refusal.reason(), refusal.message(config), None)
-                }
-                Some(Wait::Terminating(message)) => {
-                    revoke_all(
-                        ctx,
-                        &namespace,
-                        "its namespace is being deleted",
-                        &mut changes,
-                    )
-                    .await?;
-                    write_status(
-                        ctx,
-                        workspace,
-                        (&namespace, false, "NamespaceTerminating", message),
-                        None,
-                        changes,
-                    )
-                    .await?;
-                    return Ok(Action::requeue(TERMINATING_RECHECK));
-                }
-                None => {
-                    changes.extend(ensure_guards(ctx, workspace, &namespace, guards).await?);
-                    match grants {
-                        Some(grants) => {
-                            keep_bindings(ctx, workspace, &namespace, grants, guards, &mut changes)
-                                .await?;
-                            let message = format!(
-                                "namespace {namespace:?} provisioned{}; {} people have access",
-                                guards
-                                    .profile
-                                    .as_ref()
-                                    .map(|p| format!(" (Profile {p:?})"))
-                                    .unwrap_or_default(),
-                                grants.len()
-                            );
-                            (true, "Provisioned", message, Some(grants))
-                        }
-                        None => {
-                            revoke_all(ctx, &namespace, "the workspace is suspended", &mut changes)
-                                .await?;
-                            (false, "Suspended", why, None)
-                        }
-                    }
-                }
-            }
+        Verdict::Suspended(why, guards) => {
+            converge(ctx, workspace, (&namespace, guards), Err(why), &mut changes).await?
+        }
+        Verdict::Open(grants, guards) => {
+            converge(
+                ctx,
+                workspace,
+                (&namespace, guards),
+                Ok(grants),
+                &mut changes,
+            )
+            .await?
         }
     };
-    write_status(
-        ctx,
-        workspace,
-        (&namespace, ready, reason, message),
-        grants,
-        changes,
-    )
-    .await?;
-    Ok(Action::await_change())
+    let terminating = outcome.reason == "NamespaceTerminating";
+    write_status(ctx, workspace, &namespace, &outcome, changes).await?;
+    Ok(if terminating {
+        Action::requeue(TERMINATING_RECHECK)
+    } else {
+        Action::await_change()
+    })
+}
+
+/// Where a pass over a live Workspace ends: `Ready` and its reason and message, and the grants
+/// in force (none unless `Provisioned`).
+struct Outcome<'g> {
+    ready: bool,
+    reason: &'static str,
+    message: String,
+    grants: Option<&'g [Grant]>,
+}
+
+impl Outcome<'_> {
+    /// Refused: `Ready=False`, the refusal's reason and message.
+    fn refused(refusal: &Refusal, config: &crate::plan::config::Config) -> Self {
+        Self {
+            ready: false,
+            reason: refusal.reason(),
+            message: refusal.message(config),
+            grants: None,
+        }
+    }
+}
+
+/// Brings the workspace's namespace and guards to the desired state, then its access to
+/// `access`: the grants (`Ok`), or none with the reason it is suspended (`Err`). Guards before
+/// access; a namespace that is not the workspace's is refused, one that terminates waited for.
+async fn converge<'g>(
+    ctx: &Context,
+    workspace: &Workspace,
+    (namespace, guards): (&str, &Guards),
+    access: std::result::Result<&'g [Grant], &String>,
+    changes: &mut Changes,
+) -> Result<Outcome<'g>> {
+    let owners = access.ok().map(owners_annotation).unwrap_or_default();
+    let desired = desired_namespace(workspace, namespace, guards, &owners);
+    match ensure_namespace(ctx, workspace, &desired, changes).await? {
+        Some(Wait::Conflict) => {
+            let refusal = Refusal::NamespaceConflict(namespace.to_owned());
+            return Ok(Outcome::refused(&refusal, ctx.config()));
+        }
+        Some(Wait::Terminating(message)) => {
+            revoke_all(ctx, namespace, "its namespace is being deleted", changes).await?;
+            let (ready, reason, grants) = (false, "NamespaceTerminating", None);
+            return Ok(Outcome {
+                ready,
+                reason,
+                message,
+                grants,
+            });
+        }
+        None => {}
+    }
+    changes.extend(ensure_guards(ctx, workspace, namespace, guards).await?);
+    match access {
+        Ok(grants) => {
+            keep_bindings(ctx, workspace, namespace, grants, guards, changes).await?;
+            let profile = guards
+                .profile
+                .as_ref()
+                .map(|p| format!(" (Profile {p:?})"))
+                .unwrap_or_default();
+            Ok(Outcome {
+                ready: true,
+                reason: "Provisioned",
+                message: format!(
+                    "namespace {namespace:?} provisioned{profile}; {} people have access",
+                    grants.len()
+                ),
+                grants: Some(grants),
+            })
+        }
+        Err(why) => {
+            revoke_all(ctx, namespace, "the workspace is suspended", changes).await?;
+            let (ready, reason, grants) = (false, "Suspended", None);
+            Ok(Outcome {
+                ready,
+                reason,
+                message: why.clone(),
+                grants,
+            })
+        }
+    }
 }
 
 /// Deletes or retains the namespace of a deleted Workspace, per its `deletionPolicy`, after
@@ -479,16 +514,23 @@ async fn revoke_if_owned(
     Ok(())
 }
 
-/// The status of `workspace` after a pass: `Ready` (`ready`, `reason`, `message`), its namespace,
+/// The status of `workspace` after a pass: `Ready` as `outcome` says, its `namespace`,
 /// owner and (a team's) member count, written when it differs; each change an Event, and a new
 /// refusal or suspension a Warning.
 async fn write_status(
     ctx: &Context,
     workspace: &Workspace,
-    (namespace, ready, reason, message): (&str, bool, &str, String),
-    grants: Option<&[Grant]>,
+    namespace: &str,
+    outcome: &Outcome<'_>,
     changes: Changes,
 ) -> Result<()> {
+    let Outcome {
+        ready,
+        reason,
+        message,
+        grants,
+    } = outcome;
+    let (ready, reason, message, grants) = (*ready, *reason, message.clone(), *grants);
     let previous = workspace.status.clone().unwrap_or_default();
     let condition = set_condition(
         &previous.conditions,

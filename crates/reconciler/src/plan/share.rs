@@ -16,8 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use homestead_api::{
-    DirectoryGroup, GranteeStatus, LABEL_MANAGED_BY, LABEL_SHARE, LABEL_USER, MANAGED_BY,
-    SHARE_BINDING_PREFIX, Share, ShareReason, ShareSpec, ShareStatus, SharingLimits, User,
+    DirectoryGroup, GranteeStatus, LABEL_MANAGED_BY, LABEL_SHARE, MANAGED_BY, SHARE_BINDING_PREFIX,
+    Share, ShareReason, ShareSpec, ShareStatus, SharingLimits, User,
 };
 use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
@@ -235,6 +235,19 @@ pub struct Owner {
 }
 
 impl Owner {
+    /// A workspace as the owner of its home: named `workspace:<name>` (never a User's name),
+    /// with its uid and no identity of its own, so no grantee is taken for it.
+    pub fn workspace(workspace: &homestead_api::Workspace) -> Self {
+        Self {
+            name: format!(
+                "workspace:{}",
+                workspace.metadata.name.as_deref().unwrap_or_default()
+            ),
+            uid: workspace.metadata.uid.clone(),
+            username: String::new(),
+        }
+    }
+
     /// The owner `user`.
     pub fn of(user: &User) -> Self {
         Self {
@@ -247,11 +260,12 @@ impl Owner {
     /// Whether `user` is this owner, or another User naming the owner's identity.
     fn is(&self, user: &User) -> bool {
         user.metadata.name.as_deref() == Some(self.name.as_str())
-            || user
-                .spec
-                .identity
-                .username
-                .eq_ignore_ascii_case(&self.username)
+            || !self.username.is_empty()
+                && user
+                    .spec
+                    .identity
+                    .username
+                    .eq_ignore_ascii_case(&self.username)
     }
 }
 
@@ -656,12 +670,17 @@ fn inactive_summary(grantees: &[GranteeStatus]) -> String {
         .join("; ")
 }
 
-/// The RoleBinding of `share` (owned by `owner`, the home's User by name) binding `subjects`
+/// The RoleBinding of `share` (in the home of `holder`: the label naming it and its name, as
+/// `homestead.dev/user=<User>` or `homestead.dev/workspace=<Workspace>`) binding `subjects`
 /// (user names, kind User) to `spec.role` as a ClusterRole: labelled as Homestead's and the
-/// owner's, with `homestead.dev/share`, and owned by the Share as its controller (so garbage
+/// holder's, with `homestead.dev/share`, and owned by the Share as its controller (so garbage
 /// collection removes it with the Share, even while the operator is down; no
 /// `blockOwnerDeletion`, which would need the right to update `shares/finalizers`).
-pub fn desired_binding(share: ShareRef<'_>, owner: &str, subjects: &[String]) -> RoleBinding {
+pub fn desired_binding(
+    share: ShareRef<'_>,
+    (holder_label, holder): (&str, &str),
+    subjects: &[String],
+) -> RoleBinding {
     let name = share.name();
     RoleBinding {
         metadata: ObjectMeta {
@@ -670,7 +689,7 @@ pub fn desired_binding(share: ShareRef<'_>, owner: &str, subjects: &[String]) ->
             labels: Some(
                 [
                     (LABEL_MANAGED_BY, MANAGED_BY),
-                    (LABEL_USER, owner),
+                    (holder_label, holder),
                     (LABEL_SHARE, name),
                 ]
                 .into_iter()
@@ -709,7 +728,7 @@ pub fn desired_binding(share: ShareRef<'_>, owner: &str, subjects: &[String]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use homestead_api::{Grantee, ShareSpec};
+    use homestead_api::{Grantee, LABEL_USER, ShareSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use serde_json::json;
 
@@ -787,7 +806,11 @@ mod tests {
         assert_eq!(decision.subjects, ["bob@example.com"]);
         assert_eq!(decision.recheck, Some(Duration::from_secs(7 * 86_400)));
         assert_eq!(decision.renewed_at, at("2026-11-01T00:00:00Z"));
-        let binding = desired_binding(ShareRef::of(&share), "alice", &decision.subjects);
+        let binding = desired_binding(
+            ShareRef::of(&share),
+            (LABEL_USER, "alice"),
+            &decision.subjects,
+        );
         assert_eq!(
             binding.metadata.name.as_deref(),
             Some("homestead-share-review")

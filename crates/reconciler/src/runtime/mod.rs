@@ -179,18 +179,7 @@ impl Runtime {
             .graceful_shutdown_on(shutdown())
             .run(reconcile_group_status, group_status_error, ctx.clone())
             .for_each(|result| async move { log_controller_error(result) });
-        let retained = self
-            .retained
-            .graceful_shutdown_on(shutdown())
-            .run(
-                |namespace, ctx| async move { keep_retained_revoked(&namespace, &ctx).await },
-                |_, error, _| {
-                    tracing::warn!("revoking access in a retained namespace failed: {error}");
-                    controller::Action::requeue(RETAINED_RETRY)
-                },
-                ctx.clone(),
-            )
-            .for_each(|result| async move { log_controller_error(result) });
+        let retained = run_retained(self.retained, shutdown(), ctx.clone());
         let (user_backlog, share_backlog) = self.backlogs;
         let started = share_backlog.clone();
         let shares = self
@@ -224,11 +213,7 @@ impl Runtime {
                 forget_if_gone(&user_backlog, &result);
                 async move { log_controller_error(result) }
             });
-        let workspaces = self
-            .workspaces
-            .graceful_shutdown_on(shutdown())
-            .run(reconcile_workspace, workspace_error, ctx.clone())
-            .for_each(|result| async move { log_controller_error(result) });
+        let workspaces = run_workspaces(self.workspaces, shutdown(), ctx.clone());
         futures::join!(
             users,
             retained,
@@ -246,6 +231,40 @@ impl Runtime {
             );
         }
     }
+}
+
+/// Runs the Controller over retained Namespaces until `shutdown` resolves: it keeps every
+/// RoleBinding out of them, retrying a failure after [`RETAINED_RETRY`].
+async fn run_retained(
+    retained: Controller<Namespace>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+    ctx: Arc<Context>,
+) {
+    retained
+        .graceful_shutdown_on(shutdown)
+        .run(
+            |namespace, ctx| async move { keep_retained_revoked(&namespace, &ctx).await },
+            |_, error, _| {
+                tracing::warn!("revoking access in a retained namespace failed: {error}");
+                controller::Action::requeue(RETAINED_RETRY)
+            },
+            ctx,
+        )
+        .for_each(|result| async move { log_controller_error(result) })
+        .await;
+}
+
+/// Runs the Workspace Controller until `shutdown` resolves.
+async fn run_workspaces(
+    workspaces: Controller<homestead_api::Workspace>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+    ctx: Arc<Context>,
+) {
+    workspaces
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile_workspace, workspace_error, ctx)
+        .for_each(|result| async move { log_controller_error(result) })
+        .await;
 }
 
 /// Lets reconciles proceed once every cache has listed, then calls `synced`.

@@ -31,7 +31,7 @@ use crate::plan::ownership::user_of;
 use crate::plan::share::share_of_binding;
 use crate::plan::status;
 use crate::runtime::backlog::Backlog;
-use crate::runtime::workspaces::{WorkspaceWakes, workspace_controller};
+use crate::runtime::workspaces::WorkspaceWakes;
 use crate::state::Caches;
 use crate::state::ShareIndex;
 use crate::state::cache::{CachedNamespace, CachedRoleBinding, CachedShare};
@@ -345,6 +345,28 @@ pub fn controllers(
         workspaces,
         backlogs: (user_backlog, share_backlog),
     }
+}
+
+/// The Workspace Controller over its own watch (every Workspace), `concurrency` reconciles at
+/// once (0: unbounded), and the [`WorkspaceWakes`] that trigger it (`groups`: the cache the
+/// wakes look members up in); every Workspace again every [`RESYNC`].
+fn workspace_controller(
+    client: &Client,
+    concurrency: u16,
+    groups: Store<DirectoryGroup>,
+) -> (Controller<homestead_api::Workspace>, WorkspaceWakes) {
+    let (wake, wakes) = futures::channel::mpsc::unbounded();
+    let (all, every_one) = futures::channel::mpsc::unbounded();
+    let controller = Controller::new(
+        Api::<homestead_api::Workspace>::all(client.clone()),
+        config_of(&declared::WORKSPACES),
+    )
+    .with_config(controller::Config::default().concurrency(concurrency))
+    .reconcile_on(wakes)
+    .reconcile_all_on(every_one)
+    .reconcile_all_on(every(RESYNC));
+    let wakes = WorkspaceWakes::new(controller.store(), groups, wake, all);
+    (controller, wakes)
 }
 
 /// The Controller over Shares (their own watch, indexed into `index` by grantee and namespace),
@@ -758,7 +780,7 @@ fn paced<K: Watched>(
 }
 
 /// A stream that yields once every `period`, first after one `period`.
-pub(super) fn every(period: Duration) -> impl futures::Stream<Item = ()> + Send + 'static {
+fn every(period: Duration) -> impl futures::Stream<Item = ()> + Send + 'static {
     futures::stream::unfold((), move |()| async move {
         tokio::time::sleep(period).await;
         Some(((), ()))
@@ -831,7 +853,7 @@ impl Backoff for EachWatchOnItsOwn {
 }
 
 /// The watcher configuration of `watch`: its label selector ([`declared::Selects`]).
-pub(super) fn config_of(watch: &Watch) -> watcher::Config {
+fn config_of(watch: &Watch) -> watcher::Config {
     let config = watcher::Config::default();
     match watch.selects.label_selector() {
         Some(selector) => config.labels(&selector),

@@ -3,19 +3,15 @@
 //! labelled `homestead.dev/workspace` wakes its Workspace; a User's change wakes the Workspaces
 //! it owns, administers or is a member of through their group; a DirectoryGroup's change wakes
 //! the Workspaces it owns; a Profile's change wakes every Workspace (few: a Profile can be any
-//! of theirs). Every Workspace is reconciled again every [`RESYNC`].
+//! of theirs). Every Workspace is reconciled again every resync (`flows::provision::RESYNC`).
 //!
 //! [`WORKSPACES`]: crate::state::declared::WORKSPACES
 
-use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender};
+use futures::channel::mpsc::UnboundedSender;
 use homestead_api::{DirectoryGroup, LABEL_WORKSPACE, Workspace};
 use homestead_model::workspace::Owner;
-use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Api, Client, Resource, ResourceExt};
-
-use crate::flows::provision::RESYNC;
-use crate::state::declared;
+use kube::{Resource, ResourceExt};
 
 /// Sends the Workspaces a change concerns to the Workspace Controller.
 #[derive(Clone)]
@@ -27,6 +23,22 @@ pub struct WorkspaceWakes {
 }
 
 impl WorkspaceWakes {
+    /// The wakes of the Workspaces in `workspaces` (the Workspace Controller's cache; `groups`:
+    /// the cache the wakes look members up in), each sent to `wake`, all of them to `all`.
+    pub fn new(
+        workspaces: Store<Workspace>,
+        groups: Store<DirectoryGroup>,
+        wake: UnboundedSender<ObjectRef<Workspace>>,
+        all: UnboundedSender<()>,
+    ) -> Self {
+        Self {
+            workspaces,
+            groups,
+            wake,
+            all,
+        }
+    }
+
     /// The Workspace labelled on `object` (`homestead.dev/workspace`), if any.
     pub fn of_object<K: Resource>(&self, object: &K) {
         if let Some(name) = object.labels().get(LABEL_WORKSPACE) {
@@ -77,32 +89,4 @@ impl WorkspaceWakes {
     pub fn all(&self) {
         let _ = self.all.unbounded_send(());
     }
-}
-
-/// The Workspace Controller over its own watch (every Workspace), `concurrency` reconciles at
-/// once (0: unbounded), and the [`WorkspaceWakes`] that trigger it (`groups`: the cache the
-/// wakes look members up in).
-pub fn workspace_controller(
-    client: &Client,
-    concurrency: u16,
-    groups: Store<DirectoryGroup>,
-) -> (Controller<Workspace>, WorkspaceWakes) {
-    let (wake, wakes): (_, UnboundedReceiver<ObjectRef<Workspace>>) =
-        futures::channel::mpsc::unbounded();
-    let (all, every) = futures::channel::mpsc::unbounded();
-    let controller = Controller::new(
-        Api::<Workspace>::all(client.clone()),
-        super::watches::config_of(&declared::WORKSPACES),
-    )
-    .with_config(controller::Config::default().concurrency(concurrency))
-    .reconcile_on(wakes)
-    .reconcile_all_on(every)
-    .reconcile_all_on(super::watches::every(RESYNC));
-    let wakes = WorkspaceWakes {
-        workspaces: controller.store(),
-        groups,
-        wake,
-        all,
-    };
-    (controller, wakes)
 }
