@@ -365,7 +365,14 @@ fn workspace_controller(
     .reconcile_on(wakes)
     .reconcile_all_on(every_one)
     .reconcile_all_on(every(RESYNC));
-    let wakes = WorkspaceWakes::new(controller.store(), groups, wake, all);
+    let store = controller.store();
+    let siblings = WorkspaceWakes::new(store.clone(), groups.clone(), wake.clone(), all.clone());
+    let controller = controller.watches(
+        Api::<homestead_api::Workspace>::all(client.clone()),
+        config_of(&declared::WORKSPACE_SIBLINGS),
+        move |workspace| siblings.self_service_of(&workspace),
+    );
+    let wakes = WorkspaceWakes::new(store, groups, wake, all);
     (controller, wakes)
 }
 

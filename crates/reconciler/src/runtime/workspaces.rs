@@ -74,6 +74,26 @@ impl WorkspaceWakes {
         }
     }
 
+    /// The other self-service Workspaces of `workspace`'s owner (a person), as references.
+    pub fn self_service_of(&self, workspace: &Workspace) -> Vec<ObjectRef<Workspace>> {
+        let Some(owner) = workspace.spec.owner.user.as_deref() else {
+            return Vec::new();
+        };
+        let self_service = |w: &Workspace| {
+            w.labels()
+                .get(homestead_api::LABEL_SELF_SERVICE)
+                .map(String::as_str)
+                == Some("true")
+        };
+        self.workspaces
+            .state()
+            .into_iter()
+            .filter(|w| w.spec.owner.user.as_deref() == Some(owner) && self_service(w))
+            .filter(|w| w.metadata.name != workspace.metadata.name)
+            .map(|w| ObjectRef::from_obj(w.as_ref()))
+            .collect()
+    }
+
     /// The Workspaces the DirectoryGroup `group` owns.
     pub fn of_group(&self, group: &str) {
         for workspace in self.workspaces.state() {

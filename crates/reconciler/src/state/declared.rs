@@ -230,8 +230,17 @@ pub const WORKSPACES: Watch = Watch {
     wakes: &[Wakes::Workspaces],
 };
 
+/// Every Workspace again, keeping nothing: a person's self-service workspace that comes or goes
+/// wakes their others (the youngest beyond `max` may fit now, or no longer).
+pub const WORKSPACE_SIBLINGS: Watch = Watch {
+    kind: "Workspace",
+    selects: Selects::Every,
+    keeps: Keeps::Nothing,
+    wakes: &[Wakes::Workspaces],
+};
+
 /// Every watch the operator runs, in the order docs/development.md lists them.
-pub const WATCHES: [Watch; 14] = [
+pub const WATCHES: [Watch; 15] = [
     USERS,
     NAMESPACES,
     ROLE_BINDINGS,
@@ -244,6 +253,7 @@ pub const WATCHES: [Watch; 14] = [
     GROUPS,
     SHARES,
     WORKSPACES,
+    WORKSPACE_SIBLINGS,
     PROFILE_STATUSES,
     GROUP_STATUSES,
 ];
