@@ -220,6 +220,53 @@ async fn each_person_sees_their_homes_and_forged_headers_get_nothing() {
     let (_, nobody) = get(&api, HOMES, proxy, "nobody@example.com").unwrap();
     assert_eq!(nobody["items"], json!([]));
 
+    // A team's workspace: bob, a member of its group, sees it with his role and the team as
+    // the way in; alice, its admin, as admin; nobody else.
+    let groups: Api<homestead_api::DirectoryGroup> = Api::all(client.clone());
+    let _ = groups.delete("ho-team", &DeleteParams::default()).await;
+    wait_gone(&groups, "ho-team", 30).await;
+    let group: homestead_api::DirectoryGroup = serde_json::from_value(json!({
+        "apiVersion": homestead_api::API_VERSION, "kind": "DirectoryGroup",
+        "metadata": { "name": "ho-team" },
+        "spec": { "displayName": "ho-team", "members": ["ho-bob"] },
+    }))
+    .unwrap();
+    groups.create(&PostParams::default(), &group).await.unwrap();
+    let doc = json!({
+        "apiVersion": homestead_api::API_VERSION, "kind": "Workspace",
+        "metadata": { "name": "ho-team", "annotations": { "homestead.dev/created-by": homestead_testenv::ADMIN } },
+        "spec": { "owner": { "group": "ho-team" }, "admins": ["ho-alice"], "reason": "the team" },
+    });
+    let (ok, out) = kubectl(&["apply", "-f", "-"], &doc.to_string());
+    assert!(ok, "{out}");
+    let bob = eventually("bob's homes to show the team's workspace", 60, || async {
+        let (code, list) = get(&api, HOMES, proxy, "ho-bob@example.com").ok()?;
+        (code == 200 && names(&list).contains(&"ws-ho-team".to_owned())).then_some(list)
+    })
+    .await;
+    let item = |list: &Value, name: &str| {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["metadata"]["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    let team = item(&bob, "ws-ho-team");
+    assert_eq!(
+        (team["role"].as_str(), team["via"].as_str()),
+        (Some("edit"), Some("team ho-team"))
+    );
+    let (_, alice) = get(&api, HOMES, proxy, "ho-alice@example.com").unwrap();
+    let team = item(&alice, "ws-ho-team");
+    assert_eq!(
+        (team["role"].as_str(), team["via"].as_str()),
+        (Some("admin"), Some("team ho-team (admin)"))
+    );
+    let (_, nobody) = get(&api, HOMES, proxy, "nobody@example.com").unwrap();
+    assert_eq!(nobody["items"], json!([]));
+
     // The attacker on the port: forged headers without a certificate get 401 ...
     let (code, status) = get(&api, HOMES, None, "ho-bob@example.com").unwrap();
     assert_eq!(

@@ -127,6 +127,25 @@ async fn wait_can(person: &str, ns: &str, want: &str) -> std::time::Duration {
     started.elapsed()
 }
 
+/// The rows of `homestead access -o json -n NAMESPACE`, run with the admin's kubeconfig.
+fn access_rows(namespace: &str) -> Vec<Value> {
+    let plane = env().plane;
+    let path = plane.dir().join("workspaces-admin.kubeconfig");
+    let kubeconfig = plane.kubeconfig(ADMIN).unwrap();
+    std::fs::write(&path, serde_json::to_string(&kubeconfig).unwrap()).unwrap();
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_homestead"))
+        .args(["access", "-o", "json", "-n", namespace])
+        .env("KUBECONFIG", &path)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    serde_json::from_slice(&run.stdout).unwrap()
+}
+
 #[tokio::test]
 async fn a_team_workspace_grants_each_member_their_role_and_nobody_else() {
     let _ = env();
@@ -173,6 +192,28 @@ async fn a_team_workspace_grants_each_member_their_role_and_nobody_else() {
     for outsider in ["wt-out@example.com", "nobody@example.com"] {
         assert_eq!(can(outsider, "get", "pods", ns), "no", "{outsider}");
     }
+    // `homestead access` names each person's source: the team, as admin or as member.
+    let rows = access_rows(ns);
+    let source = |who: &str| {
+        rows.iter()
+            .find(|r| r["subject"] == format!("User:{who}"))
+            .map(|r| {
+                (
+                    r["source"].as_str().unwrap().to_owned(),
+                    r["detail"].as_str().unwrap().to_owned(),
+                )
+            })
+            .unwrap_or_else(|| panic!("no row for {who}: {rows:?}"))
+    };
+    let (kind, detail) = source("wt-ada@example.com");
+    assert_eq!(kind, "team");
+    assert!(detail.starts_with("team wt-team (admin)"), "{detail}");
+    let (kind, detail) = source("wt-max@example.com");
+    assert_eq!(kind, "team");
+    assert!(
+        detail.starts_with("team wt-team: the team's work"),
+        "{detail}"
+    );
     // Guards before access: Pod Security on the namespace, labelled the workspace's.
     let namespace: Namespace = Api::all(client.clone()).get(ns).await.unwrap();
     let labels = namespace.metadata.labels.unwrap_or_default();
@@ -297,6 +338,15 @@ async fn a_person_creates_their_own_workspaces_within_max_and_never_anothers() {
         "a personal workspace's owner has admin"
     );
     assert_eq!(can("wp-olo@example.com", "get", "pods", &ns), "no");
+    let rows = access_rows(&ns);
+    let own = rows
+        .iter()
+        .find(|r| r["subject"] == format!("User:{pia}"))
+        .expect("a row for the owner");
+    assert_eq!(
+        (own["source"].as_str(), own["person"].as_str()),
+        (Some("workspace"), Some("wp-pia"))
+    );
 
     // The next one is beyond max 1: refused, and grants nothing; the older keeps its access.
     let (ok, out) = kubectl(
