@@ -209,6 +209,48 @@ pub struct ShareArgs {
     pub output: AccessFormat,
 }
 
+/// `homestead workspace`.
+#[derive(Debug, clap::Args)]
+pub struct WorkspaceArgs {
+    /// The cluster, as the person (their own kubeconfig, or `--as`).
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
+    /// Act as this identity (impersonation, as `kubectl --as`; needs the right to impersonate).
+    #[arg(long = "as")]
+    pub impersonate: Option<String>,
+
+    /// The Workspace's name (at most 63 characters: lower-case letters, digits and `-`); its
+    /// namespace is `<workspace prefix><name>` (`ws-<name>` by default).
+    pub name: String,
+
+    /// Why (at most 256 characters; shown by `homestead access`).
+    #[arg(long)]
+    pub reason: String,
+
+    /// The owner: your own User (by `metadata.name`); default: the User the homes API names
+    /// for you.
+    #[arg(long)]
+    pub owner: Option<String>,
+
+    /// A Profile your Profile lets you choose (its `spec.workspaces.profiles`); default: yours.
+    #[arg(long)]
+    pub profile: Option<String>,
+
+    /// Delete the namespace and its data with the Workspace (`deletionPolicy: Delete`); by
+    /// default they are kept (`Retain`).
+    #[arg(long, default_value_t = false)]
+    pub delete_with_it: bool,
+
+    /// Ask the API server to check the Workspace (admission included) and write nothing.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub dry_run: bool,
+
+    /// How to print the created Workspace: one line (`table`), or the whole object as JSON or YAML.
+    #[arg(long, short = 'o', value_enum, default_value_t = AccessFormat::Table)]
+    pub output: AccessFormat,
+}
+
 /// A `--to` value: `user:<name>` or `group:<name>`.
 ///
 /// # Errors

@@ -8,6 +8,7 @@
 //! - [`release`]: releases every person before Homestead's CRDs are removed.
 //! - [`import`]: a roster (CSV) to Users.
 //! - [`share`]: creates a Share as the person sharing.
+//! - [`workspace`]: creates a personal Workspace as the person.
 //! - [`probe`]: what the Pods of doctor's isolation check run.
 
 pub mod access;
@@ -18,3 +19,4 @@ pub mod import;
 pub mod probe;
 pub mod release;
 pub mod share;
+pub mod workspace;

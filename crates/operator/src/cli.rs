@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand, ValueEnum};
 pub use homestead_admin::args::{
     AccessArgs, AdoptArgs, DoctorArgs, ImportArgs, ProbeArgs, ReleaseArgs, ShareArgs,
-    parse_positive_duration,
+    WorkspaceArgs, parse_positive_duration,
 };
 use homestead_reconciler::Config;
 use homestead_reconciler::plan::config::{
@@ -274,6 +274,11 @@ pub enum Command {
     /// Homestead turns it into access, within the limits in force (docs/sharing.md). Exits 1
     /// if the API server refuses it (the message names the rule).
     Share(ShareArgs),
+    /// Create a workspace of your own (`kubectl homestead workspace NAME --reason ...`): a
+    /// Workspace owned by your User, labelled self-service and naming you as its creator, as the
+    /// admission policy requires; Homestead provisions it within your Profile's
+    /// `spec.workspaces` (docs/workspaces.md). Exits 1 if the API server refuses it.
+    Workspace(WorkspaceArgs),
     /// What the Pods of `homestead doctor`'s network isolation check run (not for people).
     #[command(hide = true)]
     Probe(ProbeArgs),

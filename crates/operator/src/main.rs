@@ -44,6 +44,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
             Some(cli::Command::Probe(args)) => admin::probe::run(args).await,
             Some(cli::Command::Release(args)) => admin::release::run(args).await,
             Some(cli::Command::Share(args)) => admin::share::run(args).await,
+            Some(cli::Command::Workspace(args)) => admin::workspace::run(args).await,
             Some(cli::Command::HomesApi(args)) => homes::run(args)
                 .await
                 .map(|()| std::process::ExitCode::SUCCESS),

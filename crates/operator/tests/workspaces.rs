@@ -323,12 +323,37 @@ async fn a_person_creates_their_own_workspaces_within_max_and_never_anothers() {
         "no",
         "nobody lists others' workspaces"
     );
-    let (ok, out) = kubectl_as(
-        ADMIN,
-        &[&format!("--as={pia}"), "create", "-f", "-"],
-        &workspace_doc("wp-pia-one", personal("wp-pia"), pia, true),
+    // In one command: `kubectl homestead workspace` names the creator and the label itself.
+    let plane = env().plane;
+    let path = plane.dir().join("workspaces-admin.kubeconfig");
+    std::fs::write(
+        &path,
+        serde_json::to_string(&plane.kubeconfig(ADMIN).unwrap()).unwrap(),
+    )
+    .unwrap();
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_homestead"))
+        .args([
+            "workspace",
+            "wp-pia-one",
+            "--reason",
+            "a project",
+            "--owner",
+            "wp-pia",
+            "--as",
+            pia,
+        ])
+        .env("KUBECONFIG", &path)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
     );
-    assert!(ok, "{out}");
+    assert!(
+        String::from_utf8_lossy(&run.stdout)
+            .contains("workspace.homestead.dev/wp-pia-one created for wp-pia")
+    );
     let ws = wait_workspace(&client, "wp-pia-one", "Provisioned").await;
     let ns = ws.status.unwrap().namespace.unwrap();
     wait_can(pia, &ns, "yes").await;

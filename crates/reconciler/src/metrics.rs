@@ -257,6 +257,10 @@ pub struct Metrics {
     pub status_errors: IntCounterVec,
     /// The metrics of Shares.
     pub share: ShareMetrics,
+    /// `homestead_workspaces{owner="user"|"group", reason}`: Workspaces by the kind of their
+    /// owner and the reason of their `Ready` condition (`Provisioned`, `Suspended`, a refusal
+    /// such as `OverLimit`; `Pending` before Homestead has written one).
+    pub workspaces: IntGaugeVec,
     /// `homestead_api_requests_total{verb, code}`: requests this replica sent to the API
     /// server, by verb (`get` includes lists) and response code (`error`: no answer), counted by
     /// [`crate::act::requests::CountRequests`] under the client.
@@ -334,6 +338,12 @@ impl Metrics {
                 &["kind"],
             )?,
             share: share_metrics(r)?,
+            workspaces: gauge_vec(
+                r,
+                "homestead_workspaces",
+                "Workspaces by the kind of their owner and the reason of their Ready condition",
+                &["owner", "reason"],
+            )?,
             api_requests: counter_vec(
                 r,
                 "homestead_api_requests_total",
@@ -414,6 +424,27 @@ impl Metrics {
         }
         for (count, (label, _)) in expiring.into_iter().zip(EXPIRY_WINDOWS) {
             self.expiring.with_label_values(&[label]).set(count);
+        }
+    }
+
+    /// Sets `homestead_workspaces` from every Workspace's owner kind (`user` or `group`) and
+    /// `Ready` reason (`None` before Homestead has written one); a pair no Workspace has any
+    /// more reads 0.
+    pub fn observe_workspaces<'a>(
+        &self,
+        workspaces: impl IntoIterator<Item = (&'static str, Option<&'a str>)>,
+    ) {
+        let mut counts: HashMap<(&str, String), i64> = HashMap::new();
+        for (owner, reason) in workspaces {
+            *counts
+                .entry((owner, reason.unwrap_or(NO_REASON).to_owned()))
+                .or_default() += 1;
+        }
+        self.workspaces.reset();
+        for ((owner, reason), count) in counts {
+            self.workspaces
+                .with_label_values(&[owner, reason.as_str()])
+                .set(count);
         }
     }
 

@@ -140,10 +140,26 @@ impl Runtime {
     }
 
     /// Sets the gauges of Shares (`homestead_shares`, `homestead_shares_expiring`) from the
-    /// Share cache; the operator's `/metrics` calls it before each scrape.
+    /// Share cache, and of Workspaces (`homestead_workspaces`) from theirs; the operator's
+    /// `/metrics` calls it before each scrape.
     pub fn share_metrics(&self) -> impl Fn() + Send + Sync + 'static {
         let (store, metrics) = (self.shares.store(), self.ctx.metrics().clone());
+        let workspaces = self.workspaces.store();
         move || {
+            let all = workspaces.state();
+            metrics.observe_workspaces(all.iter().map(|w| {
+                let owner = if w.spec.owner.group.is_some() {
+                    "group"
+                } else {
+                    "user"
+                };
+                let ready = w.status.as_ref().and_then(|s| {
+                    s.conditions
+                        .iter()
+                        .find(|c| c.type_ == homestead_api::CONDITION_READY)
+                });
+                (owner, ready.map(|c| c.reason.as_str()))
+            }));
             let shares = store.state();
             metrics.observe_shares(shares.iter().map(|share| {
                 let ready = share.status.as_ref().and_then(|s| s.ready.as_ref());
