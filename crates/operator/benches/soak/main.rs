@@ -19,6 +19,7 @@ mod faults;
 mod model;
 mod oracle;
 mod workload;
+mod workspaces;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -198,7 +199,8 @@ async fn profiles(admin: &kube::Client) -> Model {
     for (name, spec) in [
         (
             HR_PROFILES[0],
-            json!({ "role": "admin", "networkIsolation": "None", "userOverrides": ["role"] }),
+            json!({ "role": "admin", "networkIsolation": "None", "userOverrides": ["role"],
+                    "workspaces": { "selfService": true, "max": workspaces::SELF_SERVICE_MAX } }),
         ),
         (
             HR_PROFILES[1],

@@ -50,6 +50,10 @@ pub struct Snapshot {
     pub bindings: Vec<RoleBinding>,
     /// Every Share.
     pub shares: Vec<Share>,
+    /// Every Workspace.
+    pub workspaces: Vec<homestead_api::Workspace>,
+    /// Every DirectoryGroup.
+    pub groups: Vec<homestead_api::DirectoryGroup>,
 }
 
 /// The audit log, read as it grows: who created each RoleBinding, and the operator's writes.
@@ -214,6 +218,14 @@ impl Oracle {
             .list(&ListParams::default())
             .await?
             .items;
+        let workspaces = Api::<homestead_api::Workspace>::all(self.admin.clone())
+            .list(&ListParams::default())
+            .await?
+            .items;
+        let groups = Api::<homestead_api::DirectoryGroup>::all(self.admin.clone())
+            .list(&ListParams::default())
+            .await?
+            .items;
         let users_again = Api::<User>::all(self.admin.clone())
             .list(&ListParams::default())
             .await?
@@ -225,6 +237,8 @@ impl Oracle {
             namespaces,
             bindings,
             shares,
+            workspaces,
+            groups,
         })
     }
 
@@ -279,6 +293,7 @@ impl Oracle {
             standing.contains(key)
         });
         self.sources(snap, &after, &mut found);
+        self.workspace_sources(snap, &after, &mut found);
         self.readiness(snap, &after, &mut found);
         self.foreign(&after, &mut found);
         found
@@ -560,6 +575,64 @@ impl Oracle {
         }
         self.first_seen
             .retain(|k, _| !k.starts_with("source ") || seen.contains(k));
+    }
+
+    /// Every access in a workspace has a source, and only the workspace's people have one
+    /// (docs/workspaces.md): each User bound by Homestead's two bindings in a namespace labelled
+    /// `homestead.dev/workspace` is one [`crate::workspaces::expected`] lets in, with that role,
+    /// judged from the cluster alone: nobody outside the group, nobody in a workspace that is
+    /// refused (over its owner's limit, made for someone else) or whose group is gone. Allows
+    /// the revocation delay from when it is first seen.
+    fn workspace_sources(&mut self, snap: &Snapshot, model: &Model, found: &mut Vec<Violation>) {
+        let holders = holders(&snap.users);
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let all = (&snap.users[..], &snap.groups[..], &snap.workspaces[..]);
+        let mut seen = BTreeSet::new();
+        for b in &snap.bindings {
+            let Some(ns) = b.namespace() else { continue };
+            let Some(label) = snap
+                .namespaces
+                .get(&ns)
+                .and_then(|n| n.labels().get("homestead.dev/workspace").cloned())
+            else {
+                continue;
+            };
+            let name = b.name_any();
+            if name != "homestead-workspace-admins" && name != "homestead-workspace-members" {
+                continue;
+            }
+            let expected = snap
+                .workspaces
+                .iter()
+                .find(|w| w.name_any() == label)
+                .map(|w| crate::workspaces::expected(w, all, &holders, now))
+                .unwrap_or_default();
+            for subject in b.subjects.iter().flatten().filter(|s| s.kind == "User") {
+                let role = &b.role_ref.name;
+                if expected.get(&subject.name) == Some(role) {
+                    continue;
+                }
+                let key = format!("workspace {ns}/{name} {} {role}", subject.name);
+                seen.insert(key.clone());
+                let first = *self.first_seen.entry(key.clone()).or_insert(snap.at);
+                if model
+                    .deadline(first, REVOCATION_ALLOWED)
+                    .is_some_and(|d| snap.at > d)
+                {
+                    found.push(Violation {
+                        check: "workspace-access-has-a-source".into(),
+                        key,
+                        at: snap.at,
+                        detail: format!(
+                            "{} has {role} in workspace {label} ({ns}) through {name}; the workspace lets in {expected:?}",
+                            subject.name
+                        ),
+                    });
+                }
+            }
+        }
+        self.first_seen
+            .retain(|k, _| !k.starts_with("workspace ") || seen.contains(k));
     }
 
     /// Why the RoleBinding `ns/name`, not Homestead's, has no source: its creator (from the

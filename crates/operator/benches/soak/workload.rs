@@ -113,6 +113,24 @@ pub enum Op {
     ScimGroup {
         members: Vec<String>,
     },
+    /// DELETE of the group (its team workspaces are suspended; a later `ScimGroup` makes it
+    /// again).
+    ScimGroupDelete,
+    /// A tenant creates workspace `index` of their own (`soak-ws-<tenant>-<index>`, labelled
+    /// self-service), owned by `owner` (their own User, or sometimes another's: refused), or
+    /// deletes it when it exists.
+    TenantWorkspace {
+        tenant: usize,
+        index: u32,
+        owner: String,
+    },
+    /// The platform creates team workspace `index` (`soak-team-<index>`) owned by the SCIM
+    /// group, with `admins`; when it exists, deletes it (`delete`) or sets its admins.
+    PlatformWorkspace {
+        index: u32,
+        admins: Vec<String>,
+        delete: bool,
+    },
     /// A tenant creates `count` RoleBindings to `subject` (`self`, a username, `group` or
     /// `serviceaccount`) in their namespace, as fast as they can.
     TenantBindings {
@@ -225,19 +243,22 @@ impl Op {
             | Op::ScimPutWithoutActive { .. }
             | Op::ScimRename { .. }
             | Op::ScimDelete { .. }
-            | Op::ScimGroup { .. } => "scim",
+            | Op::ScimGroup { .. }
+            | Op::ScimGroupDelete => "scim",
             Op::TenantBindings { .. }
             | Op::TenantRewriteHomestead { .. }
             | Op::TenantShare { .. }
             | Op::TenantReshare { .. }
             | Op::TenantRewriteShare { .. }
             | Op::TenantOpenIsolation { .. }
-            | Op::TenantExternalIp { .. } => "tenant",
+            | Op::TenantExternalIp { .. }
+            | Op::TenantWorkspace { .. } => "tenant",
             Op::PlatformProfileRole { .. }
             | Op::PlatformSquat { .. }
             | Op::PlatformAdopt { .. }
             | Op::PlatformPurge { .. }
-            | Op::PlatformGrantRetained { .. } => "platform",
+            | Op::PlatformGrantRetained { .. }
+            | Op::PlatformWorkspace { .. } => "platform",
             Op::Race { .. } => "race",
             Op::Fault { .. } => "fault",
         }
@@ -381,9 +402,10 @@ fn scim_op(rng: &mut fastrand::Rng, model: &Model, live: &[String]) -> Op {
             name,
         },
         55..70 => Op::ScimDelete { name },
-        _ => Op::ScimGroup {
+        70..96 => Op::ScimGroup {
             members: live.iter().filter(|_| rng.bool()).cloned().collect(),
         },
+        _ => Op::ScimGroupDelete,
     }
 }
 
@@ -445,9 +467,36 @@ fn tenant_op(rng: &mut fastrand::Rng, model: &Model) -> Option<Op> {
             tenant,
             subject: PEOPLE[rng.usize(..PEOPLE.len())].to_owned(),
         },
-        74..87 => Op::TenantOpenIsolation { tenant },
+        74..84 => Op::TenantOpenIsolation { tenant },
+        84..93 => tenant_workspace(rng, model, tenant),
         _ => Op::TenantExternalIp { tenant },
     })
+}
+
+/// A tenant's workspace of their own, owned by their User (the oldest live one of their
+/// identity), or one time in five by another live User (which must grant nothing).
+fn tenant_workspace(rng: &mut fastrand::Rng, model: &Model, tenant: usize) -> Op {
+    let live: Vec<(&String, &ModelUser)> = model
+        .users
+        .iter()
+        .filter(|(_, u)| u.deleting_at.is_none())
+        .collect();
+    let own = live
+        .iter()
+        .filter(|(_, u)| u.username == TENANTS[tenant])
+        .min_by(|a, b| a.1.created_at.total_cmp(&b.1.created_at))
+        .map(|(n, _)| (*n).clone());
+    let other = pick(rng, &live).map(|(n, _)| (*n).clone());
+    let owner = match (own, other) {
+        (Some(_), Some(other)) if rng.u32(..100) < 20 => other,
+        (Some(own), _) => own,
+        (None, other) => other.unwrap_or_default(),
+    };
+    Op::TenantWorkspace {
+        tenant,
+        index: rng.u32(..crate::workspaces::PERSONAL_NAMES),
+        owner,
+    }
 }
 
 fn tenant_bindings(rng: &mut fastrand::Rng, tenant: usize) -> Op {
@@ -473,7 +522,22 @@ fn platform_op(rng: &mut fastrand::Rng, model: &Model) -> Op {
         .map(|o| o.namespace.clone())
         .collect();
     match rng.u32(..100) {
-        0..55 => {
+        0..12 => {
+            let live: Vec<&String> = model
+                .users
+                .iter()
+                .filter(|(_, u)| u.deleting_at.is_none())
+                .map(|(n, _)| n)
+                .collect();
+            Op::PlatformWorkspace {
+                index: rng.u32(..crate::workspaces::TEAM_NAMES),
+                admins: pick(rng, &live)
+                    .map(|n| vec![(*n).clone()])
+                    .unwrap_or_default(),
+                delete: rng.u32(..100) < 25,
+            }
+        }
+        12..55 => {
             let profiles = [HR_PROFILES[0], HR_PROFILES[1], DIRECTORY_PROFILE];
             Op::PlatformProfileRole {
                 profile: profiles[rng.usize(..3)].to_owned(),
@@ -592,21 +656,21 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    fn from<T>(result: Result<T, kube::Error>) -> Self {
+    pub(crate) fn from<T>(result: Result<T, kube::Error>) -> Self {
         match result {
             Ok(_) => Self::ok("accepted"),
             Err(e) => Self::refused(e),
         }
     }
 
-    fn ok(detail: impl Into<String>) -> Self {
+    pub(crate) fn ok(detail: impl Into<String>) -> Self {
         Self {
             ok: true,
             detail: detail.into(),
         }
     }
 
-    fn refused(why: impl std::fmt::Display) -> Self {
+    pub(crate) fn refused(why: impl std::fmt::Display) -> Self {
         Self {
             ok: false,
             detail: why.to_string(),
@@ -700,6 +764,9 @@ impl Actors {
                     rows,
                     allow_mass_prune,
                 } => self.import(rows, *allow_mass_prune).await,
+                Op::TenantWorkspace { .. } | Op::PlatformWorkspace { .. } => {
+                    self.workspace_op(op).await
+                }
                 _ => match op.actor() {
                     "hr" => self.hr(op).await,
                     "scim" => self.scim(op).await,
@@ -1088,6 +1155,7 @@ impl Actors {
                 outcome(code, &body)
             }
             Op::ScimGroup { members } => self.scim_group(members).await,
+            Op::ScimGroupDelete => self.scim_group_delete().await,
             _ => unreachable!("not SCIM's"),
         }
     }
@@ -1162,6 +1230,26 @@ impl Actors {
             }
         }
         http_outcome(last.0, &last.1)
+    }
+
+    /// `ScimGroupDelete`: deletes the directory group, if the service made it; the model marks
+    /// its members as changed.
+    async fn scim_group_delete(&self) -> Outcome {
+        let Some(id) = self.group_id.lock().unwrap().clone() else {
+            return Outcome::refused("no group yet");
+        };
+        let (code, answer) = self.call("DELETE", format!("/Groups/{id}"), None).await;
+        if (200..300).contains(&code) {
+            *self.group_id.lock().unwrap() = None;
+            let now = self.clock.now();
+            let mut model = self.model.lock().unwrap();
+            for name in std::mem::take(&mut model.group) {
+                if let Some(u) = model.user(&name) {
+                    u.changed_at = now;
+                }
+            }
+        }
+        http_outcome(code, &answer)
     }
 
     /// `ScimGroup`: creates the directory group, or replaces its members with `members`; the

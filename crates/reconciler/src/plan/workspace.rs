@@ -312,10 +312,16 @@ fn self_service_refusal(
             w.name_any(),
         )
     };
+    // Only those the owner made count: one someone else made in their name is refused
+    // (NotOwner) and must not take their place.
+    let made_by_owner = |w: &Workspace| {
+        w.annotations().get(ANNOTATION_CREATED_BY) == Some(&owner.spec.identity.username)
+    };
     let older = looked
         .siblings
         .iter()
-        .filter(|w| w.name_any() != workspace.name_any() && age(w) < age(workspace))
+        .filter(|w| w.name_any() != workspace.name_any() && made_by_owner(w))
+        .filter(|w| age(w) < age(workspace))
         .count();
     if older >= limits.max as usize {
         return Some(Refusal::OverLimit { max: limits.max });
@@ -584,6 +590,11 @@ mod tests {
         assert_eq!(reason(&verdict(&a)), "Open");
         assert_eq!(reason(&verdict(&b)), "Open");
         assert_eq!(reason(&verdict(&c)), "OverLimit");
+        // One someone else made in alice's name is refused and takes no place of hers.
+        let squat = personal("s", "alice", "bob@example.com", "2025-01-01T00:00:00Z");
+        let with_squat = vec![&squat, &a, &b];
+        let l = looked(Some(&alice), None, Some(&profile), with_squat, &live);
+        assert_eq!(reason(&decide(&b, &l, &config, now)), "Open");
         let Verdict::Open(grants, _) = verdict(&a) else {
             unreachable!()
         };
