@@ -246,8 +246,8 @@ pub struct WorkspaceLimits {
     #[schemars(range(max = 100))]
     pub max: u32,
 
-    /// The Profiles a person may name in a workspace's `spec.profile` (by name); without one,
-    /// the workspace gets the person's own Profile.
+    /// The Profiles a person may name in a workspace's `spec.profile` (by name, each at most
+    /// 253 characters; at most 20); without one, the workspace gets the person's own Profile.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(
         length(max = 20),

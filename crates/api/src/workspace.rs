@@ -112,7 +112,8 @@ pub struct WorkspaceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub members: Option<Members>,
 
-    /// Team workspaces: Users (by name) with `admin`, who may share the workspace; 1 to 20.
+    /// Team workspaces: Users (by name, each at most 63 characters) with `admin`, who may
+    /// share the workspace; 1 to 20.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(
         length(max = 20),
@@ -123,7 +124,8 @@ pub struct WorkspaceSpec {
 
     /// The Profile whose quota, LimitRange, Pod Security, isolation and sharing limits the
     /// workspace gets; else the owner's (a person's, or the one a team's group selects). A
-    /// person may name only a Profile their own Profile lists in `workspaces.profiles`.
+    /// person may name only a Profile their own Profile lists in `workspaces.profiles`. At most
+    /// 253 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub profile: Option<String>,
@@ -155,12 +157,13 @@ fn retain() -> DeletionPolicy {
 #[x_kube(validation = Rule::new(ONE_OWNER).message(ONE_OWNER_MESSAGE).reason(Reason::FieldValueInvalid))]
 #[serde(rename_all = "camelCase")]
 pub struct WorkspaceOwner {
-    /// A person: a Homestead User, by `metadata.name`.
+    /// A person: a Homestead User, by `metadata.name` (at most 63 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 63), regex(pattern = NAME_PATTERN))]
     pub user: Option<String>,
 
-    /// A team: a DirectoryGroup, by `metadata.name`; its members that count have access.
+    /// A team: a DirectoryGroup, by `metadata.name` (at most 63 characters); its members that
+    /// count have access.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 63), regex(pattern = NAME_PATTERN))]
     pub group: Option<String>,
@@ -187,7 +190,7 @@ fn edit() -> String {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkspaceNamespace {
-    /// The namespace's name (a DNS-1123 label).
+    /// The namespace's name (a DNS-1123 label, at most 63 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 63), regex(pattern = NAME_PATTERN))]
     pub name: Option<String>,
@@ -198,8 +201,8 @@ pub struct WorkspaceNamespace {
 #[serde(rename_all = "camelCase")]
 pub struct WorkspaceStatus {
     /// `Ready`: whether the owner's people have their access; reasons as a User's home
-    /// (`Provisioned`, the refusals), and `Suspended` when its owner is suspended, expired,
-    /// offboarding or (a group) gone.
+    /// (`Provisioned`, the refusals), and `Suspended` when its owner is suspended, expired or
+    /// (a group) gone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 
@@ -218,6 +221,12 @@ pub struct WorkspaceStatus {
     /// A team's members: how many the group names, and how many have access now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub members: Option<MemberCount>,
+
+    /// A personal workspace's owner as first provisioned: its User's `metadata.uid`. A User of
+    /// the same name made later is another person, who gets nothing here: the workspace
+    /// follows the owner it was made for (deleted once that User is gone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_uid: Option<String>,
 }
 
 /// How many of a team's members there are, and how many have access.

@@ -424,6 +424,14 @@ impl PolicyArgs {
              homestead-operator-bounds refuses the operator a Namespace that enforces it \
              (baseline or restricted; warn and audit may be any level)"
         );
+        let (homes, workspaces) = (&self.namespace_prefix, &self.workspace_prefix);
+        anyhow::ensure!(
+            !workspaces.is_empty()
+                && !workspaces.starts_with(homes.as_str())
+                && !homes.starts_with(workspaces.as_str()),
+            "--workspace-prefix {workspaces:?} must be non-empty and neither start nor be the start \
+             of --namespace-prefix {homes:?}: the prefixes keep workspaces and people's homes apart"
+        );
         let patterns = if self.allowed_namespaces.is_empty() {
             vec![format!("{}*", self.namespace_prefix)]
         } else {

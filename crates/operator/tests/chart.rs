@@ -582,8 +582,8 @@ fn helm_on(plane: &ControlPlane, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// A copy of the chart at `dir` as an earlier release had it: CRDs without the DirectoryGroup
-/// and Share CRDs and without the User fields `givenName` and `familyName` (all added since).
+/// A copy of the chart at `dir` as an earlier release had it: CRDs without the DirectoryGroup,
+/// Share and Workspace CRDs and without the User fields `givenName` and `familyName` (all added since).
 fn previous_release(dir: &Path) {
     let (ok, out) = common::run_with_stdin(
         Command::new("cp")
@@ -599,6 +599,7 @@ fn previous_release(dir: &Path) {
         .filter(|crd| {
             crd["metadata"]["name"] != "directorygroups.homestead.dev"
                 && crd["metadata"]["name"] != "shares.homestead.dev"
+                && crd["metadata"]["name"] != "workspaces.homestead.dev"
         })
         .map(|mut crd| {
             if crd["metadata"]["name"] == "users.homestead.dev" {

@@ -16,8 +16,8 @@ use homestead_api::{DirectoryGroup, User, Workspace};
 use homestead_testenv::ADMIN;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::RoleBinding;
-use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 /// Creates the User `name` (identity `<name>@example.com`) with `spec` merged in, replacing one
@@ -466,6 +466,18 @@ async fn a_person_creates_their_own_workspaces_within_max_and_never_anothers() {
     assert_eq!(can_get_pods(pia, &ns), "no");
     // The refused one moves up within max once the older is gone.
     wait_workspace(&client, "wp-pia-two", "Provisioned").await;
+    // Its owner offboarded: the workspace goes with them (its namespace kept, as Retain says).
+    let users: Api<User> = Api::all(client.clone());
+    users
+        .delete("wp-pia", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_gone(&Api::<Workspace>::all(client.clone()), "wp-pia-two", 60).await;
+    let kept: Namespace = Api::all(client.clone()).get(&refused_ns).await.unwrap();
+    assert!(
+        kept.labels().contains_key("homestead.dev/retained-from"),
+        "{kept:?}"
+    );
 }
 
 #[tokio::test]

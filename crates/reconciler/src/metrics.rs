@@ -428,13 +428,22 @@ impl Metrics {
     }
 
     /// Sets `homestead_workspaces` from every Workspace's owner kind (`user` or `group`) and
-    /// `Ready` reason (`None` before Homestead has written one); a pair no Workspace has any
-    /// more reads 0.
+    /// `Ready` reason (`None` before Homestead has written one): each kind with `Provisioned`,
+    /// `Suspended` and `Pending` always has a series (0 without such Workspaces); other reasons
+    /// only while some Workspace has them.
     pub fn observe_workspaces<'a>(
         &self,
         workspaces: impl IntoIterator<Item = (&'static str, Option<&'a str>)>,
     ) {
-        let mut counts: HashMap<(&str, String), i64> = HashMap::new();
+        // Each kind of owner with the reasons every workspace passes through reads 0 rather
+        // than nothing, so a query of it always has a series; a pair seen before reads 0 once
+        // no Workspace has it.
+        let mut counts: HashMap<(&str, String), i64> = ["user", "group"]
+            .into_iter()
+            .flat_map(|owner| {
+                ["Provisioned", "Suspended", NO_REASON].map(|r| ((owner, r.to_owned()), 0))
+            })
+            .collect();
         for (owner, reason) in workspaces {
             *counts
                 .entry((owner, reason.unwrap_or(NO_REASON).to_owned()))

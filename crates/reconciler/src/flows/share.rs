@@ -130,8 +130,8 @@ fn home_of(ctx: &Context, namespace: &str, now: Timestamp) -> (Home, Option<Hold
 }
 
 /// The workspace `name`'s home, its namespace `cached`: open while the workspace is
-/// `Provisioned` (its people have access), with the sharing limits of its Profile (or the
-/// operator's); closed otherwise.
+/// `Provisioned` (its people have access), with the sharing limits of its Profile (`spec.profile`, else its
+/// owner's; without one, the operator's); closed otherwise.
 fn workspace_home(ctx: &Context, cached: &CachedNamespace, name: &str) -> (Home, Option<Holder>) {
     let caches = ctx.caches();
     let Some(workspace) = caches.workspace(name) else {
@@ -164,11 +164,7 @@ fn workspace_home(ctx: &Context, cached: &CachedNamespace, name: &str) -> (Home,
             );
         }
     }
-    let profile = workspace
-        .spec
-        .profile
-        .as_deref()
-        .and_then(|p| caches.profile(p));
+    let profile = super::workspace::profile_of(&workspace, caches);
     let limits = Limits::of(
         profile.as_ref().map(|p| {
             (

@@ -37,6 +37,7 @@ use crate::plan::desired::{
 };
 use crate::plan::drift::{limit_range_matches, network_policy_matches, quota_matches};
 use crate::plan::ownership::is_owned_by;
+use crate::plan::profile::group_profile;
 use crate::plan::share::share_of_binding;
 use crate::plan::status::{set_condition, terminating_message};
 use crate::plan::workspace::{
@@ -98,13 +99,13 @@ async fn open(workspace: &Workspace, ctx: &Context) -> Result<Action> {
     let (caches, config) = (ctx.caches(), ctx.config());
     let namespace = namespace_of(workspace, config);
     let owner = Owner::of(workspace);
-    // A personal workspace goes with its owner: once the owner is offboarding, the Workspace
-    // is deleted, and its own deletionPolicy (default Retain) says what becomes of its data.
+    // A personal workspace goes with its owner: once the owner it was provisioned for is
+    // offboarding or gone (a User of that name made since is another person), the Workspace is
+    // deleted, and its own deletionPolicy (default Retain) says what becomes of its data.
     if let Some(Owner::User(name)) = &owner
-        && let Some(user) = caches.user(name)
-        && user.metadata.deletion_timestamp.is_some()
+        && owner_left(workspace, caches.user(name).as_deref())
     {
-        info!(workspace = %workspace.name_any(), owner = %name, "the owner is offboarding: deleting the workspace");
+        info!(workspace = %workspace.name_any(), owner = %name, "the owner left: deleting the workspace");
         let reference = ObjectRef::<Workspace>::new(&workspace.name_any());
         ctx.cluster()
             .delete(&reference, &DeleteParams::default())
@@ -149,6 +150,46 @@ async fn open(workspace: &Workspace, ctx: &Context) -> Result<Action> {
     } else {
         Action::await_change()
     })
+}
+
+/// Whether the owner a personal `workspace` was provisioned for has left: the User `owner`
+/// (as cached) is offboarding, or gone, or another User than the one recorded in
+/// `status.ownerUid`. Never before the workspace was first provisioned (no uid recorded): a
+/// Workspace made before its owner's User waits for it (`OwnerNotFound`).
+fn owner_left(workspace: &Workspace, owner: Option<&homestead_api::User>) -> bool {
+    let recorded = workspace
+        .status
+        .as_ref()
+        .and_then(|s| s.owner_uid.as_deref());
+    match (owner, recorded) {
+        (Some(user), _) if user.metadata.deletion_timestamp.is_some() => true,
+        (Some(user), Some(uid)) => user.metadata.uid.as_deref() != Some(uid),
+        (None, Some(_)) => true,
+        (_, None) => false,
+    }
+}
+
+/// The Profile `workspace` gets: `spec.profile`, else its owner's (a person's applied Profile,
+/// or the one the directory chooses for a team's group: [`group_profile`]), from the caches.
+pub(crate) fn profile_of(
+    workspace: &Workspace,
+    caches: &Caches,
+) -> Option<Arc<homestead_api::Profile>> {
+    if let Some(name) = &workspace.spec.profile {
+        return caches.profile(name);
+    }
+    match Owner::of(workspace)? {
+        Owner::User(name) => caches
+            .user(&name)?
+            .status
+            .as_ref()?
+            .profile
+            .as_ref()
+            .and_then(|p| caches.profile(&p.name)),
+        Owner::Group(name) => {
+            group_profile(caches.group(&name)?.as_ref(), &caches.profiles()).cloned()
+        }
+    }
 }
 
 /// Where a pass over a live Workspace ends: `Ready` and its reason and message, and the grants
@@ -252,8 +293,7 @@ async fn close(workspace: &Workspace, ctx: &Context) -> Result<Action> {
     let mut changes = Changes::new();
     changes.extend(access::revoke_all(cluster, &name, "the workspace is deleted").await?);
     if namespace.metadata.deletion_timestamp.is_some() || cluster.deleted_moments_ago(&namespace) {
-        publish(ctx, workspace, changes);
-        return Err(Error::NamespaceTerminating(name));
+        return terminating(ctx, workspace, &namespace, changes).await;
     }
     let reserved = ctx.config().is_reserved(&name);
     if workspace.spec.deletion_policy == DeletionPolicy::Delete && !reserved {
@@ -262,18 +302,9 @@ async fn close(workspace: &Workspace, ctx: &Context) -> Result<Action> {
             Change::NamespaceDeleting,
             format!("deleting namespace {name:?} (deletionPolicy Delete)"),
         ));
-        publish(ctx, workspace, changes);
-        return Err(Error::NamespaceTerminating(name));
+        return terminating(ctx, workspace, &namespace, changes).await;
     }
-    let guards = Guards::of(
-        workspace
-            .spec
-            .profile
-            .as_deref()
-            .and_then(|p| caches.profile(p))
-            .as_deref(),
-        ctx.config(),
-    );
+    let guards = Guards::of(profile_of(workspace, caches).as_deref(), ctx.config());
     let retained = retained_namespace(workspace, &name, &guards);
     cluster
         .apply_over(&retained, namespace.metadata.uid.as_deref())
@@ -284,6 +315,26 @@ async fn close(workspace: &Workspace, ctx: &Context) -> Result<Action> {
     ));
     publish(ctx, workspace, changes);
     Ok(Action::await_change())
+}
+
+/// While a deleted workspace's namespace terminates: `Ready=False`, reason `Terminating`, the
+/// message saying what still blocks it; then the error that keeps the finalizer until it is
+/// gone ([`Error::NamespaceTerminating`], a normal wait).
+async fn terminating(
+    ctx: &Context,
+    workspace: &Workspace,
+    namespace: &crate::state::cache::CachedNamespace,
+    changes: Changes,
+) -> Result<Action> {
+    let name = namespace.name_any();
+    let outcome = Outcome {
+        ready: false,
+        reason: "Terminating",
+        message: terminating_message(&name, namespace.status.as_ref()),
+        grants: None,
+    };
+    write_status(ctx, workspace, &name, &outcome, changes).await?;
+    Err(Error::NamespaceTerminating(name))
 }
 
 /// What ends a pass early.
@@ -559,6 +610,12 @@ async fn write_status(
         namespace: Some(namespace.to_owned()),
         owner: Owner::of(workspace).map(|o| o.to_string()),
         members,
+        // Recorded once the owner has access, and kept.
+        owner_uid: previous.owner_uid.clone().or_else(|| {
+            let owner = workspace.spec.owner.user.as_deref()?;
+            grants?.iter().find(|g| g.user == owner)?;
+            ctx.caches().user(owner)?.metadata.uid.clone()
+        }),
     };
     let before = previous
         .conditions
@@ -579,6 +636,7 @@ async fn write_status(
         && previous.namespace == desired.namespace
         && previous.owner == desired.owner
         && previous.members == desired.members
+        && previous.owner_uid == desired.owner_uid
         && previous.conditions == desired.conditions;
     if !unchanged {
         ctx.cluster()
@@ -643,16 +701,10 @@ impl LookedUp {
             Some(Owner::Group(name)) => caches.group(name),
             _ => None,
         };
-        let owner_profile = match (&owner_user, &owner_group) {
-            (Some(user), _) => user
-                .status
-                .as_ref()
-                .and_then(|s| s.profile.as_ref())
-                .and_then(|p| caches.profile(&p.name)),
-            (_, Some(group)) => {
-                crate::plan::profile::group_profile(group, &caches.profiles()).cloned()
-            }
-            _ => None,
+        let owner_profile = {
+            let mut mine = workspace.clone();
+            mine.spec.profile = None;
+            profile_of(&mine, caches)
         };
         let siblings = match (owner, is_self_service(workspace)) {
             (Some(Owner::User(name)), true) => caches

@@ -176,8 +176,8 @@ impl Refusal {
 pub enum Verdict {
     /// Access as the owner says: the grants (sorted by User), and the guards.
     Open(Vec<Grant>, Guards),
-    /// Its people have no access, its data stays: the owner is suspended, expired, offboarding
-    /// or a duplicate, or (a team's) its group is gone. The message says which.
+    /// Its people have no access, its data stays: the owner is suspended, expired or a
+    /// duplicate, or (a team's) its group is gone. The message says which.
     Suspended(String, Guards),
     /// Refused: nothing granted.
     Refused(Refusal),
@@ -191,7 +191,8 @@ pub struct Looked<'a> {
     pub owner_duplicate: bool,
     /// The owner group (a team workspace), if cached.
     pub owner_group: Option<&'a DirectoryGroup>,
-    /// The owner's Profile (a person's applied Profile, a group's `spec.profile`), if any.
+    /// The owner's Profile (a person's applied Profile, or the one the directory chooses for a
+    /// team's group), if any.
     pub owner_profile: Option<&'a Profile>,
     /// The Profile `spec.profile` names, if it does and it exists.
     pub chosen_profile: Option<&'a Profile>,
