@@ -42,7 +42,8 @@
 //! the bounded floor less those safety layers, to measure what each costs),
 //! `HOMESTEAD_BENCH_PPROF=DIR` (kube-apiserver CPU profiles of the provisioning phases) and
 //! `HOMESTEAD_BENCH_SETTLE=SECONDS` (the operator's RSS again that long after the import, say
-//! past a resync).
+//! past a resync) and `HOMESTEAD_BENCH_WORKSPACES=N` (N team workspaces of 10 members each once
+//! the Users are Ready, beside the floor making the same writes: `workspaces.rs`).
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
@@ -50,6 +51,7 @@ mod floor;
 mod homestead;
 mod measure;
 mod report;
+mod workspaces;
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
@@ -79,6 +81,7 @@ use floor::*;
 use homestead::*;
 use measure::*;
 use report::*;
+use workspaces::*;
 
 /// Label telling the two runs' Users apart (`floor` or `homestead`).
 const RUN_LABEL: &str = "bench-run";
@@ -371,7 +374,14 @@ async fn main() {
         print_cpu(title, floor_start, floor_end, count, first.up);
         return;
     }
+    let teams = workspaces_from_env();
+    if teams > 0 {
+        floor_workspaces(&admin, &operator_identity, teams, count).await;
+    }
     let (operator, ours) = homestead_provisioning(plane, &admin, count).await;
+    if teams > 0 {
+        homestead_workspaces(&admin, &operator, teams, count).await;
+    }
     if mode.homestead_only || mode.first_half {
         if mode.first_half {
             let title = "floor: CPU while provisioning";
