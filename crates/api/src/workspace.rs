@@ -34,6 +34,8 @@ const OWNER_FIXED_MESSAGE: &str =
 
 /// The namespace is chosen once.
 const NAMESPACE_FIXED: &str = "self == oldSelf";
+/// [`NAMESPACE_FIXED`] where it cannot look: `spec.namespace.name` is neither added nor removed.
+const NAMESPACE_KEPT: &str = "(has(oldSelf.__namespace__) && has(oldSelf.__namespace__.name)) == (has(self.__namespace__) && has(self.__namespace__.name))";
 /// Message of [`NAMESPACE_FIXED`].
 const NAMESPACE_FIXED_MESSAGE: &str =
     "spec.namespace is immutable: create another Workspace for another namespace";
@@ -101,6 +103,11 @@ const NAME_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
     // The name is the value of its objects' label homestead.dev/workspace.
     validation = Rule::new(NAME_IS_LABEL).message(NAME_IS_LABEL_MESSAGE),
     validation = Rule::new(TEAM_FIELDS).message(TEAM_FIELDS_MESSAGE)
+)]
+#[x_kube(
+    // A rule on an optional field is skipped when the field comes or goes: this one on the
+    // spec catches that (`namespace` is a CEL reserved word, `__namespace__` to Kubernetes 1.30).
+    validation = Rule::new(NAMESPACE_KEPT).message(NAMESPACE_FIXED_MESSAGE).reason(Reason::FieldValueForbidden)
 )]
 #[serde(rename_all = "camelCase")]
 pub struct WorkspaceSpec {
@@ -222,11 +229,18 @@ pub struct WorkspaceStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub members: Option<MemberCount>,
 
-    /// A personal workspace's owner as first provisioned: its User's `metadata.uid`. A User of
-    /// the same name made later is another person, who gets nothing here: the workspace
-    /// follows the owner it was made for (deleted once that User is gone).
+    /// The owner as first provisioned: a personal workspace's User's `metadata.uid` (a User of
+    /// the same name made later is another person, who gets nothing here: the workspace follows
+    /// the owner it was made for, deleted once that User is gone), or a team's DirectoryGroup's
+    /// (a group made again under its name is another group: the workspace stays suspended).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_uid: Option<String>,
+
+    /// Each admin as first granted, by User name: its `metadata.uid`. A User of that name made
+    /// later is another person, who gets nothing here until the platform names them again
+    /// (removes and adds them to `spec.admins`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub admin_uids: std::collections::BTreeMap<String, String>,
 }
 
 /// How many of a team's members there are, and how many have access.

@@ -223,6 +223,55 @@ async fn a_team_workspace_grants_each_member_their_role_and_nobody_else() {
     );
     assert!(labels.contains_key("pod-security.kubernetes.io/enforce"));
 
+    // Its namespace is fixed: not changed, not added where the default was taken.
+    let (ok, out) = kubectl(
+        &[
+            "patch",
+            "workspace",
+            "wt",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"namespace":{"name":"ws-elsewhere"}}}"#,
+        ],
+        "",
+    );
+    assert!(!ok && out.contains("immutable"), "{out}");
+
+    // An admin removed keeps nothing they made there: a RoleBinding to themselves goes too.
+    let (ok, out) = kubectl(
+        &[
+            "--as=wt-ada@example.com",
+            "create",
+            "rolebinding",
+            "keep",
+            "-n",
+            ns,
+            "--clusterrole=admin",
+            "--user=wt-ada@example.com",
+        ],
+        "",
+    );
+    assert!(
+        ok,
+        "the admin binds people in an ungoverned workspace: {out}"
+    );
+    let workspaces: Api<Workspace> = Api::all(client.clone());
+    workspaces
+        .patch(
+            "wt",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "admins": ["wt-out"] } })),
+        )
+        .await
+        .unwrap();
+    wait_can("wt-ada@example.com", ns, "no").await;
+    wait_can("wt-out@example.com", ns, "yes").await;
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
+    assert!(
+        bindings.get_opt("keep").await.unwrap().is_none(),
+        "the old admin's binding stays"
+    );
+
     // A member who leaves the group loses the workspace, and only they.
     let groups: Api<DirectoryGroup> = Api::all(client.clone());
     groups
@@ -248,7 +297,7 @@ async fn a_team_workspace_grants_each_member_their_role_and_nobody_else() {
         .await
         .unwrap();
     wait_can("wt-max@example.com", ns, "no").await;
-    assert_eq!(can_get_pods("wt-ada@example.com", ns), "yes");
+    assert_eq!(can_get_pods("wt-out@example.com", ns), "yes");
 
     // A deleted group suspends the workspace: access revoked, namespace and data kept.
     groups
@@ -269,7 +318,7 @@ async fn a_team_workspace_grants_each_member_their_role_and_nobody_else() {
         "{}",
         ready.message
     );
-    wait_can("wt-ada@example.com", ns, "no").await;
+    wait_can("wt-out@example.com", ns, "no").await;
     wait_no_role_bindings(&client, ns, 30).await;
     let kept: Option<Namespace> = Api::all(client.clone()).get_opt(ns).await.unwrap();
     assert!(

@@ -68,8 +68,18 @@ pub async fn reconcile_share(share: Arc<CachedShare>, ctx: Arc<Context>) -> Resu
     let cluster = ctx.cluster();
     let written = match (&owner, decision.grants()) {
         (Some(holder), true) => {
+            // In a workspace, a Share never binds its own creator: an admin has the workspace
+            // through it, and a Share to themselves would outlast their being its admin.
+            let subjects: Vec<String> = decision
+                .subjects
+                .iter()
+                .filter(|s| {
+                    holder.0 != LABEL_WORKSPACE || share.created_by.as_deref() != Some(s.as_str())
+                })
+                .cloned()
+                .collect();
             let holder = (holder.0, holder.1.as_str());
-            let desired = desired_binding(share_ref(&share), holder, &decision.subjects);
+            let desired = desired_binding(share_ref(&share), holder, &subjects);
             cluster.keep_share_binding(&share, &desired, cached).await?
         }
         _ => {

@@ -8,9 +8,9 @@
 use std::sync::Arc;
 
 use homestead_api::{
-    CONDITION_READY, Change, DeletionPolicy, FINALIZER, MemberCount, SHARE_BINDING_PREFIX,
-    TenantRoleBindings, WORKSPACE_ADMINS_BINDING, WORKSPACE_MEMBERS_BINDING, Workspace,
-    WorkspaceStatus,
+    ANNOTATION_OWNER, CONDITION_READY, Change, DeletionPolicy, FINALIZER, MemberCount,
+    SHARE_BINDING_PREFIX, TenantRoleBindings, WORKSPACE_ADMINS_BINDING, WORKSPACE_MEMBERS_BINDING,
+    Workspace, WorkspaceStatus,
 };
 use homestead_model::workspace::{Grant, Owner};
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
@@ -170,7 +170,8 @@ fn owner_left(workspace: &Workspace, owner: Option<&homestead_api::User>) -> boo
 }
 
 /// The Profile `workspace` gets: `spec.profile`, else its owner's (a person's applied Profile,
-/// or the one the directory chooses for a team's group: [`group_profile`]), from the caches.
+/// or the one the directory chooses for a team's group: [`group_profile`], else the
+/// directory's floor), from the caches.
 pub(crate) fn profile_of(
     workspace: &Workspace,
     caches: &Caches,
@@ -186,9 +187,13 @@ pub(crate) fn profile_of(
             .profile
             .as_ref()
             .and_then(|p| caches.profile(&p.name)),
-        Owner::Group(name) => {
-            group_profile(caches.group(&name)?.as_ref(), &caches.profiles()).cloned()
-        }
+        // A team whose group no Profile selects (its display name changed, say) gets the
+        // directory's floor, never no guards at all.
+        Owner::Group(name) => Some(
+            group_profile(caches.group(&name)?.as_ref(), &caches.profiles())
+                .cloned()
+                .unwrap_or_else(|| Arc::new(crate::plan::profile::directory_floor())),
+        ),
     }
 }
 
@@ -225,6 +230,17 @@ async fn converge<'g>(
 ) -> Result<Outcome<'g>> {
     let owners = access.ok().map(owners_annotation).unwrap_or_default();
     let desired = desired_namespace(workspace, namespace, guards, &owners);
+    // Whoever administers it changed (an admin added, removed, suspended): what its people
+    // made there under the old admins goes, as a role change does in a home.
+    // Before the annotation changes, so a restart in between cannot skip it.
+    let admins_changed = ctx.caches().namespace(namespace).is_some_and(|ns| {
+        is_owned_by(&ns.facts, workspace) && !ns.facts.has_annotation(ANNOTATION_OWNER, &owners)
+    });
+    if admins_changed {
+        let made = ungoverned(ctx.caches(), namespace, TenantRoleBindings::Forbid);
+        let why = "the workspace's admins changed";
+        changes.extend(access::revoke(ctx.cluster(), namespace, made, why).await?);
+    }
     match ensure_namespace(ctx, workspace, &desired, changes).await? {
         Some(Wait::Conflict) => {
             let refusal = Refusal::NamespaceConflict(namespace.to_owned());
@@ -610,12 +626,8 @@ async fn write_status(
         namespace: Some(namespace.to_owned()),
         owner: Owner::of(workspace).map(|o| o.to_string()),
         members,
-        // Recorded once the owner has access, and kept.
-        owner_uid: previous.owner_uid.clone().or_else(|| {
-            let owner = workspace.spec.owner.user.as_deref()?;
-            grants?.iter().find(|g| g.user == owner)?;
-            ctx.caches().user(owner)?.metadata.uid.clone()
-        }),
+        owner_uid: owner_uid(ctx, workspace, grants),
+        admin_uids: admin_uids(ctx, workspace, grants),
     };
     let before = previous
         .conditions
@@ -637,6 +649,7 @@ async fn write_status(
         && previous.owner == desired.owner
         && previous.members == desired.members
         && previous.owner_uid == desired.owner_uid
+        && previous.admin_uids == desired.admin_uids
         && previous.conditions == desired.conditions;
     if !unchanged {
         ctx.cluster()
@@ -644,6 +657,50 @@ async fn write_status(
             .await?;
     }
     Ok(())
+}
+
+/// `status.ownerUid`: as recorded; else, once the owner's people have access (`grants`), the
+/// uid of the owner User or DirectoryGroup as cached.
+fn owner_uid(ctx: &Context, workspace: &Workspace, grants: Option<&[Grant]>) -> Option<String> {
+    let recorded = workspace.status.as_ref().and_then(|s| s.owner_uid.clone());
+    recorded.or_else(|| {
+        grants?;
+        match Owner::of(workspace)? {
+            Owner::User(name) => ctx.caches().user(&name)?.metadata.uid.clone(),
+            Owner::Group(name) => ctx.caches().group(&name)?.metadata.uid.clone(),
+        }
+    })
+}
+
+/// `status.adminUids`: those recorded for names still in `spec.admins`, and the uid of each
+/// admin granted now (`grants`) that has none recorded.
+fn admin_uids(
+    ctx: &Context,
+    workspace: &Workspace,
+    grants: Option<&[Grant]>,
+) -> std::collections::BTreeMap<String, String> {
+    let mut uids = workspace
+        .status
+        .as_ref()
+        .map(|s| s.admin_uids.clone())
+        .unwrap_or_default();
+    uids.retain(|name, _| workspace.spec.admins.contains(name));
+    for grant in grants.unwrap_or_default() {
+        let admin = matches!(
+            &grant.via,
+            homestead_model::via::Via::Team { admin: true, .. }
+        );
+        if admin
+            && !uids.contains_key(&grant.user)
+            && let Some(uid) = ctx
+                .caches()
+                .user(&grant.user)
+                .and_then(|u| u.metadata.uid.clone())
+        {
+            uids.insert(grant.user.clone(), uid);
+        }
+    }
+    uids
 }
 
 /// Whether `grant` is an admin's (the owner of a personal workspace, or a team's admin).
@@ -655,18 +712,32 @@ fn is_admin_grant(grant: &Grant) -> bool {
     )
 }
 
-/// Publishes each of `changes` as a Normal Event on `workspace`.
+/// Publishes `changes` as one Normal Event on `workspace` (the first change's reason, every
+/// note, at most 1024 characters), each logged: one Event a pass, not one a change, so a
+/// thousand new workspaces cost a thousand Events.
 fn publish(ctx: &Context, workspace: &Workspace, changes: Changes) {
-    for (change, note) in changes {
+    let Some((first, _)) = changes.first() else {
+        return;
+    };
+    let reason = first.as_str();
+    for (change, note) in &changes {
         info!(workspace = %workspace.name_any(), change = change.as_str(), "{note}");
-        ctx.cluster().publish_regarding(
-            reference(workspace),
-            EventType::Normal,
-            change.as_str(),
-            note,
-            None,
-        );
     }
+    let mut note: String = changes
+        .iter()
+        .map(|(_, note)| note.as_str())
+        .collect::<Vec<_>>()
+        .join("; ");
+    if note.len() > 1024 {
+        let mut end = 1021;
+        while !note.is_char_boundary(end) {
+            end -= 1;
+        }
+        note.truncate(end);
+        note.push_str("...");
+    }
+    ctx.cluster()
+        .publish_regarding(reference(workspace), EventType::Normal, reason, note, None);
 }
 
 /// The reference to `workspace` an Event is about.
@@ -697,8 +768,14 @@ impl LookedUp {
             Some(Owner::User(name)) => caches.user(name),
             _ => None,
         };
+        let status = workspace.status.as_ref();
+        // A group made again under the recorded one's name is another group.
         let owner_group = match owner {
-            Some(Owner::Group(name)) => caches.group(name),
+            Some(Owner::Group(name)) => caches.group(name).filter(|g| {
+                status
+                    .and_then(|s| s.owner_uid.as_deref())
+                    .is_none_or(|uid| g.metadata.uid.as_deref() == Some(uid))
+            }),
             _ => None,
         };
         let owner_profile = {
@@ -726,10 +803,17 @@ impl LookedUp {
                 .collect(),
         };
         let now = Timestamp::now();
+        // An admin whose name another User has taken since they were granted is not them.
+        let recorded = |u: &homestead_api::User| {
+            status
+                .and_then(|s| s.admin_uids.get(&u.name_any()))
+                .is_none_or(|uid| u.metadata.uid.as_deref() == Some(uid.as_str()))
+        };
         let live_users = named
             .into_iter()
             .filter_map(|name| caches.user(name))
             .filter(|u| crate::plan::share::inactive(u, now).is_none() && !caches.is_duplicate(u))
+            .filter(|u| recorded(u))
             .collect();
         Self {
             owner_duplicate: owner_user.as_ref().is_some_and(|u| caches.is_duplicate(u)),

@@ -357,14 +357,17 @@ fn workspace_controller(
 ) -> (Controller<homestead_api::Workspace>, WorkspaceWakes) {
     let (wake, wakes) = futures::channel::mpsc::unbounded();
     let (all, every_one) = futures::channel::mpsc::unbounded();
-    let controller = Controller::new(
-        Api::<homestead_api::Workspace>::all(client.clone()),
-        config_of(&declared::WORKSPACES),
-    )
-    .with_config(controller::Config::default().concurrency(concurrency))
-    .reconcile_on(wakes)
-    .reconcile_all_on(every_one)
-    .reconcile_all_on(every(RESYNC));
+    // Trimmed (no managedFields): a thousand workspaces cost their specs, not their history.
+    let (store, events) = cached_watch(
+        client,
+        &declared::WORKSPACES,
+        trim_object::<homestead_api::Workspace>,
+    );
+    let controller = Controller::for_stream(events.touched_objects(), store)
+        .with_config(controller::Config::default().concurrency(concurrency))
+        .reconcile_on(wakes)
+        .reconcile_all_on(every_one)
+        .reconcile_all_on(every(RESYNC));
     let store = controller.store();
     let siblings = WorkspaceWakes::new(store.clone(), groups.clone(), wake.clone(), all.clone());
     let controller = controller.watches(
