@@ -4,8 +4,9 @@
 //! Users are Ready, timed until every Workspace is `Ready=True`, with the operator's peak RSS.
 //! Beside it, before the operator first starts, the floor makes the same writes for as many
 //! workspaces itself: the group and the Workspace as the platform, then as the operator the
-//! finalizer, the Namespace, the two RoleBindings and the status; its objects are removed before
-//! Homestead starts.
+//! finalizer, the Namespace (Pod Security `restricted`), the NetworkPolicy of isolation (a team
+//! no Profile selects gets the directory's floor), the two RoleBindings and the status; its
+//! objects are removed before Homestead starts.
 
 use super::*;
 use homestead_api::{DirectoryGroup, Workspace};
@@ -159,7 +160,7 @@ pub(crate) async fn floor_workspaces(
     }
 }
 
-/// One floor team `j`: its six writes.
+/// One floor team `j`: its seven writes.
 async fn floor_team(
     admin: &Client,
     operator: &Client,
@@ -184,7 +185,7 @@ async fn floor_team(
         "apiVersion": "v1", "kind": "Namespace",
         "metadata": { "name": namespace, "labels": {
             LABEL_MANAGED_BY: MANAGED_BY, "homestead.dev/workspace": name,
-            "pod-security.kubernetes.io/enforce": "baseline",
+            "pod-security.kubernetes.io/enforce": "restricted",
             "pod-security.kubernetes.io/warn": "restricted",
             "pod-security.kubernetes.io/audit": "restricted" },
             "annotations": { "homestead.dev/workspace-uid": created.uid().unwrap_or_default() } },
@@ -213,6 +214,29 @@ async fn floor_team(
         .expect("a valid RoleBinding");
         bindings.create(&PostParams::default(), &rb).await?;
     }
+    // A team no Profile selects is isolated (the directory's floor): its NetworkPolicy too.
+    let isolation = k8s_openapi::api::networking::v1::NetworkPolicy {
+        metadata: kube::api::ObjectMeta {
+            name: Some("homestead-isolation".to_owned()),
+            namespace: Some(namespace.clone()),
+            labels: Some(
+                [
+                    (LABEL_MANAGED_BY, MANAGED_BY),
+                    ("homestead.dev/workspace", name.as_str()),
+                ]
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .into(),
+            ),
+            ..Default::default()
+        },
+        spec: Some(homestead_reconciler::plan::desired::isolation_spec(&[])),
+    };
+    Api::<k8s_openapi::api::networking::v1::NetworkPolicy>::namespaced(
+        operator.clone(),
+        &namespace,
+    )
+    .create(&PostParams::default(), &isolation)
+    .await?;
     let status = json!({
         "apiVersion": homestead_api::API_VERSION, "kind": "Workspace",
         "status": { "namespace": namespace, "owner": format!("group {name}"),
