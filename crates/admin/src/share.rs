@@ -28,14 +28,7 @@ pub async fn run(args: ShareArgs) -> anyhow::Result<std::process::ExitCode> {
     }
     let client =
         kube::Client::try_from(config).context("connecting to the Kubernetes API server")?;
-    let me = Api::<SelfSubjectReview>::all(client.clone())
-        .create(&PostParams::default(), &SelfSubjectReview::default())
-        .await
-        .context("asking the API server who you are (SelfSubjectReview)")?
-        .status
-        .and_then(|s| s.user_info)
-        .and_then(|u| u.username)
-        .context("the API server did not say who you are")?;
+    let me = whoami(&client).await?;
     let share = desired(&args, &me, Timestamp::now())?;
     let params = PostParams {
         dry_run: args.dry_run,
@@ -52,6 +45,22 @@ pub async fn run(args: ShareArgs) -> anyhow::Result<std::process::ExitCode> {
         std::io::stdout().lock(),
     )?;
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// Who the API server says the caller of `client` is (a SelfSubjectReview,
+/// `authentication.k8s.io/v1`): their username.
+///
+/// # Errors
+/// When the request fails or the answer names nobody.
+pub(crate) async fn whoami(client: &kube::Client) -> anyhow::Result<String> {
+    Api::<SelfSubjectReview>::all(client.clone())
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .context("asking the API server who you are (SelfSubjectReview)")?
+        .status
+        .and_then(|s| s.user_info)
+        .and_then(|u| u.username)
+        .context("the API server did not say who you are")
 }
 
 /// The Share `args` describe, created by `creator` at `now`: `spec.expiresAt` is `now` plus

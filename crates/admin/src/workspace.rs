@@ -14,7 +14,6 @@ use homestead_api::{
     ANNOTATION_CREATED_BY, DeletionPolicy, LABEL_SELF_SERVICE, Workspace, WorkspaceOwner,
     WorkspaceSpec,
 };
-use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
 
 use crate::args::{AccessFormat, WorkspaceArgs};
@@ -32,14 +31,7 @@ pub async fn run(args: WorkspaceArgs) -> anyhow::Result<std::process::ExitCode> 
     }
     let client =
         kube::Client::try_from(config).context("connecting to the Kubernetes API server")?;
-    let me = Api::<SelfSubjectReview>::all(client.clone())
-        .create(&PostParams::default(), &SelfSubjectReview::default())
-        .await
-        .context("asking the API server who you are (SelfSubjectReview)")?
-        .status
-        .and_then(|s| s.user_info)
-        .and_then(|u| u.username)
-        .context("the API server did not say who you are")?;
+    let me = crate::share::whoami(&client).await?;
     let owner = match &args.owner {
         Some(owner) => owner.clone(),
         None => own_user(&client).await?,

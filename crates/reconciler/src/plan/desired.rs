@@ -127,7 +127,7 @@ pub fn desired_namespace(
 /// The fingerprint [`ANNOTATION_APPLIED`] holds: SHA-256 of the labels, annotations and owner
 /// references (as JSON, maps in key order) Homestead applies to a Namespace, as 16 hex digits.
 /// Stable across builds and versions, so an upgrade does not re-apply every Namespace.
-fn applied_print(
+pub(crate) fn applied_print(
     labels: &BTreeMap<String, String>,
     annotations: &BTreeMap<String, String>,
     owners: Option<&[OwnerReference]>,

@@ -28,7 +28,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use crate::plan::config::{Config, PodSecurity};
-use crate::plan::desired::ISOLATED;
+use crate::plan::desired::{ISOLATED, applied_print};
 use crate::plan::ownership::{managed_labels, owner_reference};
 use crate::plan::share::inactive;
 
@@ -407,15 +407,7 @@ pub fn desired_namespace(
     annotations.insert(ANNOTATION_OWNER.to_owned(), owners.to_owned());
     let owner_references = (workspace.spec.deletion_policy == DeletionPolicy::Delete)
         .then(|| vec![owner_reference(workspace)]);
-    let print = {
-        let applied = serde_json::to_vec(&(&labels, &annotations, &owner_references))
-            .expect("maps of strings");
-        let digest = ring::digest::digest(&ring::digest::SHA256, &applied);
-        digest.as_ref()[..8]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
-    };
+    let print = applied_print(&labels, &annotations, owner_references.as_deref());
     annotations.insert(ANNOTATION_APPLIED.to_owned(), print);
     Namespace {
         metadata: ObjectMeta {
