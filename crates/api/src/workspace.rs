@@ -80,8 +80,8 @@ const NAME_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
     printcolumn(
         name = "Role",
         type_ = "string",
-        description = "The role of a team's members (a personal workspace's owner has admin)",
-        json_path = ".spec.members.role"
+        description = "The role of a team's members, or admin for a personal workspace's owner",
+        json_path = ".status.role"
     ),
     printcolumn(
         name = "Ready",
@@ -224,6 +224,11 @@ pub struct WorkspaceStatus {
     /// The owner in one line, for `kubectl get workspaces` (`user alice`, `group ml-team`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+
+    /// The role its people have: a team's members' (`members.role`, default `edit`), or
+    /// `admin` for a personal workspace's owner; for `kubectl get workspaces`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
 
     /// A team's members: how many the group names, and how many have access now.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -166,6 +166,11 @@ async fn a_team_workspace_grants_each_member_their_role_and_nobody_else() {
     let status = ws.status.unwrap();
     assert_eq!(status.namespace.as_deref(), Some("ws-wt"));
     assert_eq!(status.owner.as_deref(), Some("group wt-team"));
+    assert_eq!(
+        status.role.as_deref(),
+        Some("edit"),
+        "kubectl get workspaces' ROLE"
+    );
     let members = status.members.unwrap();
     assert_eq!((members.count, members.active), (2, 2));
     let ns = "ws-wt";
@@ -237,7 +242,34 @@ async fn a_team_workspace_grants_each_member_their_role_and_nobody_else() {
     );
     assert!(!ok && out.contains("immutable"), "{out}");
 
-    // An admin removed keeps nothing they made there: a RoleBinding to themselves goes too.
+    // An admin removed keeps nothing they made there: a RoleBinding to themselves goes too, and
+    // a Share they made ends with their being admin.
+    let until = (k8s_openapi::jiff::Timestamp::now()
+        + k8s_openapi::jiff::SignedDuration::from_hours(24))
+    .round(k8s_openapi::jiff::Unit::Second)
+    .unwrap();
+    let share = json!({ "apiVersion": homestead_api::API_VERSION, "kind": "Share",
+        "metadata": { "name": "ada-shares", "namespace": ns,
+            "annotations": { "homestead.dev/created-by": "wt-ada@example.com" } },
+        "spec": { "to": [{ "user": "wt-out" }], "role": "view", "expiresAt": until.to_string(),
+            "reason": "review" } });
+    let (ok, out) = kubectl(
+        &["--as=wt-ada@example.com", "create", "-f", "-"],
+        &share.to_string(),
+    );
+    assert!(ok, "{out}");
+    wait_can("wt-out@example.com", ns, "yes").await;
+    // HR, who may share any person's home, does not share a team's workspace.
+    let _ = hr().await;
+    let by_hr = share
+        .to_string()
+        .replace("ada-shares", "hr-shares")
+        .replace("wt-ada@example.com", HR);
+    let (ok, out) = kubectl_as(HR, &["create", "-f", "-"], &by_hr);
+    assert!(
+        !ok && out.contains("only the admins of this workspace"),
+        "{out}"
+    );
     let (ok, out) = kubectl(
         &[
             "--as=wt-ada@example.com",
@@ -266,6 +298,20 @@ async fn a_team_workspace_grants_each_member_their_role_and_nobody_else() {
         .unwrap();
     wait_can("wt-ada@example.com", ns, "no").await;
     wait_can("wt-out@example.com", ns, "yes").await;
+    let shares: Api<homestead_api::Share> = Api::namespaced(client.clone(), ns);
+    eventually("ada's Share to end with her being admin", 30, || {
+        let shares = shares.clone();
+        async move {
+            let share = shares.get("ada-shares").await.ok()?;
+            let ready = share
+                .status?
+                .conditions
+                .into_iter()
+                .find(|c| c.type_ == "Ready")?;
+            (ready.status == "False").then_some(())
+        }
+    })
+    .await;
     let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
     assert!(
         bindings.get_opt("keep").await.unwrap().is_none(),

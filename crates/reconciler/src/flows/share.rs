@@ -44,7 +44,13 @@ pub async fn reconcile_share(share: Arc<CachedShare>, ctx: Arc<Context>) -> Resu
     let now = Timestamp::now();
     let caches = ctx.caches();
     let namespace = share.namespace().unwrap_or_default();
-    let (home, owner) = home_of(&ctx, &namespace, now);
+    let (mut home, owner) = home_of(&ctx, &namespace, now);
+    if let (Some((LABEL_WORKSPACE, workspace)), Home::Open(_, opened)) = (&owner, &home)
+        && !made_by_an_admin(&share, workspace, caches)
+    {
+        let why = "its creator is not an admin of the workspace now".to_owned();
+        home = Home::Closed(why, Some(opened.clone()));
+    }
     // A Share to large groups waits for its turn before it resolves their members: the
     // subjects, the binding and its JSON are what a large write holds in memory.
     let _permit = ctx.large_write(grantees_at_most(&share, caches)).await;
@@ -137,6 +143,22 @@ fn home_of(ctx: &Context, namespace: &str, now: Timestamp) -> (Home, Option<Hold
     }
     let (home, owner) = user_home(ctx, &cached, now);
     (home, owner.map(|o| (LABEL_USER, o.name_any())))
+}
+
+/// Whether `share`, in the workspace `name`'s namespace, was made by one of its admins now (a
+/// personal workspace's owner, or a team's admin with access): a Share in a workspace lasts
+/// while its creator administers it, so an admin removed leaves nothing granted behind.
+fn made_by_an_admin(share: &CachedShare, name: &str, caches: &Caches) -> bool {
+    let Some(workspace) = caches.workspace(name) else {
+        return false;
+    };
+    let creator = share.created_by.as_deref().unwrap_or_default();
+    let owner = workspace.spec.owner.user.iter();
+    owner
+        .chain(workspace.spec.admins.iter())
+        .filter_map(|admin| caches.user(admin))
+        .filter(|u| inactive(u, k8s_openapi::jiff::Timestamp::now()).is_none())
+        .any(|u| u.spec.identity.username == creator)
 }
 
 /// The workspace `name`'s home, its namespace `cached`: open while the workspace is

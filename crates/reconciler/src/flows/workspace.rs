@@ -231,13 +231,21 @@ async fn converge<'g>(
     let owners = access.ok().map(owners_annotation).unwrap_or_default();
     let desired = desired_namespace(workspace, namespace, guards, &owners);
     // Whoever administers it changed (an admin added, removed, suspended): what its people
-    // made there under the old admins goes, as a role change does in a home.
+    // made there under the old admins goes, as a role change does in a home, and each Share is
+    // judged again (one lasts while its creator is an admin).
     // Before the annotation changes, so a restart in between cannot skip it.
     let admins_changed = ctx.caches().namespace(namespace).is_some_and(|ns| {
         is_owned_by(&ns.facts, workspace) && !ns.facts.has_annotation(ANNOTATION_OWNER, &owners)
     });
     if admins_changed {
-        let made = ungoverned(ctx.caches(), namespace, TenantRoleBindings::Forbid);
+        // Shares' bindings too: each Share's reconcile, woken by the deletion, grants again only
+        // what an admin of now made.
+        let made: Vec<String> = ctx
+            .caches()
+            .role_bindings_in(namespace)
+            .into_iter()
+            .filter(|n| n != WORKSPACE_ADMINS_BINDING && n != WORKSPACE_MEMBERS_BINDING)
+            .collect();
         let why = "the workspace's admins changed";
         changes.extend(access::revoke(ctx.cluster(), namespace, made, why).await?);
     }
@@ -625,6 +633,10 @@ async fn write_status(
         observed_generation: workspace.metadata.generation,
         namespace: Some(namespace.to_owned()),
         owner: Owner::of(workspace).map(|o| o.to_string()),
+        role: Some(match Owner::of(workspace) {
+            Some(Owner::Group(_)) => homestead_model::workspace::member_role(workspace).to_owned(),
+            _ => homestead_model::workspace::ADMIN_ROLE.to_owned(),
+        }),
         members,
         owner_uid: owner_uid(ctx, workspace, grants),
         admin_uids: admin_uids(ctx, workspace, grants),
@@ -647,6 +659,7 @@ async fn write_status(
     let unchanged = previous.observed_generation == desired.observed_generation
         && previous.namespace == desired.namespace
         && previous.owner == desired.owner
+        && previous.role == desired.role
         && previous.members == desired.members
         && previous.owner_uid == desired.owner_uid
         && previous.admin_uids == desired.admin_uids
