@@ -467,6 +467,41 @@ async fn a_person_creates_their_own_workspaces_within_max_and_never_anothers() {
         (own["source"].as_str(), own["person"].as_str()),
         (Some("workspace"), Some("wp-pia"))
     );
+    // A Share in it lasts through its owner's suspension: gone while suspended, back once not.
+    let until = (k8s_openapi::jiff::Timestamp::now()
+        + k8s_openapi::jiff::SignedDuration::from_hours(24))
+    .round(k8s_openapi::jiff::Unit::Second)
+    .unwrap();
+    let share = json!({ "apiVersion": homestead_api::API_VERSION, "kind": "Share",
+        "metadata": { "name": "to-olo", "namespace": ns, "annotations": { "homestead.dev/created-by": pia } },
+        "spec": { "to": [{ "user": "wp-olo" }], "role": "view", "expiresAt": until.to_string(), "reason": "r" } });
+    let (ok, out) = kubectl(
+        &[&format!("--as={pia}"), "create", "-f", "-"],
+        &share.to_string(),
+    );
+    assert!(ok, "{out}");
+    wait_can("wp-olo@example.com", &ns, "yes").await;
+    let users: Api<User> = Api::all(client.clone());
+    let suspend = |on: bool| json!({ "spec": { "suspended": on } });
+    users
+        .patch(
+            "wp-pia",
+            &PatchParams::default(),
+            &Patch::Merge(suspend(true)),
+        )
+        .await
+        .unwrap();
+    wait_can("wp-olo@example.com", &ns, "no").await;
+    users
+        .patch(
+            "wp-pia",
+            &PatchParams::default(),
+            &Patch::Merge(suspend(false)),
+        )
+        .await
+        .unwrap();
+    let took = wait_can("wp-olo@example.com", &ns, "yes").await;
+    eprintln!("a Share in a reopened workspace granted again in {took:?}");
 
     // The next one is beyond max 1: refused, and grants nothing; the older keeps its access.
     let (ok, out) = kubectl(

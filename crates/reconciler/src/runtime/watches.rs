@@ -291,8 +291,12 @@ pub fn controllers(
     let (wake_groups, group_triggers) = futures::channel::mpsc::unbounded();
     let managed = managed_watches(client, recent, wake_groups, wake_all_shares);
     let (retained, wake_retained) = retained_controller(client);
-    let (workspaces, wake_workspaces) =
-        workspace_controller(client, concurrency, managed.groups.clone());
+    let (workspaces, wake_workspaces) = workspace_controller(
+        client,
+        concurrency,
+        managed.groups.clone(),
+        (share_index.clone(), wake_share.clone()),
+    );
     let (wake_profiles, profile_triggers) = futures::channel::mpsc::unbounded();
     let (wake_users, identity_triggers) = futures::channel::mpsc::unbounded();
     let identities = Identities::default();
@@ -349,11 +353,14 @@ pub fn controllers(
 
 /// The Workspace Controller over its own watch (every Workspace), `concurrency` reconciles at
 /// once (0: unbounded), and the [`WorkspaceWakes`] that trigger it (`groups`: the cache the
-/// wakes look members up in); every Workspace again every [`RESYNC`].
+/// wakes look members up in); every Workspace again every [`RESYNC`]. Each change of a
+/// Workspace, once cached, wakes the Shares `shares` has in its namespace (through
+/// `wake_share`).
 fn workspace_controller(
     client: &Client,
     concurrency: u16,
     groups: Store<DirectoryGroup>,
+    (shares, wake_share): (ShareIndex, UnboundedSender<ObjectRef<CachedShare>>),
 ) -> (Controller<homestead_api::Workspace>, WorkspaceWakes) {
     let (wake, wakes) = futures::channel::mpsc::unbounded();
     let (all, every_one) = futures::channel::mpsc::unbounded();
@@ -363,6 +370,17 @@ fn workspace_controller(
         &declared::WORKSPACES,
         trim_object::<homestead_api::Workspace>,
     );
+    // Once the cache has a Workspace's change (its status: opened, suspended), the Shares in
+    // its namespace are judged again: they grant only while it is open.
+    let events = events.inspect_ok(move |event| {
+        if let watcher::Event::Apply(w) | watcher::Event::Delete(w) = event
+            && let Some(namespace) = w.status.as_ref().and_then(|s| s.namespace.as_deref())
+        {
+            for share in shares.in_namespace(namespace) {
+                let _ = wake_share.unbounded_send(share);
+            }
+        }
+    });
     let controller = Controller::for_stream(events.touched_objects(), store)
         .with_config(controller::Config::default().concurrency(concurrency))
         .reconcile_on(wakes)

@@ -227,7 +227,7 @@ pub const WORKSPACES: Watch = Watch {
     kind: "Workspace",
     selects: Selects::Every,
     keeps: Keeps::Cache(Cache::Workspaces),
-    wakes: &[Wakes::Workspaces],
+    wakes: &[Wakes::Workspaces, Wakes::Shares],
 };
 
 /// Every Workspace again, keeping nothing: a person's self-service workspace that comes or goes
