@@ -273,11 +273,7 @@ pub fn controllers(
     index: &ProfileIndex,
     recent: &Recent,
 ) -> Controllers {
-    let window = match concurrency {
-        0 => usize::MAX,
-        n => 2 * usize::from(n),
-    };
-    let (user_backlog, share_backlog) = (Backlog::new(window), Backlog::new(window));
+    let (user_backlog, share_backlog) = backlogs(concurrency);
     let share_index = ShareIndex::default();
     let (wake_share, share_wakes) = futures::channel::mpsc::unbounded();
     let (wake_all_shares, all_share_wakes) = futures::channel::mpsc::unbounded();
@@ -349,6 +345,16 @@ pub fn controllers(
         workspaces,
         backlogs: (user_backlog, share_backlog),
     }
+}
+
+/// The Backlogs of the User and the Share Controllers for `concurrency` reconciles at once (0:
+/// unbounded): each lets twice as many through, so its Controller never waits on it.
+fn backlogs(concurrency: u16) -> (Backlog<User>, Backlog<CachedShare>) {
+    let window = match concurrency {
+        0 => usize::MAX,
+        n => 2 * usize::from(n),
+    };
+    (Backlog::new(window), Backlog::new(window))
 }
 
 /// The Workspace Controller over its own watch (every Workspace), `concurrency` reconciles at
