@@ -115,6 +115,18 @@ pub const LABEL_SHARE: &str = "homestead.dev/share";
 /// admission policy `homestead-share-owner` on create and immutable after: the record
 /// `homestead access` shows beside the Share's reason.
 pub const ANNOTATION_CREATED_BY: &str = "homestead.dev/created-by";
+/// The name of the ResourceQuota holding a home's slice of its owner's total
+/// (`Profile.spec.totalQuota`; docs/quota.md), beside `homestead-quota`.
+pub const TOTAL_QUOTA_NAME: &str = "homestead-total";
+/// Label on a slice (`homestead-total`) naming the kind of its owner: `user` or `group`.
+pub const LABEL_TOTAL: &str = "homestead.dev/total";
+/// Label on a slice (`homestead-total`) naming its owner (`metadata.name` of the User or the
+/// DirectoryGroup); with [`LABEL_TOTAL`], the selector of all of an owner's slices.
+pub const LABEL_TOTAL_OWNER: &str = "homestead.dev/total-owner";
+/// Annotation on a slice (`homestead-total`): the total it was cut from, as
+/// `resource=quantity` pairs joined by `,` in name order; a slice whose annotation is not the
+/// owner's total now is split again.
+pub const ANNOTATION_TOTAL: &str = "homestead.dev/total";
 /// The name of the RoleBinding that gives a home's owner their access (in a person's own home).
 pub const HOME_ROLE_BINDING: &str = "homestead-user";
 /// The prefix of the name of a Share's RoleBinding: `homestead-share-<Share name>`.

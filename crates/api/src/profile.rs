@@ -169,6 +169,12 @@ pub struct ProfileSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota: Option<QuotaSpec>,
 
+    /// The most all homes of one owner use together (ResourceQuota `hard` keys): a person's own
+    /// home and personal workspaces, or a team's workspaces (issue "A quota across all of an
+    /// owner's homes"). Split into each home's ResourceQuota so the slices never add up to more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_quota: Option<QuotaSpec>,
+
     /// A LimitRange for each Namespace (`homestead-limits`), typically default requests and
     /// limits for containers, as in a LimitRange's `spec`
     /// (<https://kubernetes.io/docs/concepts/policy/limit-range/>). Users cannot override it.

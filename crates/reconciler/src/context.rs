@@ -30,6 +30,9 @@ pub const LARGE_WRITES: usize = 2;
 /// Subjects above which a RoleBinding counts as large.
 pub const LARGE_BINDING: usize = 100;
 
+/// How many owners' total-quota locks are kept before the idle ones are forgotten.
+pub const TOTAL_LOCKS_KEPT: usize = 256;
+
 /// Everything a reconcile needs, shared by all reconciles as `Arc<Context>`.
 pub struct Context {
     /// The fenced client, the memory of recent writes and the Event queue.
@@ -52,6 +55,8 @@ pub struct Context {
     workspace_backoffs: Backoffs<homestead_api::Workspace>,
     /// Permits for writing a large RoleBinding ([`Context::large_write`]).
     large_writes: tokio::sync::Semaphore,
+    /// One lock per owner of a total quota ([`Context::total_lock`]).
+    totals: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Whether every cache has seen its first list; reconciles wait for it, so nothing is
     /// written from a half-filled cache after a restart.
     synced: tokio::sync::watch::Sender<bool>,
@@ -72,8 +77,30 @@ impl Context {
             share_backoffs: Backoffs::default(),
             workspace_backoffs: Backoffs::default(),
             large_writes: tokio::sync::Semaphore::new(LARGE_WRITES),
+            totals: std::sync::Mutex::default(),
             synced: tokio::sync::watch::Sender::new(false),
         }
+    }
+
+    /// Waits for, and holds until dropped, the lock of `owner`'s total quota: whoever moves an
+    /// owner's slices holds it from reading them to the last write (docs/quota.md), so two
+    /// moves of one owner never interleave. Locks nobody holds or waits for are forgotten once
+    /// there are more than [`TOTAL_LOCKS_KEPT`].
+    pub async fn total_lock(
+        &self,
+        owner: &homestead_model::workspace::Owner,
+    ) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut locks = self
+                .totals
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if locks.len() > TOTAL_LOCKS_KEPT {
+                locks.retain(|_, lock| Arc::strong_count(lock) > 1);
+            }
+            locks.entry(owner.to_string()).or_default().clone()
+        };
+        lock.lock_owned().await
     }
 
     /// This replica's door to the API server.

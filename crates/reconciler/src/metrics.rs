@@ -100,6 +100,50 @@ fn share_metrics(r: &Registry) -> Result<ShareMetrics, prometheus::Error> {
     })
 }
 
+/// The metrics of total quotas across an owner's homes (docs/quota.md).
+#[derive(Clone, Debug)]
+pub struct TotalMetrics {
+    /// `homestead_total_quota_rebalances_total`: moves of an owner's slices.
+    pub rebalances: IntCounter,
+    /// `homestead_total_quota_slice_writes_total`: slices written by those moves.
+    pub writes: IntCounter,
+    /// `homestead_total_quota_rebalance_seconds`: from reading an owner's slices to the last
+    /// write of a move.
+    pub rebalance_seconds: Histogram,
+    /// `homestead_total_quota_full_with_room_total`: slices a move found full in some resource
+    /// while the owner's homes together used less than the total (a create there was, or would
+    /// have been, refused though another home had room).
+    pub full_with_room: IntCounter,
+}
+
+/// The metrics of total quotas, registered in `r`.
+///
+/// # Errors
+/// As [`register`].
+fn total_metrics(r: &Registry) -> Result<TotalMetrics, prometheus::Error> {
+    let counter = |name: &str, help: &str| register(r, IntCounter::new(name, help)?);
+    Ok(TotalMetrics {
+        rebalances: counter(
+            "homestead_total_quota_rebalances_total",
+            "Moves of an owner's slices of its total quota",
+        )?,
+        writes: counter(
+            "homestead_total_quota_slice_writes_total",
+            "Slices of total quotas written by moves",
+        )?,
+        rebalance_seconds: histogram(
+            r,
+            "homestead_total_quota_rebalance_seconds",
+            "Seconds from reading an owner's slices to the last write of a move",
+            &[0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5],
+        )?,
+        full_with_room: counter(
+            "homestead_total_quota_full_with_room_total",
+            "Slices found full while the owner's homes together used less than the total",
+        )?,
+    })
+}
+
 /// The metrics of reconciles themselves, registered in `r`: `homestead_reconciliations_total`,
 /// `homestead_reconcile_errors_total`, `homestead_reconcile_duration_seconds` and
 /// `homestead_reconciles_in_flight`.
@@ -257,6 +301,8 @@ pub struct Metrics {
     pub status_errors: IntCounterVec,
     /// The metrics of Shares.
     pub share: ShareMetrics,
+    /// The metrics of total quotas.
+    pub total: TotalMetrics,
     /// `homestead_workspaces{owner="user"|"group", reason}`: Workspaces by the kind of their
     /// owner and the reason of their `Ready` condition (`Provisioned`, `Suspended`, a refusal
     /// such as `OverLimit`; `Pending` before Homestead has written one).
@@ -338,6 +384,7 @@ impl Metrics {
                 &["kind"],
             )?,
             share: share_metrics(r)?,
+            total: total_metrics(r)?,
             workspaces: gauge_vec(
                 r,
                 "homestead_workspaces",

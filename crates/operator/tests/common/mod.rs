@@ -11,10 +11,10 @@ use std::path::Path;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use homestead_api::User;
+use homestead_api::{DirectoryGroup, User, Workspace};
 use homestead_testenv::{ADMIN, ControlPlane, Identity, OPERATOR, SCIM, Supervised, free_port};
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
 /// A tenant identity with a token, for access checks; a member of [`TENANT_GROUP`].
@@ -998,4 +998,82 @@ pub fn counts_refused_connections(metrics: &str, prefix: &str) -> bool {
         .find_map(|l| l.strip_prefix(&format!("{prefix}_connections_refused_total ")))
         .and_then(|v| v.trim().parse::<f64>().ok());
     refused.is_some_and(|n| n >= 1.0) && metrics.contains(&format!("{prefix}_connections_open "))
+}
+
+/// Creates the User `name` (identity `<name>@example.com`) with `spec` merged in, replacing one
+/// left by an earlier run, and waits until it is `Provisioned`.
+pub async fn person(client: &Client, name: &str, spec: Value) -> User {
+    let api: Api<User> = Api::all(client.clone());
+    if api.get_opt(name).await.unwrap().is_some() {
+        let _ = api.delete(name, &DeleteParams::default()).await;
+        wait_gone(&api, name, 60).await;
+    }
+    let user = User::test(name).with_spec(spec);
+    let mut user = serde_json::to_value(&user).unwrap();
+    user["metadata"] = json!({ "name": name });
+    user.as_object_mut().unwrap().remove("status");
+    let user: User = serde_json::from_value(user).unwrap();
+    api.create(&PostParams::default(), &user).await.unwrap();
+    wait_reason(client, name, "Provisioned").await
+}
+
+/// Creates (or replaces) the DirectoryGroup `name` with `members`.
+pub async fn group(client: &Client, name: &str, members: &[&str]) {
+    let api: Api<DirectoryGroup> = Api::all(client.clone());
+    let _ = api.delete(name, &DeleteParams::default()).await;
+    wait_gone(&api, name, 30).await;
+    let group = DirectoryGroup::test(name, name).with_members(members);
+    let mut group = serde_json::to_value(&group).unwrap();
+    group.as_object_mut().unwrap().remove("status");
+    group["metadata"] = json!({ "name": name });
+    api.create(
+        &PostParams::default(),
+        &serde_json::from_value(group).unwrap(),
+    )
+    .await
+    .unwrap();
+}
+
+/// A Workspace document `name` with `spec` (JSON), created by `creator` (the annotation the
+/// admission policy checks), labelled self-service when `self_service`.
+pub fn workspace_doc(name: &str, spec: Value, creator: &str, self_service: bool) -> String {
+    let labels = if self_service {
+        json!({ "homestead.dev/self-service": "true" })
+    } else {
+        json!({})
+    };
+    json!({
+        "apiVersion": homestead_api::API_VERSION, "kind": "Workspace",
+        "metadata": { "name": name, "labels": labels,
+            "annotations": { "homestead.dev/created-by": creator } },
+        "spec": spec,
+    })
+    .to_string()
+}
+
+/// Deletes the Workspace `name` if an earlier run left it, and waits until it is gone.
+pub async fn no_workspace(client: &Client, name: &str) {
+    let api: Api<Workspace> = Api::all(client.clone());
+    let _ = api.delete(name, &DeleteParams::default()).await;
+    wait_gone(&api, name, 60).await;
+}
+
+/// Waits until the Workspace `name` describes its generation with `Ready` reason `want`.
+pub async fn wait_workspace(client: &Client, name: &str, want: &str) -> Workspace {
+    let api: Api<Workspace> = Api::all(client.clone());
+    eventually(
+        &format!("Workspace {name} to have reason {want}"),
+        60,
+        || {
+            let api = api.clone();
+            async move {
+                let w = api.get_opt(name).await.ok()??;
+                let status = w.status.as_ref()?;
+                let ready = status.conditions.iter().find(|c| c.type_ == "Ready")?;
+                (status.observed_generation == w.metadata.generation && ready.reason == want)
+                    .then_some(w)
+            }
+        },
+    )
+    .await
 }

@@ -28,6 +28,7 @@ pub mod recent;
 pub mod requests;
 pub mod share;
 pub mod status;
+pub mod total;
 
 use std::sync::Arc;
 
@@ -97,6 +98,11 @@ impl Cluster {
     /// The Event queue (how many Events wait; draining it on shutdown).
     pub fn events(&self) -> &EventQueue {
         &self.events
+    }
+
+    /// The operator's metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// The fenced client, for the finalizer helper and for reads with no typed verb here (a

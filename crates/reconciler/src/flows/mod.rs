@@ -19,4 +19,5 @@ pub mod provision;
 pub mod reconcile;
 pub mod share;
 pub mod statuses;
+pub mod total;
 pub mod workspace;

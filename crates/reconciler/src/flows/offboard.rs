@@ -15,6 +15,7 @@ use kube::runtime::events::EventType;
 use crate::act::access::{revoke, revoke_all};
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::flows::total::release_slice;
 use crate::plan::desired::{Traits, retained_namespace};
 use crate::plan::ownership::is_owned_by;
 use crate::plan::status::{Outcome, terminating_message};
@@ -139,6 +140,8 @@ async fn retain_namespace(
         ),
         Err(_) => retained_namespace(user, &name, ctx.config().pod_security, Traits::default()),
     };
+    // Its slice of the person's total goes first: Homestead writes nothing there after.
+    release_slice(ctx, user, &name, "the namespace is retained").await?;
     ctx.cluster()
         .apply_over(&retained, namespace.metadata.uid.as_deref())
         .await?;

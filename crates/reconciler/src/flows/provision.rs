@@ -23,6 +23,7 @@ use crate::act::access::{self, Grant};
 use crate::act::guards::{Managed, ensure};
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::flows::total::ensure_slice;
 use crate::plan::desired::{
     LIMIT_RANGE_NAME, NETWORK_POLICY_NAME, QUOTA_NAME, ROLE_BINDING_NAME, desired_limit_range,
     desired_namespace, desired_network_policy, desired_quota,
@@ -37,6 +38,7 @@ use crate::plan::status::{Outcome, terminating_message};
 use crate::plan::validate::{Refusal, namespace_name, validate};
 use crate::state::Caches;
 use homestead_model::identity::IdentityHolder;
+use homestead_model::workspace::Owner;
 
 /// How often every User is reconciled again, changed or not (the operator triggers all of them
 /// at once with kube-runtime's `Controller::reconcile_all_on`): a periodic check that costs
@@ -518,7 +520,8 @@ fn ungoverned(caches: &Caches, namespace: &str, governed: TenantRoleBindings) ->
         .collect()
 }
 
-/// Homestead's ResourceQuota (per `spec.quota`), LimitRange (per the Profile) and NetworkPolicy
+/// Homestead's ResourceQuota (per `spec.quota`), the home's slice of the person's total
+/// (per the Profile's `totalQuota`, docs/quota.md), LimitRange (per the Profile) and NetworkPolicy
 /// (per the Profile's `networkIsolation`) in `namespace`, each applied when the cache shows
 /// something else and removed when nothing is desired. Returns the changes made.
 async fn ensure_guards(resolved: &Resolved, ctx: &Context, namespace: &str) -> Result<Changes> {
@@ -548,6 +551,9 @@ async fn ensure_guards(resolved: &Resolved, ctx: &Context, namespace: &str) -> R
     };
     let mut changes = Vec::new();
     changes.extend(ensure(cluster, user, namespace, QUOTA_NAME, quota).await?);
+    let owner = Owner::User(user.name_any());
+    let total = (&owner, resolved.total.as_ref());
+    changes.extend(ensure_slice(ctx, user, namespace, total).await?);
     changes.extend(ensure(cluster, user, namespace, LIMIT_RANGE_NAME, limits).await?);
     changes.extend(ensure(cluster, user, namespace, NETWORK_POLICY_NAME, isolation).await?);
     Ok(changes)

@@ -31,6 +31,7 @@ use crate::act::access;
 use crate::act::guards::{Managed, ensure};
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::flows::total::{ensure_slice, owner_total, release_slice};
 use crate::plan::desired::{
     LIMIT_RANGE_NAME, NETWORK_POLICY_NAME, QUOTA_NAME, desired_limit_range, desired_network_policy,
     quota_of,
@@ -330,6 +331,8 @@ async fn close(workspace: &Workspace, ctx: &Context) -> Result<Action> {
     }
     let guards = Guards::of(profile_of(workspace, caches).as_deref(), ctx.config());
     let retained = retained_namespace(workspace, &name, &guards);
+    let why = "the namespace is retained";
+    changes.extend(release_slice(ctx, workspace, &name, why).await?);
     cluster
         .apply_over(&retained, namespace.metadata.uid.as_deref())
         .await?;
@@ -422,7 +425,7 @@ async fn ensure_namespace(
 }
 
 /// The workspace's ResourceQuota, LimitRange and NetworkPolicy from its Profile (`guards`),
-/// each applied when the cache shows something else and removed when none is desired.
+/// and its slice of its owner's total (docs/quota.md), each applied when the cache shows something else and removed when none is desired.
 async fn ensure_guards(
     ctx: &Context,
     workspace: &Workspace,
@@ -462,6 +465,11 @@ async fn ensure_guards(
     };
     let mut changes = Changes::new();
     changes.extend(ensure(cluster, workspace, namespace, QUOTA_NAME, quota).await?);
+    if let Some(owner) = Owner::of(workspace) {
+        let total = owner_total(&owner, caches);
+        let total = (&owner, total.as_ref());
+        changes.extend(ensure_slice(ctx, workspace, namespace, total).await?);
+    }
     changes.extend(ensure(cluster, workspace, namespace, LIMIT_RANGE_NAME, limits).await?);
     changes.extend(
         ensure(

@@ -25,5 +25,6 @@ pub mod quantity;
 pub mod revocation;
 pub mod share;
 pub mod status;
+pub mod total;
 pub mod validate;
 pub mod workspace;

@@ -46,6 +46,9 @@ pub struct Resolved {
     pub applied: Option<AppliedProfile>,
     /// The Profile's `sharing.tenantRoleBindings` (`Allow` without one).
     pub tenant_role_bindings: homestead_api::TenantRoleBindings,
+    /// The Profile's `totalQuota.hard`: the most all of the person's homes use together
+    /// (docs/quota.md), if it has one.
+    pub total: Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
 }
 
 impl Resolved {
@@ -194,6 +197,7 @@ pub fn resolve<P: AsRef<Profile>>(
         isolation: None,
         applied: None,
         tenant_role_bindings: homestead_api::TenantRoleBindings::Allow,
+        total: None,
     };
     let Some(Choice {
         profile: name,
@@ -243,6 +247,7 @@ pub fn resolve<P: AsRef<Profile>>(
         ps.audit = levels.audit.unwrap_or(ps.audit);
     }
     resolved.limit_range = spec.limit_range.clone();
+    resolved.total = spec.total_quota.as_ref().map(|q| q.hard.clone());
     resolved.tenant_role_bindings = spec
         .sharing
         .as_ref()

@@ -5,7 +5,8 @@
 //! - [`watches`]: what is watched, which watch events trigger which reconcile and which are
 //!   echoes of Homestead's own writes, and the caches the watches fill.
 //! - [`Runtime`]: the [`Context`] built from those caches and the User, retained-Namespace,
-//!   Profile-status and DirectoryGroup-status Controllers, run with graceful shutdown; the
+//!   Profile-status and DirectoryGroup-status Controllers, the Controller over slices of total
+//!   quotas, run with graceful shutdown; the
 //!   count of retained namespaces; the Events drained on the way out.
 //!
 //! The runtime is the top layer: it may import every other, and nothing imports it
@@ -39,6 +40,7 @@ use crate::flows::share::{reconcile_share, share_error};
 use crate::flows::statuses::{
     group_status_error, profile_status_error, reconcile_group_status, reconcile_profile_status,
 };
+use crate::flows::total::{reconcile_total, total_error};
 use crate::flows::workspace::{reconcile_workspace, workspace_error};
 use crate::metrics::Metrics;
 use crate::plan::config::Config;
@@ -74,6 +76,7 @@ pub struct Runtime {
     group_statuses: Controller<homestead_api::DirectoryGroup>,
     shares: Controller<crate::state::cache::CachedShare>,
     workspaces: Controller<homestead_api::Workspace>,
+    totals: Controller<k8s_openapi::api::core::v1::ResourceQuota>,
     backlogs: (Backlog<User>, Backlog<CachedShare>),
     retained_count_interval: Duration,
 }
@@ -95,6 +98,7 @@ impl Runtime {
             group_statuses,
             shares,
             workspaces,
+            totals,
             caches,
             backlogs,
         } = watches::controllers(
@@ -129,6 +133,7 @@ impl Runtime {
             group_statuses,
             shares,
             workspaces,
+            totals,
             backlogs,
             retained_count_interval: settings.retained_count_interval,
         }
@@ -230,13 +235,15 @@ impl Runtime {
                 async move { log_controller_error(result) }
             });
         let workspaces = run_workspaces(self.workspaces, shutdown(), ctx.clone());
+        let totals = run_totals(self.totals, shutdown(), ctx.clone());
         futures::join!(
             users,
             retained,
             profile_statuses,
             group_statuses,
             shares,
-            workspaces
+            workspaces,
+            totals
         );
         // Still the leader (unless the Lease was lost, when the fence drops what is left).
         let events = ctx.cluster().events();
@@ -279,6 +286,25 @@ async fn run_workspaces(
     workspaces
         .graceful_shutdown_on(shutdown)
         .run(reconcile_workspace, workspace_error, ctx)
+        .for_each(|result| async move { log_controller_error(result) })
+        .await;
+}
+
+/// Runs the Controller over the slices of total quotas until `shutdown` resolves, each
+/// reconcile reading the owner's slices from that Controller's own cache.
+async fn run_totals(
+    totals: Controller<k8s_openapi::api::core::v1::ResourceQuota>,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+    ctx: Arc<Context>,
+) {
+    let slices = totals.store();
+    totals
+        .graceful_shutdown_on(shutdown)
+        .run(
+            move |quota, ctx| reconcile_total(quota, ctx, slices.clone()),
+            total_error,
+            ctx,
+        )
         .for_each(|result| async move { log_controller_error(result) })
         .await;
 }

@@ -71,6 +71,8 @@ pub struct Controllers {
     pub shares: Controller<CachedShare>,
     /// The Controller over Workspaces ([`super::workspaces`]).
     pub workspaces: Controller<homestead_api::Workspace>,
+    /// The Controller over the slices of total quotas ([`total_controller`]).
+    pub totals: Controller<ResourceQuota>,
     /// The caches reconciles read.
     pub caches: Caches,
     /// What waits for the User and the Share Controllers: every reconcile they start must be
@@ -305,7 +307,6 @@ pub fn controllers(
         (share_index.clone(), wake_share.clone()),
         (&user_backlog, wake_workspaces.clone()),
     );
-    let retained_namespaces = retained.store();
     let caches = Caches {
         namespaces: managed.namespaces,
         role_bindings: managed.role_bindings,
@@ -322,7 +323,7 @@ pub fn controllers(
         workspaces: workspaces.store(),
     };
     let wakers = Wakers {
-        retained: (retained_namespaces, wake_retained),
+        retained: (retained.store(), wake_retained),
         share: wake_share,
         workspaces: wake_workspaces,
     };
@@ -343,9 +344,25 @@ pub fn controllers(
             .reconcile_all_on(group_triggers),
         shares,
         workspaces,
+        totals: total_controller(client),
         backlogs: (user_backlog, share_backlog),
     }
 }
+
+/// The Controller over the slices of total quotas (ResourceQuotas labelled
+/// `homestead.dev/total-owner`, whole: a move reads their use), woken by every change, usage
+/// included, settled for [`SLICE_DEBOUNCE`] so a burst of creates in a home costs one look.
+/// Each slice is looked at again every few minutes (`flows::total`).
+fn total_controller(client: &Client) -> Controller<ResourceQuota> {
+    Controller::new(
+        Api::<ResourceQuota>::all(client.clone()),
+        config_of(&declared::TOTALS),
+    )
+    .with_config(controller::Config::default().debounce(SLICE_DEBOUNCE))
+}
+
+/// How long a slice's changes settle before it is looked at.
+const SLICE_DEBOUNCE: Duration = Duration::from_millis(200);
 
 /// The Backlogs of the User and the Share Controllers for `concurrency` reconciles at once (0:
 /// unbounded): each lets twice as many through, so its Controller never waits on it.
@@ -611,7 +628,8 @@ fn adoption_watch(
 
 /// The cache of Homestead's ResourceQuotas (selected by `managed`), and the quotas whose
 /// labels, owner references or spec changed: quota status moves with every pod that comes or
-/// goes, and only what Homestead sets matters.
+/// goes, and only what Homestead sets matters (of a slice of a total quota, only its labels and
+/// the total it was cut from: moving it is the slices' Controller's).
 fn quota_watch(
     client: &Client,
 ) -> (
@@ -620,6 +638,11 @@ fn quota_watch(
 ) {
     let (quotas, events) = cached_watch(client, &declared::QUOTAS, trim_quota);
     let events = changes_of(events, |q: &ResourceQuota| {
+        // A slice of a total quota moves with its owner's use (its own Controller's business);
+        // its home cares only whose it is and which total it was cut from.
+        if q.metadata.name.as_deref() == Some(homestead_api::TOTAL_QUOTA_NAME) {
+            return fingerprint(&(&q.metadata.labels, &q.metadata.annotations));
+        }
         fingerprint(&(&q.metadata.labels, &q.metadata.owner_references, &q.spec))
     });
     (quotas, events)

@@ -5,7 +5,9 @@
 //! docs/development.md's table of watches is [`table`], checked by a test here. Which change
 //! wakes what is wired in `runtime::watches`, beside the entry it wires.
 
-use homestead_api::{LABEL_ADOPT_FOR, LABEL_MANAGED_BY, LABEL_RETAINED_FROM, MANAGED_BY};
+use homestead_api::{
+    LABEL_ADOPT_FOR, LABEL_MANAGED_BY, LABEL_RETAINED_FROM, LABEL_TOTAL_OWNER, MANAGED_BY,
+};
 
 /// Which objects a watch selects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +96,8 @@ pub enum Wakes {
     Workspaces,
     /// Every Workspace (their Profiles may have changed).
     AllWorkspaces,
+    /// The slice itself, to move its owner's slices (docs/quota.md).
+    Slice,
 }
 
 /// One watch the operator runs.
@@ -239,8 +243,17 @@ pub const WORKSPACE_SIBLINGS: Watch = Watch {
     wakes: &[Wakes::Workspaces],
 };
 
+/// The slices of total quotas (`homestead.dev/total-owner`), whole, usage included: their own
+/// Controller's watch, which moves room between an owner's homes as their use grows.
+pub const TOTALS: Watch = Watch {
+    kind: "ResourceQuota",
+    selects: Selects::Labelled(LABEL_TOTAL_OWNER),
+    keeps: Keeps::Controller,
+    wakes: &[Wakes::Slice],
+};
+
 /// Every watch the operator runs, in the order docs/development.md lists them.
-pub const WATCHES: [Watch; 15] = [
+pub const WATCHES: [Watch; 16] = [
     USERS,
     NAMESPACES,
     ROLE_BINDINGS,
@@ -254,6 +267,7 @@ pub const WATCHES: [Watch; 15] = [
     SHARES,
     WORKSPACES,
     WORKSPACE_SIBLINGS,
+    TOTALS,
     PROFILE_STATUSES,
     GROUP_STATUSES,
 ];

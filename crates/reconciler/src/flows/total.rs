@@ -1,0 +1,205 @@
+//! Total quotas across an owner's homes (docs/quota.md): a home's own slice before access
+//! ([`ensure_slice`], called by the home's reconcile among its guards), and the Controller over
+//! slices that moves room to where use grows ([`reconcile_total`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use homestead_api::{ANNOTATION_TOTAL, Change, LABEL_TOTAL, LABEL_TOTAL_OWNER, TOTAL_QUOTA_NAME};
+use homestead_model::workspace::Owner;
+use k8s_openapi::api::core::v1::ResourceQuota;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::api::DeleteParams;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
+
+use crate::act::total::{Home, fingerprint, owner_kind, owner_of_slice, rebalance};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::plan::ownership::{Holder, labelled_for, managed_labels};
+use crate::plan::profile::group_profile;
+use crate::plan::total::{Slice, amounts, plan};
+use crate::state::Caches;
+
+/// A total quota's `hard`: resource names to quantities.
+pub type Total = BTreeMap<String, Quantity>;
+
+/// The total of `owner`'s Profile (a person's applied Profile, or the one the directory
+/// chooses for a team's group, else the directory's floor), from the caches; `None` without
+/// one.
+pub fn owner_total(owner: &Owner, caches: &Caches) -> Option<Total> {
+    let profile = match owner {
+        Owner::User(name) => {
+            let applied = caches.user(name)?.status.as_ref()?.profile.clone()?;
+            caches.profile(&applied.name)?
+        }
+        Owner::Group(name) => group_profile(caches.group(name)?.as_ref(), &caches.profiles())
+            .cloned()
+            .unwrap_or_else(|| Arc::new(crate::plan::profile::directory_floor())),
+    };
+    Some(profile.spec.total_quota.as_ref()?.hard.clone())
+}
+
+/// Makes sure the home `namespace` of `holder` (a User's own home, or a Workspace) has its
+/// slice of `owner`'s `total` before anyone has access there: none yet, or one cut from another
+/// total, splits the total again with this home in it (under the owner's lock); without a
+/// total, a slice left from one is removed. Returns the changes made, for the home's Event.
+///
+/// # Errors
+/// A failed list or write ([`rebalance`]), or a failed delete.
+pub async fn ensure_slice<H: Holder>(
+    ctx: &Context,
+    holder: &H,
+    namespace: &str,
+    (owner, total): (&Owner, Option<&Total>),
+) -> Result<Vec<(Change, String)>> {
+    let cached = ctx
+        .caches()
+        .quota(namespace, TOTAL_QUOTA_NAME)
+        .filter(|q| labelled_for(q.meta(), holder));
+    let Some(total) = total else {
+        return release_slice(ctx, holder, namespace, "the Profile has no totalQuota").await;
+    };
+    let print = amounts(total).map(|a| fingerprint(&a)).ok();
+    let current = cached.as_ref().is_some_and(|q| {
+        owner_of_slice(q).as_ref() == Some(owner)
+            && q.annotations().get(ANNOTATION_TOTAL) == print.as_ref()
+    });
+    if current {
+        return Ok(Vec::new());
+    }
+    let mut labels = managed_labels(holder);
+    labels.insert(LABEL_TOTAL.to_owned(), owner_kind(owner).to_owned());
+    labels.insert(LABEL_TOTAL_OWNER.to_owned(), owner.name().to_owned());
+    let home = Home {
+        namespace: namespace.to_owned(),
+        labels,
+    };
+    let _lock = ctx.total_lock(owner).await;
+    let moved = rebalance(ctx.cluster(), owner, total, Some(home), homes(ctx)).await?;
+    let hard = moved
+        .slices
+        .iter()
+        .find(|s| s.namespace == namespace)
+        .map(|s| print_amounts(&s.hard))
+        .unwrap_or_default();
+    let note = format!(
+        "applied {namespace}/{TOTAL_QUOTA_NAME}: this home's slice of the total of {owner} ({hard})"
+    );
+    Ok(vec![(Change::QuotaApplied, note)])
+}
+
+/// Removes the slice in `namespace` if the cache has one labelled as `holder`'s, giving its
+/// room back to the owner's other homes: the Profile has no total any more, or the home stops
+/// being the owner's (kept as a retained namespace, where Homestead writes nothing after).
+/// Returns the change made, for the home's Event.
+///
+/// # Errors
+/// A failed delete.
+pub async fn release_slice<H: Holder>(
+    ctx: &Context,
+    holder: &H,
+    namespace: &str,
+    why: &str,
+) -> Result<Vec<(Change, String)>> {
+    let cached = ctx.caches().quota(namespace, TOTAL_QUOTA_NAME);
+    if !cached.is_some_and(|q| labelled_for(q.meta(), holder)) {
+        return Ok(Vec::new());
+    }
+    let reference = ObjectRef::<ResourceQuota>::new(TOTAL_QUOTA_NAME).within(namespace);
+    ctx.cluster()
+        .delete(&reference, &DeleteParams::default())
+        .await?;
+    let note = format!("removed {namespace}/{TOTAL_QUOTA_NAME}: {why}");
+    Ok(vec![(Change::QuotaRemoved, note)])
+}
+
+/// Whether a namespace is a home Homestead may write a slice in: one the cache holds as
+/// Homestead's (a retained namespace is not).
+fn homes(ctx: &Context) -> impl Fn(&str) -> bool + '_ {
+    |namespace| ctx.caches().namespace(namespace).is_some()
+}
+
+/// `amounts` as `resource=quantity` pairs for people.
+fn print_amounts(amounts: &crate::plan::total::Amounts) -> String {
+    let pairs: Vec<String> = amounts
+        .iter()
+        .map(|(k, v)| format!("{k}={}", crate::plan::total::quantity(*v).0))
+        .collect();
+    pairs.join(", ")
+}
+
+/// Reconciles one slice (a ResourceQuota `homestead-total`): when its owner's slices as
+/// `slices` (the Controller's cache of every slice, usage included) show a move is due (a home
+/// short of room another holds, or slices cut from another total than the owner's now; see
+/// [`crate::plan::total::Split::is_due`]), moves them ([`rebalance`], which reads them afresh)
+/// under the owner's lock. An owner without a total leaves its slices to their homes'
+/// reconciles, which remove them.
+///
+/// # Errors
+/// A failed list or write of the move.
+pub async fn reconcile_total(
+    quota: Arc<ResourceQuota>,
+    ctx: Arc<Context>,
+    slices: Store<ResourceQuota>,
+) -> Result<Action> {
+    ctx.wait_synced().await;
+    let Some(owner) = owner_of_slice(&quota) else {
+        return Ok(Action::await_change());
+    };
+    let Some(total) = owner_total(&owner, ctx.caches()) else {
+        return Ok(Action::await_change());
+    };
+    if !due(&owner, &total, &slices) {
+        return Ok(Action::requeue(SLICE_RESYNC));
+    }
+    let _lock = ctx.total_lock(&owner).await;
+    let moved = rebalance(ctx.cluster(), &owner, &total, None, homes(&ctx)).await?;
+    if moved.writes > 0 {
+        tracing::debug!(%owner, writes = moved.writes, "moved the slices of a total quota");
+    }
+    Ok(Action::requeue(SLICE_RESYNC))
+}
+
+/// Whether `owner`'s slices in `slices` call for a move of `total`: one was cut from another
+/// total, or [`plan`] finds one due.
+fn due(owner: &Owner, total: &Total, slices: &Store<ResourceQuota>) -> bool {
+    let Ok(total) = amounts(total) else {
+        return false;
+    };
+    let print = fingerprint(&total);
+    let mut mine: Vec<Slice> = Vec::new();
+    for quota in slices.state() {
+        if owner_of_slice(&quota).as_ref() != Some(owner) {
+            continue;
+        }
+        if quota.annotations().get(ANNOTATION_TOTAL) != Some(&print) {
+            return true;
+        }
+        let of = |m: Option<&BTreeMap<String, Quantity>>| {
+            m.map(amounts).and_then(|a| a.ok()).unwrap_or_default()
+        };
+        mine.push(Slice {
+            namespace: quota.namespace().unwrap_or_default(),
+            hard: of(quota.spec.as_ref().and_then(|s| s.hard.as_ref())),
+            used: of(quota.status.as_ref().and_then(|s| s.used.as_ref())),
+        });
+    }
+    mine.sort_by(|a, b| a.namespace.cmp(&b.namespace));
+    plan(&total, &mine).is_due()
+}
+
+/// How often a slice is looked at again without a change (seconds): a move that failed, or
+/// room another home freed, is picked up by then.
+const SLICE_RESYNC: Duration = Duration::from_secs(300);
+
+/// The error policy of the slices' Controller: logs, and tries again after 5 s.
+pub fn total_error(quota: Arc<ResourceQuota>, error: &Error, _ctx: Arc<Context>) -> Action {
+    tracing::warn!(
+        namespace = quota.namespace().unwrap_or_default(),
+        "moving the slices of a total quota failed: {error}"
+    );
+    Action::requeue(Duration::from_secs(5))
+}
