@@ -18,6 +18,7 @@ mod common;
 mod faults;
 mod model;
 mod oracle;
+mod totals;
 mod workload;
 mod workspaces;
 
@@ -200,15 +201,18 @@ async fn profiles(admin: &kube::Client) -> Model {
         (
             HR_PROFILES[0],
             json!({ "role": "admin", "networkIsolation": "None", "userOverrides": ["role"],
-                    "workspaces": { "selfService": true, "max": workspaces::SELF_SERVICE_MAX } }),
+                    "workspaces": { "selfService": true, "max": workspaces::SELF_SERVICE_MAX },
+                    "totalQuota": totals::total_quota() }),
         ),
         (
             HR_PROFILES[1],
-            json!({ "role": "edit", "networkIsolation": "Isolated", "userOverrides": ["role"] }),
+            json!({ "role": "edit", "networkIsolation": "Isolated", "userOverrides": ["role"],
+                    "totalQuota": totals::total_quota() }),
         ),
         (
             DIRECTORY_PROFILE,
-            json!({ "role": "edit", "directory": { "groups": [GROUP_NAME] } }),
+            json!({ "role": "edit", "directory": { "groups": [GROUP_NAME] },
+                    "totalQuota": totals::total_quota() }),
         ),
     ] {
         common::profile(admin, name, spec.clone()).await;

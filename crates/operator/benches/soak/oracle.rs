@@ -54,6 +54,8 @@ pub struct Snapshot {
     pub workspaces: Vec<homestead_api::Workspace>,
     /// Every DirectoryGroup.
     pub groups: Vec<homestead_api::DirectoryGroup>,
+    /// Every slice of a total quota (`homestead.dev/total-owner`).
+    pub slices: Vec<k8s_openapi::api::core::v1::ResourceQuota>,
 }
 
 /// The audit log, read as it grows: who created each RoleBinding, and the operator's writes.
@@ -167,6 +169,8 @@ pub struct Oracle {
     /// Keys already reported, so one broken promise is one violation.
     reported: BTreeSet<String>,
     last_renew: Option<String>,
+    /// Each owner's slices of its total as the last snapshot saw them.
+    totals: BTreeMap<String, crate::totals::Seen>,
 }
 
 /// A namespace in which nobody may have access: whose, since when, and why.
@@ -193,6 +197,7 @@ impl Oracle {
             first_seen: BTreeMap::new(),
             reported: BTreeSet::new(),
             last_renew: None,
+            totals: BTreeMap::new(),
         }
     }
 
@@ -226,6 +231,10 @@ impl Oracle {
             .list(&ListParams::default())
             .await?
             .items;
+        let slices = Api::<k8s_openapi::api::core::v1::ResourceQuota>::all(self.admin.clone())
+            .list(&ListParams::default().labels("homestead.dev/total-owner"))
+            .await?
+            .items;
         let users_again = Api::<User>::all(self.admin.clone())
             .list(&ListParams::default())
             .await?
@@ -239,6 +248,7 @@ impl Oracle {
             shares,
             workspaces,
             groups,
+            slices,
         })
     }
 
@@ -294,6 +304,14 @@ impl Oracle {
         });
         self.sources(snap, &after, &mut found);
         self.workspace_sources(snap, &after, &mut found);
+        for (key, detail) in crate::totals::check(&snap.slices, &mut self.totals) {
+            found.push(Violation {
+                check: "total-never-exceeded".into(),
+                key,
+                at: snap.at,
+                detail,
+            });
+        }
         self.readiness(snap, &after, &mut found);
         self.foreign(&after, &mut found);
         found

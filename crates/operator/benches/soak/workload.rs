@@ -124,6 +124,14 @@ pub enum Op {
         index: u32,
         owner: String,
     },
+    /// A tenant creates `count` Pods at once in their home `home` (own, personal workspace,
+    /// team workspace: `totals::HOMES`), or deletes every Pod there (`delete`).
+    TenantPods {
+        tenant: usize,
+        home: u32,
+        count: u32,
+        delete: bool,
+    },
     /// The platform creates team workspace `index` (`soak-team-<index>`) owned by the SCIM
     /// group, with `admins`; when it exists, deletes it (`delete`) or sets its admins.
     PlatformWorkspace {
@@ -252,7 +260,8 @@ impl Op {
             | Op::TenantRewriteShare { .. }
             | Op::TenantOpenIsolation { .. }
             | Op::TenantExternalIp { .. }
-            | Op::TenantWorkspace { .. } => "tenant",
+            | Op::TenantWorkspace { .. }
+            | Op::TenantPods { .. } => "tenant",
             Op::PlatformProfileRole { .. }
             | Op::PlatformSquat { .. }
             | Op::PlatformAdopt { .. }
@@ -468,7 +477,13 @@ fn tenant_op(rng: &mut fastrand::Rng, model: &Model) -> Option<Op> {
             subject: PEOPLE[rng.usize(..PEOPLE.len())].to_owned(),
         },
         74..84 => Op::TenantOpenIsolation { tenant },
-        84..93 => tenant_workspace(rng, model, tenant),
+        84..90 => tenant_workspace(rng, model, tenant),
+        90..96 => Op::TenantPods {
+            tenant,
+            home: rng.u32(..crate::totals::HOMES),
+            count: rng.u32(1..5),
+            delete: rng.u32(..100) < 30,
+        },
         _ => Op::TenantExternalIp { tenant },
     })
 }
@@ -767,6 +782,7 @@ impl Actors {
                 Op::TenantWorkspace { .. } | Op::PlatformWorkspace { .. } => {
                     self.workspace_op(op).await
                 }
+                Op::TenantPods { .. } => self.pods_op(op).await,
                 _ => match op.actor() {
                     "hr" => self.hr(op).await,
                     "scim" => self.scim(op).await,
@@ -1286,7 +1302,7 @@ impl Actors {
     }
 
     /// The namespace of tenant `i`'s oldest live User (the one that holds their identity).
-    fn tenant_namespace(&self, tenant: usize) -> Option<String> {
+    pub(crate) fn tenant_namespace(&self, tenant: usize) -> Option<String> {
         let model = self.model.lock().unwrap();
         model
             .users

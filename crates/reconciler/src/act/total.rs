@@ -61,6 +61,8 @@ pub fn fingerprint(total: &Amounts) -> String {
 struct Listed {
     slice: Slice,
     labels: BTreeMap<String, String>,
+    /// The total it was cut from ([`ANNOTATION_TOTAL`]).
+    cut_from: Option<String>,
 }
 
 /// A home that must have a slice even if it has none yet: its namespace and the labels its
@@ -109,47 +111,35 @@ pub async fn rebalance(
             return Ok(Moved::default());
         }
     };
-    let mut listed = list(cluster, owner).await?;
+    let print = fingerprint(&total);
     let home_namespace = home.as_ref().map(|h| h.namespace.clone());
-    if let Some(home) = home
-        && !listed.iter().any(|l| l.slice.namespace == home.namespace)
-    {
-        listed.push(Listed {
-            slice: Slice {
-                namespace: home.namespace,
-                ..Slice::default()
-            },
-            labels: home.labels,
-        });
-    }
-    // A slice Homestead may not write (in a namespace it does not hold as a home, say one
-    // created a moment ago and not yet cached) keeps what it has, and the others share the rest.
-    let (mut listed, fixed): (Vec<Listed>, Vec<Listed>) = listed.into_iter().partition(|l| {
-        writable(&l.slice.namespace) || home_namespace.as_deref() == Some(&l.slice.namespace)
-    });
-    let mut total = total;
-    for held in &fixed {
-        for (resource, limit) in &mut total {
-            let hard = held.slice.hard.get(resource).copied().unwrap_or(*limit);
-            *limit = (*limit - hard).max(0);
-        }
-    }
+    let listed = with_home(list(cluster, owner).await?, home);
+    let writable = |ns: &str| writable(ns) || home_namespace.as_deref() == Some(ns);
+    let (mut listed, total) = without_fixed(listed, total, writable);
     listed.sort_by(|a, b| a.slice.namespace.cmp(&b.slice.namespace));
     let slices: Vec<Slice> = listed.iter().map(|l| l.slice.clone()).collect();
     let split = plan(&total, &slices);
     let full_with_room = full_with_room(&total, &slices);
-    if !split.is_due() {
+    let stale = |l: &Listed| l.cut_from.as_deref() != Some(print.as_str());
+    if !split.is_due() && !listed.iter().any(stale) {
         return Ok(Moved {
             slices,
             writes: 0,
             full_with_room,
         });
     }
-    let writes = split.writes(&slices);
-    let print = fingerprint(&total);
+    let mut writes = split.writes(&slices);
+    // A slice that keeps its hard but was cut from another total is written last (its hard
+    // unchanged), so every slice names the total it fits.
+    for (i, l) in listed.iter().enumerate() {
+        if stale(l) && !writes.iter().any(|(w, _)| *w == i) {
+            writes.push((i, split.targets[i].clone()));
+        }
+    }
     for (i, hard) in &writes {
-        let object = slice_object(&listed[*i], hard, &print);
-        cluster.apply(&object).await?;
+        cluster
+            .apply(&slice_object(&listed[*i], hard, &print))
+            .await?;
     }
     let metrics = &cluster.metrics().total;
     metrics.rebalances.inc();
@@ -163,11 +153,49 @@ pub async fn rebalance(
         .zip(split.targets)
         .map(|(s, hard)| Slice { hard, ..s })
         .collect();
+    let writes = writes.len();
     Ok(Moved {
         slices,
-        writes: writes.len(),
+        writes,
         full_with_room,
     })
+}
+
+/// `listed` with `home`'s slice, empty, when it has none yet.
+fn with_home(mut listed: Vec<Listed>, home: Option<Home>) -> Vec<Listed> {
+    if let Some(home) = home
+        && !listed.iter().any(|l| l.slice.namespace == home.namespace)
+    {
+        listed.push(Listed {
+            slice: Slice {
+                namespace: home.namespace,
+                ..Slice::default()
+            },
+            labels: home.labels,
+            cut_from: None,
+        });
+    }
+    listed
+}
+
+/// `listed` without the slices Homestead may not write (in a namespace that is not
+/// `writable`: not a home it holds, say one created a moment ago and not yet cached), and
+/// `total` less what those hold: they keep it, the others share the rest.
+fn without_fixed(
+    listed: Vec<Listed>,
+    mut total: Amounts,
+    writable: impl Fn(&str) -> bool,
+) -> (Vec<Listed>, Amounts) {
+    let (listed, fixed): (Vec<Listed>, Vec<Listed>) = listed
+        .into_iter()
+        .partition(|l| writable(&l.slice.namespace));
+    for held in &fixed {
+        for (resource, limit) in &mut total {
+            let hard = held.slice.hard.get(resource).copied().unwrap_or(*limit);
+            *limit = (*limit - hard).max(0);
+        }
+    }
+    (listed, total)
 }
 
 /// How many of `slices` are full in some resource of `total` while the slices together use
@@ -216,6 +244,7 @@ async fn list(cluster: &Cluster, owner: &Owner) -> Result<Vec<Listed>> {
                     hard,
                     used,
                 },
+                cut_from: q.annotations().get(ANNOTATION_TOTAL).cloned(),
                 labels: q.metadata.labels.unwrap_or_default(),
             })
         })

@@ -109,9 +109,10 @@ pub fn quantity(milli: Milli) -> Quantity {
 /// deterministic split), per resource of the total:
 ///
 /// - While the homes use less than the total, each keeps what it uses, gets a unit of room
-///   while there is one for every home, and a part of the rest in proportion to its use (evenly
-///   while nothing is used; in whole units when the total is whole; the remainder to the
-///   busiest homes), so no slice is ever below its use and room goes where use grows.
+///   while there is one for every home, an even part of half the rest, and a part of the other
+///   half in proportion to its use (evenly while nothing is used; in whole units when the total
+///   is whole; the remainder to the busiest homes), so no slice is ever below its use and room
+///   goes where use grows without leaving the other homes none.
 /// - When they use the total or more (it was lowered), the total is shared in proportion to use:
 ///   the slices still add up to at most the total, and every home is full until use drops.
 ///
@@ -164,18 +165,20 @@ fn split_one(limit: Milli, used: &[Milli]) -> Vec<Milli> {
     let step = if limit % 1000 == 0 { 1000 } else { 1 };
     let free = limit - in_use;
     // A unit of room for every home while there is that much, so a home nobody uses yet can
-    // start; the rest in proportion to use (evenly while nothing is used), so room goes where
-    // use grows; what rounding leaves, a unit at a time to the busiest homes first.
+    // start; half the rest evenly, so a burst in several homes at once finds room in each; the
+    // other half in proportion to use (evenly while nothing is used), so room goes where use
+    // grows; what rounding leaves, a unit at a time to the busiest homes first.
     let reserve = if free >= n * step { step } else { 0 };
     let rest = free - reserve * n;
+    let (even, by_use) = if in_use == 0 {
+        (rest, 0)
+    } else {
+        (rest / 2, rest - rest / 2)
+    };
     let extra: Vec<Milli> = used
         .iter()
         .map(|u| {
-            let share = if in_use == 0 {
-                rest / n
-            } else {
-                rest * u / in_use
-            };
+            let share = even / n + if in_use == 0 { 0 } else { by_use * u / in_use };
             reserve + share / step * step
         })
         .collect();
@@ -227,9 +230,13 @@ mod tests {
         ];
         let split = plan(&pods(30), &homes);
         assert!(split.is_due());
-        // A unit each, the other 12 in proportion to use (14:2), the rounding to the busiest.
-        assert_eq!(split.targets[0]["pods"], 14_000 + 1_000 + 11_000);
-        assert_eq!(split.targets[1]["pods"], 2_000 + 1_000 + 1_000);
+        // A unit each; of the other 12, 6 evenly and 6 in proportion to use (14:2); the
+        // rounding to the busiest.
+        assert_eq!(
+            split.targets[0]["pods"],
+            14_000 + 1_000 + 3_000 + 5_000 + 1_000
+        );
+        assert_eq!(split.targets[1]["pods"], 2_000 + 1_000 + 3_000);
         // b shrinks first, then a grows: never more than 30 between the writes.
         let order: Vec<usize> = split.writes(&homes).iter().map(|(i, _)| *i).collect();
         assert_eq!(order, [1, 0]);
