@@ -127,6 +127,12 @@ pub const LABEL_TOTAL_OWNER: &str = "homestead.dev/total-owner";
 /// `resource=quantity` pairs joined by `,` in name order; a slice whose annotation is not the
 /// owner's total now is split again.
 pub const ANNOTATION_TOTAL: &str = "homestead.dev/total";
+/// Label on a Workspace Homestead made for a leaver's home, and on its namespace, naming the
+/// User who left it (`metadata.name`): the record of a handover (docs/handover.md).
+pub const LABEL_HANDED_OVER_FROM: &str = "homestead.dev/handed-over-from";
+/// The reason of the Warning Event on a leaving User whose homes could not be handed over
+/// (no successor, or one missing, suspended, expired or offboarding): they are retained.
+pub const HANDOVER_FALLBACK: &str = "HandoverFallback";
 /// The name of the RoleBinding that gives a home's owner their access (in a person's own home).
 pub const HOME_ROLE_BINDING: &str = "homestead-user";
 /// The prefix of the name of a Share's RoleBinding: `homestead-share-<Share name>`.
@@ -421,6 +427,16 @@ pub struct UserSpec {
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
 
+    /// Who gets this person's homes under `deletionPolicy: Handover`: a User, by
+    /// `metadata.name` (at most 63 characters). Without it, the directory's manager, for a User
+    /// the directory writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub successor: Option<String>,
+
     /// When the person's access ends (RFC 3339, for example `2027-03-31T18:00:00Z`), for
     /// contractors and interns who leave on a known date. From `--expiry-warning` before it the
     /// User has the condition `Expiring`; at that moment Homestead does what `onExpiry` says.
@@ -445,6 +461,18 @@ pub struct DirectorySpec {
     /// a suspension HR set.
     #[serde(default = "active")]
     pub active: bool,
+
+    /// The person's manager in the identity provider (SCIM's enterprise extension
+    /// `manager.value`), as the User it names (`metadata.name`, at most 63 characters); set
+    /// only by the SCIM service,
+    /// and counted only for Users it owns: who gets their homes under `deletionPolicy: Handover`
+    /// when `spec.successor` names nobody (docs/handover.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
+    pub manager: Option<String>,
 }
 
 fn active() -> bool {
@@ -453,7 +481,10 @@ fn active() -> bool {
 
 impl Default for DirectorySpec {
     fn default() -> Self {
-        Self { active: true }
+        Self {
+            active: true,
+            manager: None,
+        }
     }
 }
 
@@ -557,6 +588,10 @@ pub enum DeletionPolicy {
     Delete,
     /// Keep the Namespace and its contents, revoke access, and release the User.
     Retain,
+    /// Users only (issue "A successor when a person leaves"): revoke access at once, as under
+    /// `Retain`, and hand each of the person's homes to `spec.successor` (else the directory's
+    /// manager) as a personal workspace of theirs; `Retain` when there is none to take them.
+    Handover,
 }
 
 /// The observed state of a User, following the Kubernetes API conventions for status

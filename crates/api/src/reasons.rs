@@ -375,6 +375,11 @@ pub enum Change {
     NamespaceDeleting,
     /// Offboarding under `Retain` (or uninstall): access revoked, Namespace kept.
     NamespaceRetained,
+    /// Offboarding under `Handover`: access revoked, a home given to the successor as a
+    /// personal workspace of theirs (on the leaver's User).
+    NamespaceHandedOver,
+    /// A leaver's home became this User's personal workspace (on the successor's User).
+    HomeReceived,
     /// The User moved to another Profile (its `spec.profile`, its directory groups or the
     /// operator's default changed).
     ProfileChanged,

@@ -149,8 +149,9 @@ pub struct WorkspaceSpec {
     pub reason: String,
 
     /// What deleting the Workspace does with its namespace: `Retain` (default: access revoked,
-    /// the namespace and its data kept) or `Delete`.
+    /// the namespace and its data kept) or `Delete` (`Handover` is a User's only).
     #[serde(default = "retain")]
+    #[x_kube(validation = Rule::new("self != 'Handover'").message("a Workspace is Retain or Delete; Handover is a User's deletionPolicy").reason(Reason::FieldValueForbidden))]
     pub deletion_policy: DeletionPolicy,
 }
 

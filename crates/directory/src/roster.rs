@@ -36,11 +36,14 @@ pub enum Column {
     Groups,
     /// `spec.validUntil` (RFC 3339).
     ValidUntil,
+    /// `spec.successor`, with `spec.deletionPolicy: Handover`: who gets the person's homes
+    /// when they leave (docs/handover.md).
+    Successor,
 }
 
 impl Column {
     /// Every column, in the order docs/directory.md documents them.
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 11] = [
         Self::Name,
         Self::Username,
         Self::Email,
@@ -51,6 +54,7 @@ impl Column {
         Self::Role,
         Self::Groups,
         Self::ValidUntil,
+        Self::Successor,
     ];
 
     /// The header name.
@@ -66,6 +70,7 @@ impl Column {
             Self::Role => "role",
             Self::Groups => "groups",
             Self::ValidUntil => "validUntil",
+            Self::Successor => "successor",
         }
     }
 
@@ -88,7 +93,7 @@ pub enum RosterError {
     },
     /// The header names columns Homestead does not know.
     #[error(
-        "unknown column(s) {0:?}; the columns are name, username, email, displayName, givenName, familyName, profile, role, groups, validUntil"
+        "unknown column(s) {0:?}; the columns are name, username, email, displayName, givenName, familyName, profile, role, groups, validUntil, successor"
     )]
     UnknownColumns(Vec<String>),
     /// The header lacks required columns.
@@ -218,10 +223,14 @@ impl Row {
             (Column::Profile, "profile"),
             (Column::Role, "role"),
             (Column::ValidUntil, "validUntil"),
+            (Column::Successor, "successor"),
         ] {
             if let Some(value) = cell(column) {
                 spec[field] = json!(value);
             }
+        }
+        if cell(Column::Successor).is_some() {
+            spec["deletionPolicy"] = json!("Handover");
         }
         json!({
             "apiVersion": format!("{GROUP}/{VERSION}"),
@@ -235,6 +244,19 @@ impl Row {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_successor_column_hands_the_persons_homes_over() {
+        let roster = "name,username,successor\nlee,lee@example.com,sam\nann,ann@example.com,\n";
+        let (rows, failures) = parse(roster.as_bytes()).unwrap();
+        assert!(failures.is_empty());
+        let lee = rows[0].user("hr");
+        assert_eq!(lee["spec"]["successor"], "sam");
+        assert_eq!(lee["spec"]["deletionPolicy"], "Handover");
+        let ann = rows[1].user("hr");
+        assert!(ann["spec"].get("successor").is_none());
+        assert!(ann["spec"].get("deletionPolicy").is_none());
+    }
 
     #[test]
     fn given_and_family_names_are_columns() {

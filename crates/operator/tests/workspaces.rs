@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::time::Instant;
 
 use common::*;
 use homestead_api::{DirectoryGroup, User, Workspace};
@@ -19,35 +18,6 @@ use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
-
-/// `kubectl auth can-i VERB RESOURCE -n NS --as PERSON`: "yes" or "no".
-fn can(person: &str, verb: &str, resource: &str, ns: &str) -> String {
-    let (_, out) = kubectl(
-        &[
-            "auth",
-            "can-i",
-            verb,
-            resource,
-            "-n",
-            ns,
-            &format!("--as={person}"),
-        ],
-        "",
-    );
-    out.lines().next().unwrap_or_default().trim().to_owned()
-}
-
-/// Waits until `person` can (`"yes"`) or cannot (`"no"`) get pods in `ns`; returns how long it
-/// took.
-async fn wait_can(person: &str, ns: &str, want: &str) -> std::time::Duration {
-    let started = Instant::now();
-    let what = format!("{person} can-i get pods in {ns}: {want}");
-    eventually(&what, 60, || async move {
-        (can_get_pods(person, ns) == want).then_some(())
-    })
-    .await;
-    started.elapsed()
-}
 
 /// The rows of `homestead access -o json -n NAMESPACE`, run with the admin's kubeconfig.
 fn access_rows(namespace: &str) -> Vec<Value> {

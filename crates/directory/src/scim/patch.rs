@@ -63,6 +63,17 @@ fn set(resource: &mut Value, target: &OperationTarget, op: Op) -> Result<(), Sci
     match target {
         OperationTarget::WithoutPath { value } => {
             for (key, value) in value {
+                // The enterprise extension's `manager`, the one attribute of it kept.
+                if key.eq_ignore_ascii_case(ENTERPRISE_USER) {
+                    if let Some(manager) = value.as_object().and_then(|e| {
+                        e.iter()
+                            .find(|(k, _)| k.eq_ignore_ascii_case("manager"))
+                            .map(|(_, v)| v.clone())
+                    }) {
+                        set_manager(resource, Some(manager));
+                    }
+                    continue;
+                }
                 // A core schema URN as a key holds attributes of that schema.
                 if is_core_uri(Some(key)) && key.contains(':') {
                     if let Value::Object(inner) = value {
@@ -90,6 +101,10 @@ fn set(resource: &mut Value, target: &OperationTarget, op: Op) -> Result<(), Sci
                 ScimError::invalid_value("an add or replace operation needs a value")
             })?;
             match path {
+                PatchPath::Attr(attr) if is_manager(attr) => {
+                    set_manager(resource, Some(value));
+                    Ok(())
+                }
                 PatchPath::Attr(attr) if elsewhere(attr) => Ok(()),
                 PatchPath::Value(path) if elsewhere(&path.attr) => Ok(()),
                 PatchPath::Attr(attr) => {
@@ -98,6 +113,37 @@ fn set(resource: &mut Value, target: &OperationTarget, op: Op) -> Result<(), Sci
                 }
                 PatchPath::Value(path) => set_filtered(resource, path, value, op),
             }
+        }
+    }
+}
+
+/// The URN of SCIM's enterprise User extension (RFC 7643 §4.3).
+pub const ENTERPRISE_USER: &str = "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User";
+
+/// Whether a path names the enterprise extension's `manager` (or its `value`).
+fn is_manager(attr: &AttrPath) -> bool {
+    attr.uri
+        .as_deref()
+        .is_some_and(|u| u.eq_ignore_ascii_case(ENTERPRISE_USER))
+        && attr.name.eq_ignore_ascii_case("manager")
+}
+
+/// Sets (or with `None` removes) the enterprise extension's `manager` of `resource`: a bare
+/// string is the manager's `value` (their SCIM id), as Entra ID sends it; an object is kept as
+/// it is.
+fn set_manager(resource: &mut Value, manager: Option<Value>) {
+    let map = object(resource);
+    let key = key_of(map, ENTERPRISE_USER);
+    let extension = object(map.entry(key).or_insert_with(|| Value::Object(Map::new())));
+    match manager {
+        Some(Value::String(id)) => {
+            extension.insert("manager".into(), serde_json::json!({ "value": id }));
+        }
+        Some(Value::Null) | None => {
+            extension.remove("manager");
+        }
+        Some(other) => {
+            extension.insert("manager".into(), other);
         }
     }
 }
@@ -267,6 +313,10 @@ fn described(filter: &ValFilter) -> Option<Map<String, Value>> {
 /// attribute (the form Entra ID sends for removing one member).
 fn remove(resource: &mut Value, path: &PatchPath, value: Option<&Value>) -> Result<(), ScimError> {
     match path {
+        PatchPath::Attr(attr) if is_manager(attr) => {
+            set_manager(resource, None);
+            Ok(())
+        }
         PatchPath::Attr(attr) if elsewhere(attr) => Ok(()),
         PatchPath::Value(path) if elsewhere(&path.attr) => Ok(()),
         PatchPath::Attr(attr) => {

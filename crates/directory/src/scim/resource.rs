@@ -8,6 +8,7 @@
 //! | `name.givenName`, `name.familyName` | `spec.givenName`, `spec.familyName` (and, with the rest of `name`, the annotation) |
 //! | `emails` (the primary one, else the first) | `spec.email` |
 //! | `active` | `spec.directory.active` (an absent `active` changes nothing; see below) |
+//! | enterprise `manager.value` (a SCIM id) | `spec.directory.manager` (that User's name, when the service knows it; the id in the annotation) |
 //! | `externalId`, `name`, the whole `emails` list | annotation [`ANNOTATION_ATTRIBUTES`] (JSON) |
 //! | `meta.created`, `meta.version` | `metadata.creationTimestamp`, `metadata.resourceVersion` |
 //!
@@ -28,6 +29,7 @@
 use homestead_api::{LABEL_WRITER, User, UserSpec, WRITER_SCIM};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
+use scim_v2::models::enterprise_user::{EnterpriseUser, Manager};
 use scim_v2::models::scim_schema::Meta;
 use scim_v2::models::user::{Email, Name, User as ScimUser};
 use scim_v2::{Asserted, ScimDateTime, schema_urns};
@@ -68,6 +70,9 @@ pub struct Person {
     /// `Some(true)` lifts that deactivation; `None` (never asserted, or removed by a PATCH)
     /// leaves it as it is.
     pub active: Option<bool>,
+    /// The enterprise extension's `manager.value`: the SCIM id of the person's manager, who
+    /// becomes `spec.directory.manager` (by name) when the service knows them.
+    pub manager: Option<String>,
 }
 
 /// What the annotation [`ANNOTATION_ATTRIBUTES`] holds.
@@ -82,6 +87,8 @@ struct Kept {
     emails: Vec<Email>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     active: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    manager: Option<String>,
 }
 
 impl Person {
@@ -111,6 +118,12 @@ impl Person {
             display_name: user.display_name.into_option().filter(|s| !s.is_empty()),
             emails,
             active: user.active.into_option(),
+            manager: user
+                .enterprise_user
+                .into_option()
+                .and_then(|e| e.manager.into_option())
+                .and_then(|m| m.value.into_option())
+                .filter(|id| !id.is_empty()),
         })
     }
 
@@ -156,6 +169,7 @@ impl Person {
             }),
             display_name: spec.display_name.clone(),
             emails,
+            manager: kept.manager,
             active: {
                 let deactivated = spec.directory.as_ref().is_some_and(|d| !d.active);
                 // What the provider last asserted, shown as the switch in force; absent when it
@@ -200,14 +214,16 @@ impl Person {
             name: self.name.clone(),
             emails: self.emails.clone(),
             active: self.active,
+            manager: self.manager.clone(),
         })
         .unwrap_or_default()
     }
 
     /// A new User named `name` for this person, with `profile` as its `spec.profile`,
     /// labelled `homestead.dev/writer=scim`; deactivated from the start if `active` is false.
-    pub fn new_user(&self, name: &str, profile: Option<&str>) -> User {
-        let directory = (self.active == Some(false)).then(|| json!({ "active": false }));
+    pub fn new_user(&self, name: &str, profile: Option<&str>, manager: Option<&str>) -> User {
+        let directory = (self.active == Some(false) || manager.is_some())
+            .then(|| json!({ "active": self.active != Some(false), "manager": manager }));
         let spec: UserSpec = serde_json::from_value(json!({
             "displayName": self.display_name,
             "givenName": self.name_part(|n| &n.given_name),
@@ -233,7 +249,7 @@ impl Person {
     /// `spec.directory.active` (only when `active` is asserted) and the annotation. With
     /// `resource_version`, the API server refuses it (409 Conflict) if the User changed since
     /// that version was read.
-    pub fn merge_patch(&self, resource_version: Option<&str>) -> Value {
+    pub fn merge_patch(&self, resource_version: Option<&str>, manager: Option<&str>) -> Value {
         let mut metadata = json!({ "annotations": { ANNOTATION_ATTRIBUTES: self.kept() } });
         if let Some(rv) = resource_version {
             metadata["resourceVersion"] = json!(rv);
@@ -245,8 +261,9 @@ impl Person {
             "familyName": self.name_part(|n| &n.family_name),
             "email": self.email(),
         });
+        spec["directory"] = json!({ "manager": manager });
         if let Some(active) = self.active {
-            spec["directory"] = json!({ "active": active });
+            spec["directory"]["active"] = json!(active);
         }
         json!({ "metadata": metadata, "spec": spec })
     }
@@ -265,8 +282,12 @@ impl Person {
             .max_by_key(|t| t.0)
             .and_then(|t| t.0.to_string().parse::<ScimDateTime>().ok())
             .or_else(|| created.clone());
+        let mut schemas = vec![schema_urns::USER.to_owned()];
+        if self.manager.is_some() {
+            schemas.push(super::patch::ENTERPRISE_USER.to_owned());
+        }
         ScimUser {
-            schemas: vec![schema_urns::USER.to_owned()],
+            schemas,
             id: Some(id.clone()),
             external_id: self
                 .external_id
@@ -284,6 +305,15 @@ impl Person {
             } else {
                 Asserted::set(self.emails.clone())
             },
+            enterprise_user: self.manager.clone().map_or(Asserted::absent(), |id| {
+                Asserted::set(EnterpriseUser {
+                    manager: Asserted::set(Manager {
+                        value: Asserted::set(id),
+                        ..Manager::default()
+                    }),
+                    ..EnterpriseUser::default()
+                })
+            }),
             meta: Some(Meta {
                 resource_type: Some("User".to_owned()),
                 created,
@@ -396,9 +426,17 @@ mod tests {
                 },
             ],
             active: Some(false),
+            manager: Some("uid-of-mona".into()),
         };
-        let user = person.new_user("ada", None);
+        let user = person.new_user("ada", None, Some("mona"));
         assert_eq!(user.spec.email.as_deref(), Some("ada@example.com"));
+        let directory = user.spec.directory.as_ref().unwrap();
+        assert_eq!(directory.manager.as_deref(), Some("mona"));
+        assert!(!directory.active);
+        let scim = person.to_scim(&user, "https://scim.example");
+        let manager = scim.enterprise_user.into_option().unwrap().manager;
+        let id = manager.into_option().unwrap().value.into_option();
+        assert_eq!(id.as_deref(), Some("uid-of-mona"));
         assert_eq!(user.spec.given_name.as_deref(), Some("Ada"));
         assert_eq!(user.spec.family_name, None);
         assert!(!user.spec.suspended, "SCIM never sets HR's switch");
@@ -417,7 +455,7 @@ mod tests {
             active: Some(true),
             ..person.clone()
         }
-        .new_user("ada", None);
+        .new_user("ada", None, None);
         by_hr.spec.suspended = true;
         assert_eq!(Person::from_user(&by_hr).active, Some(true));
 
@@ -447,27 +485,33 @@ mod tests {
             active: None,
             ..Person::default()
         };
-        let patch = person.merge_patch(Some("42"));
+        let patch = person.merge_patch(Some("42"), None);
         assert_eq!(patch["metadata"]["resourceVersion"], "42");
         assert_eq!(patch["spec"]["displayName"], Value::Null);
         assert_eq!(patch["spec"]["email"], Value::Null);
         assert!(
-            patch["spec"].get("directory").is_none() && patch["spec"].get("suspended").is_none(),
+            patch["spec"]["directory"].get("active").is_none()
+                && patch["spec"].get("suspended").is_none(),
             "an absent active neither suspends nor lifts a suspension: {patch}"
+        );
+        assert_eq!(
+            patch["spec"]["directory"]["manager"],
+            Value::Null,
+            "a manager no longer sent is cleared"
         );
         let deactivated = Person {
             active: Some(false),
             ..person.clone()
         };
         assert_eq!(
-            deactivated.merge_patch(None)["spec"]["directory"]["active"],
+            deactivated.merge_patch(None, None)["spec"]["directory"]["active"],
             false
         );
-        let user = person.new_user("ada", None);
+        let user = person.new_user("ada", None, None);
         assert_eq!(Person::from_user(&user).active, None, "and stays absent");
         // Deactivated, then `active` removed (or a PUT without it): the deactivation stands
         // and the attribute is unassigned.
-        let mut left = deactivated.new_user("ada", None);
+        let mut left = deactivated.new_user("ada", None, None);
         assert_eq!(Person::from_user(&left).active, Some(false));
         left.metadata.annotations = user.metadata.annotations.clone();
         assert_eq!(left.spec.directory.as_ref().map(|d| d.active), Some(false));

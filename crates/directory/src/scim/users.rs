@@ -34,6 +34,23 @@ impl Scim {
             .ok_or_else(|| ScimError::not_found(format!("no User with id {id}")))
     }
 
+    /// The name of the User `person`'s manager is (the enterprise extension's `manager.value`,
+    /// a SCIM id, looked up among the service's own live Users): the directory's manager, whom
+    /// a `Handover` gives the person's homes when HR names no successor (docs/handover.md).
+    /// `None` without one, or for an id the service does not know (a manager not provisioned
+    /// yet: the next write names them).
+    pub(super) fn manager_of(&self, person: &Person) -> Option<String> {
+        let id = person.manager.as_deref()?;
+        let found = self.find(id).ok().map(|u| u.name_any());
+        if found.is_none() {
+            tracing::info!(
+                manager = id,
+                "the manager's SCIM id names no User this service knows"
+            );
+        }
+        found
+    }
+
     /// Refuses (409 `uniqueness`) a `userName` another live User (other than `except`, a uid)
     /// already has, whoever wrote that User: HR's, the roster's and the platform's count as
     /// much as the service's own, so no write over SCIM (POST, PUT, or PATCH with or without a
@@ -201,10 +218,14 @@ pub(super) async fn create_user(
         ..PostParams::default()
     };
     let profile = scim.settings.profile.as_deref();
+    let manager = scim.manager_of(&person);
     let plain = object_name(&person.user_name, false);
     let created = match scim
         .api
-        .create(&params, &person.new_user(&plain, profile))
+        .create(
+            &params,
+            &person.new_user(&plain, profile, manager.as_deref()),
+        )
         .await
     {
         Err(kube::Error::Api(status)) if status.reason == "AlreadyExists" => {
@@ -234,7 +255,10 @@ pub(super) async fn create_user(
             }
             let name = object_name(&person.user_name, true);
             scim.api
-                .create(&params, &person.new_user(&name, profile))
+                .create(
+                    &params,
+                    &person.new_user(&name, profile, manager.as_deref()),
+                )
                 .await
                 .map_err(ScimError::from_kube)?
         }
@@ -266,7 +290,8 @@ pub(super) async fn write(
     person: &Person,
     resource_version: Option<&str>,
 ) -> Result<User, kube::Error> {
-    let mut patch = person.merge_patch(resource_version);
+    let manager = scim.manager_of(person);
+    let mut patch = person.merge_patch(resource_version, manager.as_deref());
     patch["metadata"]["uid"] = json!(current.uid());
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),

@@ -71,19 +71,35 @@ impl Actors {
         else {
             unreachable!("not a Pod operation")
         };
-        let Some(ns) = home_namespace(self, *tenant, *home) else {
-            return Outcome::refused("no home");
-        };
-        let api: Api<Pod> = Api::namespaced(self.tenants[*tenant].clone(), &ns);
-        if *delete {
-            let params = DeleteParams {
-                grace_period_seconds: Some(0),
-                ..DeleteParams::default()
+        // From `home` on, the first of the tenant's homes that lets them in (their own may be
+        // suspended, a workspace refused or gone).
+        let mut tried = Vec::new();
+        for h in (0..HOMES).map(|i| (home + i) % HOMES) {
+            let Some(ns) = home_namespace(self, *tenant, h) else {
+                continue;
             };
-            return Outcome::from(api.delete_collection(&params, &ListParams::default()).await);
+            let api: Api<Pod> = Api::namespaced(self.tenants[*tenant].clone(), &ns);
+            let outcome = if *delete {
+                let params = DeleteParams {
+                    grace_period_seconds: Some(0),
+                    ..DeleteParams::default()
+                };
+                Outcome::from(api.delete_collection(&params, &ListParams::default()).await)
+            } else {
+                self.create_pods(&api, &ns, *count).await
+            };
+            if outcome.ok || !outcome.detail.contains("cannot ") {
+                return outcome;
+            }
+            tried.push(ns);
         }
+        Outcome::refused(format!("no access in {tried:?}"))
+    }
+
+    /// Creates `count` Pods at once through `api` (namespace `ns`).
+    async fn create_pods(&self, api: &Api<Pod>, ns: &str, count: u32) -> Outcome {
         let stamp = self.clock.now().to_bits();
-        let creates = (0..*count).map(|i| {
+        let creates = (0..count).map(|i| {
             let api = api.clone();
             async move {
                 api.create(&PostParams::default(), &pod(&format!("soak-{stamp:x}-{i}")))

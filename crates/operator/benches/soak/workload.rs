@@ -477,8 +477,8 @@ fn tenant_op(rng: &mut fastrand::Rng, model: &Model) -> Option<Op> {
             subject: PEOPLE[rng.usize(..PEOPLE.len())].to_owned(),
         },
         74..84 => Op::TenantOpenIsolation { tenant },
-        84..90 => tenant_workspace(rng, model, tenant),
-        90..96 => Op::TenantPods {
+        84..89 => tenant_workspace(rng, model, tenant),
+        89..97 => Op::TenantPods {
             tenant,
             home: rng.u32(..crate::totals::HOMES),
             count: rng.u32(1..5),

@@ -1061,19 +1061,50 @@ pub async fn no_workspace(client: &Client, name: &str) {
 /// Waits until the Workspace `name` describes its generation with `Ready` reason `want`.
 pub async fn wait_workspace(client: &Client, name: &str, want: &str) -> Workspace {
     let api: Api<Workspace> = Api::all(client.clone());
-    eventually(
-        &format!("Workspace {name} to have reason {want}"),
-        60,
-        || {
-            let api = api.clone();
-            async move {
-                let w = api.get_opt(name).await.ok()??;
-                let status = w.status.as_ref()?;
-                let ready = status.conditions.iter().find(|c| c.type_ == "Ready")?;
-                (status.observed_generation == w.metadata.generation && ready.reason == want)
-                    .then_some(w)
-            }
-        },
-    )
-    .await
+    let started = Instant::now();
+    loop {
+        let w = api.get_opt(name).await.ok().flatten();
+        let ready = w.as_ref().and_then(|w| {
+            let status = w.status.as_ref()?;
+            let ready = status.conditions.iter().find(|c| c.type_ == "Ready")?;
+            Some((status.observed_generation == w.metadata.generation, ready.clone()))
+        });
+        match (w, ready) {
+            (Some(w), Some((true, ready))) if ready.reason == want => return w,
+            (_, ready) if started.elapsed() > Duration::from_secs(60) => panic!(
+                "timed out after 60 s waiting for Workspace {name} to have reason {want}; it has {ready:?}\n{}",
+                dump()
+            ),
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// `kubectl auth can-i VERB RESOURCE -n NS --as PERSON`: "yes" or "no".
+pub fn can(person: &str, verb: &str, resource: &str, ns: &str) -> String {
+    let (_, out) = kubectl(
+        &[
+            "auth",
+            "can-i",
+            verb,
+            resource,
+            "-n",
+            ns,
+            &format!("--as={person}"),
+        ],
+        "",
+    );
+    out.lines().next().unwrap_or_default().trim().to_owned()
+}
+
+/// Waits until `person` can (`"yes"`) or cannot (`"no"`) get pods in `ns`; returns how long it
+/// took.
+pub async fn wait_can(person: &str, ns: &str, want: &str) -> std::time::Duration {
+    let started = Instant::now();
+    let what = format!("{person} can-i get pods in {ns}: {want}");
+    eventually(&what, 60, || async move {
+        (can_get_pods(person, ns) == want).then_some(())
+    })
+    .await;
+    started.elapsed()
 }

@@ -206,6 +206,34 @@ impl Cluster {
         desired: &K,
         uid: Option<&str>,
     ) -> Result<bool> {
+        self.apply_over_inner(desired, uid, |_| true, false).await
+    }
+
+    /// [`Cluster::apply_over`], only while the live object, as read, is still one `still`
+    /// accepts (say, still the holder's: a cache a moment behind may not have seen a handover
+    /// move it), and with that read's `resourceVersion` as the apply's precondition, so a
+    /// change in between fails it (HTTP 409) rather than being overwritten.
+    ///
+    /// # Errors
+    /// As [`Cluster::apply_over`]; a 409 when the object changed after it was read.
+    pub(crate) async fn apply_over_if<K: Object>(
+        &self,
+        desired: &K,
+        uid: Option<&str>,
+        still: impl Fn(&K) -> bool,
+    ) -> Result<bool> {
+        self.apply_over_inner(desired, uid, still, true).await
+    }
+
+    /// [`Cluster::apply_over_if`], with the read's `resourceVersion` as precondition only when
+    /// `precondition`.
+    async fn apply_over_inner<K: Object>(
+        &self,
+        desired: &K,
+        uid: Option<&str>,
+        still: impl Fn(&K) -> bool,
+        precondition: bool,
+    ) -> Result<bool> {
         let (ns, name) = (desired.namespace(), desired.name_any());
         let reference = match ns.as_deref() {
             Some(ns) => ObjectRef::<K>::new(&name).within(ns),
@@ -214,9 +242,10 @@ impl Cluster {
         let Some(live) = self.get(&reference).await? else {
             return Ok(false);
         };
-        if live.meta().uid.as_deref() != uid {
+        if live.meta().uid.as_deref() != uid || !still(&live) {
             return Ok(false);
         }
+        let mut read_at = live.meta().resource_version.clone();
         if let Some(i) = created_fields_entry(live.meta(), FIELD_MANAGER) {
             let entry = format!("/metadata/managedFields/{i}");
             let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
@@ -231,13 +260,18 @@ impl Cluster {
                 field_manager: Some(FIELD_MANAGER.to_owned()),
                 ..PatchParams::default()
             };
-            self.api::<K>(ns.as_deref())
+            let moved = self
+                .api::<K>(ns.as_deref())
                 .patch(&name, &params, &Patch::Json::<()>(patch))
                 .await
                 .map_err(Self::error::<K>(Verb::Apply, ns.as_deref(), &name))?;
+            read_at = moved.meta().resource_version.clone();
         }
         let mut desired = desired.clone();
         desired.meta_mut().uid = uid.map(str::to_owned);
+        if precondition {
+            desired.meta_mut().resource_version = read_at;
+        }
         let applied = self
             .api::<K>(ns.as_deref())
             .patch(

@@ -14,6 +14,7 @@
 //! Flows sit above everything but the runtime; nothing below imports a flow
 //! (docs/development.md, "Layers").
 
+pub mod handover;
 pub mod offboard;
 pub mod provision;
 pub mod reconcile;

@@ -1,6 +1,7 @@
 //! Offboarding a deleted User (the finalizer's cleanup), per `deletionPolicy`:
 //! `Delete` deletes the User's Namespace and holds the finalizer until it is gone; `Retain`
-//! revokes access and releases the Namespace with its data. While the `users.homestead.dev`
+//! revokes access and releases the Namespace with its data; `Handover` revokes access and gives
+//! the person's homes to their successor (`flows::handover`), else retains them. While the `users.homestead.dev`
 //! CRD itself is being deleted (uninstall), every User is treated as `Retain`, so uninstalling
 //! Homestead never deletes anyone's namespace (docs/design.md rule 7).
 
@@ -15,6 +16,7 @@ use kube::runtime::events::EventType;
 use crate::act::access::{revoke, revoke_all};
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::flows::handover::{Handed, hand_over};
 use crate::flows::total::release_slice;
 use crate::plan::desired::{Traits, retained_namespace};
 use crate::plan::ownership::is_owned_by;
@@ -50,6 +52,10 @@ pub async fn offboard(user: &User, ctx: &Context) -> Result<Action> {
         .await?
         .filter(|ns| owned(ns))
     else {
+        if user.spec.deletion_policy == DeletionPolicy::Handover {
+            // No home of their own, perhaps personal workspaces: those go to the successor.
+            hand_over(user, ctx, None).await?;
+        }
         // No Event: the User is about to go, and `kubectl describe` could not show it. The
         // `Terminating` Event said what offboarding does; the log and
         // `homestead_offboarding_duration_seconds` record the end.
@@ -93,6 +99,17 @@ pub async fn offboard(user: &User, ctx: &Context) -> Result<Action> {
             let note = format!("deleting namespace {name:?} (deletionPolicy Delete)");
             changes.push((Change::NamespaceDeleting, note));
             wait_for_deletion(user, ctx, &namespace, changes).await
+        }
+        DeletionPolicy::Handover if !reserved => {
+            for (change, note) in changes {
+                cluster.record(user, change, note);
+            }
+            match hand_over(user, ctx, Some(&name)).await? {
+                Handed::Done { own_home: true } => Ok(Action::await_change()),
+                Handed::Done { own_home: false } | Handed::Fallback => {
+                    retain_namespace(user, ctx, &namespace, uninstalling).await
+                }
+            }
         }
         _ => {
             for (change, note) in changes {

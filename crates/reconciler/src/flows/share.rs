@@ -45,7 +45,15 @@ pub async fn reconcile_share(share: Arc<CachedShare>, ctx: Arc<Context>) -> Resu
     let caches = ctx.caches();
     let namespace = share.namespace().unwrap_or_default();
     let (mut home, owner) = home_of(&ctx, &namespace, now);
+    // A Share made under another holder of the home ends as handed over (decide's rule),
+    // whoever administers the workspace now.
+    let made_under = share
+        .status
+        .as_ref()
+        .map(CachedShareStatus::recorded)
+        .and_then(|r| r.owner_uid);
     if let (Some((LABEL_WORKSPACE, workspace)), Home::Open(_, opened)) = (&owner, &home)
+        && made_under.is_none_or(|uid| opened.uid.as_deref() == Some(uid.as_str()))
         && !made_by_an_admin(&share, workspace, caches)
     {
         let why = "its creator is not an admin of the workspace now".to_owned();

@@ -8,9 +8,9 @@
 use std::sync::Arc;
 
 use homestead_api::{
-    ANNOTATION_OWNER, CONDITION_READY, Change, DeletionPolicy, FINALIZER, MemberCount,
-    SHARE_BINDING_PREFIX, TenantRoleBindings, WORKSPACE_ADMINS_BINDING, WORKSPACE_MEMBERS_BINDING,
-    Workspace, WorkspaceStatus,
+    ANNOTATION_OWNER, CONDITION_READY, Change, DeletionPolicy, FINALIZER, LABEL_HANDED_OVER_FROM,
+    LABEL_USER, MemberCount, SHARE_BINDING_PREFIX, TenantRoleBindings, WORKSPACE_ADMINS_BINDING,
+    WORKSPACE_MEMBERS_BINDING, Workspace, WorkspaceStatus,
 };
 use homestead_model::workspace::{Grant, Owner};
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
@@ -37,6 +37,8 @@ use crate::plan::desired::{
     quota_of,
 };
 use crate::plan::drift::{limit_range_matches, network_policy_matches, quota_matches};
+use crate::plan::facts::Facts;
+use crate::plan::handover::handing_over;
 use crate::plan::ownership::is_owned_by;
 use crate::plan::profile::group_profile;
 use crate::plan::share::share_of_binding;
@@ -103,8 +105,11 @@ async fn open(workspace: &Workspace, ctx: &Context) -> Result<Action> {
     // A personal workspace goes with its owner: once the owner it was provisioned for is
     // offboarding or gone (a User of that name made since is another person), the Workspace is
     // deleted, and its own deletionPolicy (default Retain) says what becomes of its data.
+    // An owner handing their homes over keeps them until the handover has moved the namespace
+    // (then this workspace, left without it, goes without touching it).
     if let Some(Owner::User(name)) = &owner
         && owner_left(workspace, caches.user(name).as_deref())
+        && !caches.user(name).is_some_and(|u| handing_over(&u))
     {
         info!(workspace = %workspace.name_any(), owner = %name, "the owner left: deleting the workspace");
         let reference = ObjectRef::<Workspace>::new(&workspace.name_any());
@@ -255,6 +260,18 @@ async fn converge<'g>(
             let refusal = Refusal::NamespaceConflict(namespace.to_owned());
             return Ok(Outcome::refused(&refusal, ctx.config()));
         }
+        Some(Wait::Handover(leaver)) => {
+            let message = format!(
+                "namespace {namespace:?} is being handed over from {leaver}, who left; access follows in a moment"
+            );
+            let (ready, reason, grants) = (false, "HandoverPending", None);
+            return Ok(Outcome {
+                ready,
+                reason,
+                message,
+                grants,
+            });
+        }
         Some(Wait::Terminating(message)) => {
             revoke_all(ctx, namespace, "its namespace is being deleted", changes).await?;
             let (ready, reason, grants) = (false, "NamespaceTerminating", None);
@@ -308,13 +325,16 @@ async fn close(workspace: &Workspace, ctx: &Context) -> Result<Action> {
         .as_ref()
         .and_then(|s| s.namespace.clone())
         .unwrap_or_else(|| namespace_of(workspace, ctx.config()));
+    // Read afresh, not from the cache: a handover may have moved the namespace to another
+    // Workspace a moment ago, and then it is not this one's to revoke, retain or delete.
     let Some(namespace) = cluster
-        .namespace(&name, caches.namespace(&name))
+        .namespace(&name, None)
         .await?
         .filter(|ns| is_owned_by(&ns.facts, workspace))
     else {
         return Ok(Action::await_change());
     };
+    let _ = caches;
     let mut changes = Changes::new();
     changes.extend(access::revoke_all(cluster, &name, "the workspace is deleted").await?);
     if namespace.metadata.deletion_timestamp.is_some() || cluster.deleted_moments_ago(&namespace) {
@@ -334,7 +354,9 @@ async fn close(workspace: &Workspace, ctx: &Context) -> Result<Action> {
     let why = "the namespace is retained";
     changes.extend(release_slice(ctx, workspace, &name, why).await?);
     cluster
-        .apply_over(&retained, namespace.metadata.uid.as_deref())
+        .apply_over_if(&retained, namespace.metadata.uid.as_deref(), |live| {
+            is_owned_by(&Facts::of(&live.metadata), workspace)
+        })
         .await?;
     changes.push((
         Change::NamespaceRetained,
@@ -370,6 +392,9 @@ enum Wait {
     Conflict,
     /// The namespace is terminating: the message says what still blocks it.
     Terminating(String),
+    /// The namespace is still the leaving User's (named) whose handover made this workspace:
+    /// the handover moves it here next.
+    Handover(String),
 }
 
 /// Brings the namespace to `desired`, creating it if the cache does not know it; an existing
@@ -403,6 +428,11 @@ async fn ensure_namespace(
         },
     };
     if !is_owned_by(&existing.facts, workspace) {
+        if let Some(leaver) = workspace.labels().get(LABEL_HANDED_OVER_FROM)
+            && existing.facts.has_label(LABEL_USER, leaver)
+        {
+            return Ok(Some(Wait::Handover(leaver.clone())));
+        }
         return Ok(Some(Wait::Conflict));
     }
     if existing.metadata.deletion_timestamp.is_some() {
@@ -413,7 +443,10 @@ async fn ensure_namespace(
     }
     if !existing.facts.include(&desired.metadata)
         && cluster
-            .apply_over(desired, existing.metadata.uid.as_deref())
+            .apply_over_if(desired, existing.metadata.uid.as_deref(), |live| {
+                // Still this workspace's as read now: a handover may have moved it.
+                is_owned_by(&Facts::of(&live.metadata), workspace)
+            })
             .await?
     {
         changes.push((

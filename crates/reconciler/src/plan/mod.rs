@@ -19,6 +19,7 @@ pub mod desired;
 pub mod drift;
 pub mod expiry;
 pub mod facts;
+pub mod handover;
 pub mod ownership;
 pub mod profile;
 pub mod quantity;

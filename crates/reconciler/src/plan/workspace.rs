@@ -14,10 +14,10 @@ use std::collections::BTreeMap;
 
 use homestead_api::{
     ANNOTATION_APPLIED, ANNOTATION_CREATED_BY, ANNOTATION_OWNER, ANNOTATION_WORKSPACE_UID,
-    DeletionPolicy, DirectoryGroup, LABEL_ISOLATION, LABEL_MANAGED_BY, LABEL_RETAINED_FROM,
-    LABEL_SELF_SERVICE, LABEL_TENANT_ROLE_BINDINGS, LABEL_WORKSPACE, NetworkIsolation, Profile,
-    TenantRoleBindings, User, WORKSPACE_ADMINS_BINDING, WORKSPACE_MEMBERS_BINDING, Workspace,
-    is_dns1123_label,
+    DeletionPolicy, DirectoryGroup, LABEL_HANDED_OVER_FROM, LABEL_ISOLATION, LABEL_MANAGED_BY,
+    LABEL_RETAINED_FROM, LABEL_SELF_SERVICE, LABEL_TENANT_ROLE_BINDINGS, LABEL_WORKSPACE,
+    NetworkIsolation, Profile, TenantRoleBindings, User, WORKSPACE_ADMINS_BINDING,
+    WORKSPACE_MEMBERS_BINDING, Workspace, is_dns1123_label,
 };
 use homestead_model::workspace::{ADMIN_ROLE, Grant, Owner, grants, member_role};
 use k8s_openapi::api::core::v1::{LimitRangeSpec, Namespace};
@@ -231,7 +231,13 @@ pub fn decide(
     now: Timestamp,
 ) -> Verdict {
     let namespace = namespace_of(workspace, config);
-    if !namespace.starts_with(&config.workspace_prefix) || !is_dns1123_label(&namespace) {
+    // A leaver's home handed over keeps its namespace, which has a person's name.
+    let handed_over = !is_self_service(workspace)
+        && workspace.labels().contains_key(LABEL_HANDED_OVER_FROM)
+        && config.allows_namespace(&namespace);
+    if !(namespace.starts_with(&config.workspace_prefix) || handed_over)
+        || !is_dns1123_label(&namespace)
+    {
         return Verdict::Refused(Refusal::NamespaceNotAllowed(namespace));
     }
     if config.is_reserved(&namespace) {
