@@ -145,7 +145,14 @@ async fn without_a_successor_fit_to_take_them_the_homes_are_retained() {
     let client = admin().await;
     person(&client, "ho-zed", json!({})).await;
     let (ok, out) = kubectl(
-        &["patch", "user", "ho-zed", "--type=merge", "-p", r#"{"spec":{"suspended":true}}"#],
+        &[
+            "patch",
+            "user",
+            "ho-zed",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"suspended":true}}"#,
+        ],
         "",
     );
     assert!(ok, "{out}");

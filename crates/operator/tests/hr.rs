@@ -556,3 +556,49 @@ async fn access_ends_at_valid_until_and_expiring_says_so_before() {
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(c.clone());
     wait_gone(&namespaces, "user-hr-leaver", 90).await;
 }
+
+/// A roster's `successor` column (docs/handover.md): the row's User names its successor and is
+/// handed over when it leaves; pruned from the roster with `--prune delete`, their home goes to
+/// that successor as a workspace of theirs, and the leaver's access ends.
+#[tokio::test]
+async fn a_roster_names_a_successor_who_gets_the_leavers_home() {
+    let client = admin().await;
+    let csv = "name,username,successor\n\
+               rs-sam,rs-sam@example.com,\n\
+               rs-lee,rs-lee@example.com,rs-sam\n";
+    let (ok, out) = import(&roster("successor.csv", csv), &["--source=rs"]);
+    assert!(ok, "{out}");
+    let lee = wait_reason(&client, "rs-lee", "Provisioned").await;
+    wait_reason(&client, "rs-sam", "Provisioned").await;
+    assert_eq!(lee.spec.successor.as_deref(), Some("rs-sam"));
+    assert_eq!(
+        lee.spec.deletion_policy,
+        homestead_api::DeletionPolicy::Handover
+    );
+    // The next roster leaves lee out: pruned, and the home is sam's.
+    let csv = "name,username\nrs-sam,rs-sam@example.com\n";
+    let (ok, out) = import(
+        &roster("successor-2.csv", csv),
+        &["--source=rs", "--prune=delete", "--allow-mass-prune=1"],
+    );
+    assert!(ok, "{out}");
+    let home = wait_workspace(&client, "user-rs-lee", "Provisioned").await;
+    assert_eq!(home.spec.owner.user.as_deref(), Some("rs-sam"));
+    eventually("rs-sam to reach the handed-over home", 30, || async {
+        (can_get_pods("rs-sam@example.com", "user-rs-lee") == "yes").then_some(())
+    })
+    .await;
+    assert_eq!(can_get_pods("rs-lee@example.com", "user-rs-lee"), "no");
+    let users: Api<User> = Api::all(client.clone());
+    assert!(
+        users
+            .get_opt("rs-lee")
+            .await
+            .unwrap()
+            .is_none_or(|u| u.metadata.deletion_timestamp.is_some())
+    );
+    let _ = users.delete("rs-sam", &Default::default()).await;
+    let _ = Api::<homestead_api::Workspace>::all(client)
+        .delete("user-rs-lee", &Default::default())
+        .await;
+}

@@ -9,7 +9,6 @@
 
 mod common;
 
-
 use common::*;
 use homestead_api::{DirectoryGroup, User, Workspace};
 use homestead_testenv::ADMIN;

@@ -1067,7 +1067,10 @@ pub async fn wait_workspace(client: &Client, name: &str, want: &str) -> Workspac
         let ready = w.as_ref().and_then(|w| {
             let status = w.status.as_ref()?;
             let ready = status.conditions.iter().find(|c| c.type_ == "Ready")?;
-            Some((status.observed_generation == w.metadata.generation, ready.clone()))
+            Some((
+                status.observed_generation == w.metadata.generation,
+                ready.clone(),
+            ))
         });
         match (w, ready) {
             (Some(w), Some((true, ready))) if ready.reason == want => return w,

@@ -430,3 +430,122 @@ async fn the_work_email_and_names_answer_entra_id_and_okta_request_shapes() {
         "the e-mail replaced, the names kept"
     );
 }
+
+/// The directory's manager (docs/handover.md): the enterprise extension's `manager` becomes
+/// `spec.directory.manager` (by the User it names), set on create and by Entra ID's PATCH of
+/// the manager path, cleared by a `remove`; a person the SCIM service owns, deleted under
+/// `deletionPolicy: Handover` with no `successor` HR named, leaves their home to that manager.
+/// The SCIM identity itself cannot set `successor` or `Handover`, and a manager set on a User
+/// another writer owns counts for nothing.
+#[tokio::test]
+async fn the_directorys_manager_takes_a_leavers_home_over_scim() {
+    let app = service().await;
+    let admin = admin().await;
+    let users: Api<User> = Api::all(admin.clone());
+    let scenario = Scenario::new();
+    for name in ["mona-mgr", "leon-left", "ned-hr"] {
+        scenario.track(name);
+        scenario.track_namespace(&format!("user-{name}"));
+    }
+    let mona = provisioned(&app, &admin, "mona.mgr@example.com", "mona-mgr").await;
+    const ENTERPRISE: &str = "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User";
+    let mut leon = scim_user("leon.left@example.com");
+    leon["schemas"] = json!(["urn:ietf:params:scim:schemas:core:2.0:User", ENTERPRISE]);
+    leon[ENTERPRISE] = json!({ "manager": { "value": mona } });
+    let (status, created) = call(&app, "POST", "/Users", Some(TOKEN), Some(leon)).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    assert_eq!(
+        created[ENTERPRISE]["manager"]["value"],
+        mona.as_str(),
+        "{created}"
+    );
+    let leon = created["id"].as_str().unwrap().to_owned();
+    let user = wait_reason(&admin, "leon-left", "Provisioned").await;
+    let manager = |u: &User| u.spec.directory.as_ref().and_then(|d| d.manager.clone());
+    assert_eq!(manager(&user).as_deref(), Some("mona-mgr"));
+
+    // Entra ID's PATCH of the manager: remove clears it, a bare id sets it again.
+    let path = format!("{ENTERPRISE}:manager");
+    for (op, want) in [("Remove", None), ("Add", Some("mona-mgr"))] {
+        let mut operation = json!({ "op": op, "path": path });
+        if op == "Add" {
+            operation["value"] = json!(mona);
+        }
+        let (status, body) = call(
+            &app,
+            "PATCH",
+            &format!("/Users/{leon}"),
+            Some(TOKEN),
+            Some(patch_op(json!([operation]))),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(
+            manager(&users.get("leon-left").await.unwrap()).as_deref(),
+            want
+        );
+    }
+
+    // The SCIM identity may not choose who gets a home.
+    for patch in [
+        r#"{"spec":{"successor":"mona-mgr"}}"#,
+        r#"{"spec":{"deletionPolicy":"Handover"}}"#,
+    ] {
+        let (ok, out) = kubectl_as(
+            SCIM,
+            &["patch", "user", "leon-left", "--type=merge", "-p", patch],
+            "",
+        );
+        assert!(!ok && out.contains("homestead-scim-bounds"), "{out}");
+    }
+    // HR decides the policy; the identity provider's DELETE then hands the home over.
+    let (ok, out) = kubectl(
+        &[
+            "patch",
+            "user",
+            "leon-left",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"deletionPolicy":"Handover"}}"#,
+        ],
+        "",
+    );
+    assert!(ok, "{out}");
+    let (status, body) = call(&app, "DELETE", &format!("/Users/{leon}"), Some(TOKEN), None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    let home = wait_workspace(&admin, "user-leon-left", "Provisioned").await;
+    assert_eq!(home.spec.owner.user.as_deref(), Some("mona-mgr"));
+    eventually("mona to have admin in user-leon-left", 30, || async {
+        (can_create_configmaps("mona.mgr@example.com", "user-leon-left") == "yes").then_some(())
+    })
+    .await;
+    assert_eq!(
+        can_create_configmaps("leon.left@example.com", "user-leon-left"),
+        "no"
+    );
+
+    // A manager on a User HR owns is not the directory's word: no successor, the home is kept.
+    let ned = User::test("ned-hr").with_spec(json!({
+        "deletionPolicy": "Handover", "directory": { "manager": "mona-mgr" },
+    }));
+    scenario.create(&admin, &ned).await;
+    wait_reason(&admin, "ned-hr", "Provisioned").await;
+    users
+        .delete("ned-hr", &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+    wait_gone(&users, "ned-hr", 30).await;
+    let ns = Api::<Namespace>::all(admin.clone())
+        .get("user-ned-hr")
+        .await
+        .unwrap();
+    assert_eq!(
+        ns.labels()
+            .get("homestead.dev/retained-from")
+            .map(String::as_str),
+        Some("ned-hr")
+    );
+    let _ = Api::<homestead_api::Workspace>::all(admin.clone())
+        .delete("user-leon-left", &kube::api::DeleteParams::default())
+        .await;
+}

@@ -15,9 +15,9 @@ use homestead_api::{
 use homestead_model::workspace::Owner;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
-use kube::ResourceExt;
 use serde_json::json;
 
 use crate::act::access::revoke_all;

@@ -45,20 +45,7 @@ pub async fn reconcile_share(share: Arc<CachedShare>, ctx: Arc<Context>) -> Resu
     let caches = ctx.caches();
     let namespace = share.namespace().unwrap_or_default();
     let (mut home, owner) = home_of(&ctx, &namespace, now);
-    // A Share made under another holder of the home ends as handed over (decide's rule),
-    // whoever administers the workspace now.
-    let made_under = share
-        .status
-        .as_ref()
-        .map(CachedShareStatus::recorded)
-        .and_then(|r| r.owner_uid);
-    if let (Some((LABEL_WORKSPACE, workspace)), Home::Open(_, opened)) = (&owner, &home)
-        && made_under.is_none_or(|uid| opened.uid.as_deref() == Some(uid.as_str()))
-        && !made_by_an_admin(&share, workspace, caches)
-    {
-        let why = "its creator is not an admin of the workspace now".to_owned();
-        home = Home::Closed(why, Some(opened.clone()));
-    }
+    close_unless_an_admins(&share, &mut home, owner.as_ref(), caches);
     // A Share to large groups waits for its turn before it resolves their members: the
     // subjects, the binding and its JSON are what a large write holds in memory.
     let _permit = ctx.large_write(grantees_at_most(&share, caches)).await;
@@ -151,6 +138,29 @@ fn home_of(ctx: &Context, namespace: &str, now: Timestamp) -> (Home, Option<Hold
     }
     let (home, owner) = user_home(ctx, &cached, now);
     (home, owner.map(|o| (LABEL_USER, o.name_any())))
+}
+
+/// Closes the workspace `home` (held by `owner`) to `share` when its creator is not one of its
+/// admins now ([`made_by_an_admin`]). A Share made under another holder of the home is left to
+/// end as handed over (decide's rule), whoever administers the workspace now.
+fn close_unless_an_admins(
+    share: &CachedShare,
+    home: &mut Home,
+    owner: Option<&Holder>,
+    caches: &Caches,
+) {
+    let made_under = share
+        .status
+        .as_ref()
+        .map(CachedShareStatus::recorded)
+        .and_then(|r| r.owner_uid);
+    if let (Some((LABEL_WORKSPACE, workspace)), Home::Open(_, opened)) = (owner, &*home)
+        && made_under.is_none_or(|uid| opened.uid.as_deref() == Some(uid.as_str()))
+        && !made_by_an_admin(share, workspace, caches)
+    {
+        let why = "its creator is not an admin of the workspace now".to_owned();
+        *home = Home::Closed(why, Some(opened.clone()));
+    }
 }
 
 /// Whether `share`, in the workspace `name`'s namespace, was made by one of its admins now (a

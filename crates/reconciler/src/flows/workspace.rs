@@ -255,34 +255,8 @@ async fn converge<'g>(
         let why = "the workspace's admins changed";
         changes.extend(access::revoke(ctx.cluster(), namespace, made, why).await?);
     }
-    match ensure_namespace(ctx, workspace, &desired, changes).await? {
-        Some(Wait::Conflict) => {
-            let refusal = Refusal::NamespaceConflict(namespace.to_owned());
-            return Ok(Outcome::refused(&refusal, ctx.config()));
-        }
-        Some(Wait::Handover(leaver)) => {
-            let message = format!(
-                "namespace {namespace:?} is being handed over from {leaver}, who left; access follows in a moment"
-            );
-            let (ready, reason, grants) = (false, "HandoverPending", None);
-            return Ok(Outcome {
-                ready,
-                reason,
-                message,
-                grants,
-            });
-        }
-        Some(Wait::Terminating(message)) => {
-            revoke_all(ctx, namespace, "its namespace is being deleted", changes).await?;
-            let (ready, reason, grants) = (false, "NamespaceTerminating", None);
-            return Ok(Outcome {
-                ready,
-                reason,
-                message,
-                grants,
-            });
-        }
-        None => {}
+    if let Some(wait) = ensure_namespace(ctx, workspace, &desired, changes).await? {
+        return waiting(ctx, namespace, wait, changes).await;
     }
     changes.extend(ensure_guards(ctx, workspace, namespace, guards).await?);
     match access {
@@ -384,6 +358,41 @@ async fn terminating(
     };
     write_status(ctx, workspace, &name, &outcome, changes).await?;
     Err(Error::NamespaceTerminating(name))
+}
+
+/// The outcome of a pass that found the namespace not ready for access: another's (refused),
+/// still being handed over (pending), or terminating (every binding there revoked).
+///
+/// # Errors
+/// A failed revocation.
+async fn waiting<'g>(
+    ctx: &Context,
+    namespace: &str,
+    wait: Wait,
+    changes: &mut Changes,
+) -> Result<Outcome<'g>> {
+    let (reason, message) = match wait {
+        Wait::Conflict => {
+            let refusal = Refusal::NamespaceConflict(namespace.to_owned());
+            return Ok(Outcome::refused(&refusal, ctx.config()));
+        }
+        Wait::Handover(leaver) => (
+            "HandoverPending",
+            format!(
+                "namespace {namespace:?} is being handed over from {leaver}, who left; access follows in a moment"
+            ),
+        ),
+        Wait::Terminating(message) => {
+            revoke_all(ctx, namespace, "its namespace is being deleted", changes).await?;
+            ("NamespaceTerminating", message)
+        }
+    };
+    Ok(Outcome {
+        ready: false,
+        reason,
+        message,
+        grants: None,
+    })
 }
 
 /// What ends a pass early.
