@@ -134,16 +134,30 @@ fn is_manager(attr: &AttrPath) -> bool {
 fn set_manager(resource: &mut Value, manager: Option<Value>) {
     let map = object(resource);
     let key = key_of(map, ENTERPRISE_USER);
-    let extension = object(map.entry(key).or_insert_with(|| Value::Object(Map::new())));
+    let manager = match manager {
+        Some(Value::String(id)) => Some(serde_json::json!({ "value": id })),
+        Some(Value::Null) | None => None,
+        Some(other) => Some(other),
+    };
+    let schemas = key_of(map, "schemas");
+    let declared = |map: &mut Map<String, Value>, on: bool| {
+        if let Some(Value::Array(list)) = map.get_mut(&schemas) {
+            list.retain(|s| s.as_str() != Some(ENTERPRISE_USER));
+            if on {
+                list.push(Value::String(ENTERPRISE_USER.to_owned()));
+            }
+        }
+    };
     match manager {
-        Some(Value::String(id)) => {
-            extension.insert("manager".into(), serde_json::json!({ "value": id }));
+        Some(manager) => {
+            let extension = object(map.entry(key).or_insert_with(|| Value::Object(Map::new())));
+            extension.insert("manager".into(), manager);
+            declared(map, true);
         }
-        Some(Value::Null) | None => {
-            extension.remove("manager");
-        }
-        Some(other) => {
-            extension.insert("manager".into(), other);
+        None => {
+            // The manager is the one attribute of the extension kept: without it, no extension.
+            map.remove(&key);
+            declared(map, false);
         }
     }
 }

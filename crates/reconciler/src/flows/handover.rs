@@ -65,8 +65,12 @@ pub async fn hand_over(user: &User, ctx: &Context, home: Option<&str>) -> Result
     let leaver = user.name_any();
     let mut own_home = false;
     if let Some(home) = home {
+        // The home keeps its Profile if it is one that exists (not the directory's floor,
+        // which the operator makes up): else the successor's applies.
         let profile = user.status.as_ref().and_then(|s| s.profile.as_ref());
-        let profile = profile.map(|p| p.name.clone());
+        let profile = profile
+            .map(|p| p.name.clone())
+            .filter(|name| caches.profile(name).is_some());
         own_home = hand_home(ctx, user, &successor, (home, profile.as_deref()), user).await?;
     }
     for workspace in caches.workspaces() {
