@@ -136,7 +136,47 @@ async fn a_leavers_homes_go_to_the_successor_and_their_access_ends_at_once() {
             .any(|(_, reason, note)| reason == "HomeReceived" && note.contains(home)),
         "{events:?}"
     );
+    let labels = Api::<Namespace>::all(client.clone())
+        .get(home)
+        .await
+        .unwrap()
+        .metadata
+        .labels
+        .unwrap_or_default();
+    assert_eq!(
+        labels["homestead.dev/handed-over-from"], "ho-lee",
+        "the record stays"
+    );
     println!("the leaver's access ended {revoked:?} after the delete");
+
+    // The successor leaves in turn: the home they received goes on to theirs, under a second
+    // name (the first is the Workspace they held it by).
+    let (ok, out) = kubectl(
+        &[
+            "patch",
+            "user",
+            "ho-sam",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"deletionPolicy":"Handover","successor":"ho-gus"}}"#,
+        ],
+        "",
+    );
+    assert!(ok, "{out}");
+    users
+        .delete("ho-sam", &DeleteParams::default())
+        .await
+        .unwrap();
+    let again = wait_workspace(&client, "user-ho-lee-from-ho-sam", "Provisioned").await;
+    assert_eq!(again.spec.owner.user.as_deref(), Some("ho-gus"));
+    wait_can("ho-gus@example.com", home, "yes").await;
+    assert_eq!(
+        can("ho-gus@example.com", "create", "rolebindings", home),
+        "yes"
+    );
+    wait_can("ho-sam@example.com", home, "no").await;
+    assert_eq!(maps.get("work").await.unwrap().data.unwrap()["k"], "v");
+    wait_gone(&workspaces, home, 30).await;
 }
 
 #[tokio::test]

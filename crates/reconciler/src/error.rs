@@ -40,6 +40,11 @@ pub enum Error {
     /// leader-election Lease.
     #[error("not the leader (the leader-election Lease is not confirmed): nothing written")]
     NotLeader,
+    /// A shrunken slice of a total quota (`namespace/name`) was not enforced in time
+    /// (kube-controller-manager had not copied its `spec.hard` to `status.hard`): the move
+    /// stopped before any slice grew, and is tried again.
+    #[error("slice {0} is not enforced yet: no slice grew")]
+    NotEnforced(String),
     /// The finalizer helper failed: adding or removing the finalizer, or provisioning or
     /// offboarding (the inner error says which).
     #[error(transparent)]
@@ -66,6 +71,8 @@ pub enum ErrorLabel {
     FinalizerFailed,
     /// The object has no name or an invalid finalizer.
     InvalidObject,
+    /// A shrunken slice of a total quota was not enforced in time.
+    NotEnforced,
 }
 
 impl ErrorLabel {
@@ -80,6 +87,7 @@ impl ErrorLabel {
                 Self::NotLeader,
                 Self::FinalizerFailed,
                 Self::InvalidObject,
+                Self::NotEnforced,
             ])
     }
 
@@ -91,6 +99,7 @@ impl ErrorLabel {
             Self::NotLeader => "not_leader",
             Self::FinalizerFailed => "finalizer_failed",
             Self::InvalidObject => "invalid_object",
+            Self::NotEnforced => "slice_not_enforced",
         }
     }
 }
@@ -113,6 +122,7 @@ impl Error {
             Self::Kube { verb, .. } => ErrorLabel::Failed(*verb),
             Self::NamespaceTerminating(_) => ErrorLabel::NamespaceTerminating,
             Self::NotLeader => ErrorLabel::NotLeader,
+            Self::NotEnforced(_) => ErrorLabel::NotEnforced,
             Self::Finalizer(inner) => match inner.as_ref() {
                 F::ApplyFailed(e) | F::CleanupFailed(e) => e.metric_label(),
                 F::AddFinalizer(_) | F::RemoveFinalizer(_) => ErrorLabel::FinalizerFailed,
@@ -145,7 +155,7 @@ impl Error {
                 F::ApplyFailed(e) | F::CleanupFailed(e) => e.terminating_namespace(),
                 _ => None,
             },
-            Self::Kube { .. } | Self::NotLeader => None,
+            Self::Kube { .. } | Self::NotLeader | Self::NotEnforced(_) => None,
         }
     }
 }
@@ -247,6 +257,7 @@ mod tests {
             unnamed.metric_label(),
             Error::NotLeader.metric_label(),
             Error::NamespaceTerminating("user-a".into()).metric_label(),
+            Error::NotEnforced("user-a/homestead-total".into()).metric_label(),
         ];
         every.extend(
             [

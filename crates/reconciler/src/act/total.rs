@@ -128,19 +128,7 @@ pub async fn rebalance(
             full_with_room,
         });
     }
-    let mut writes = split.writes(&slices);
-    // A slice that keeps its hard but was cut from another total is written last (its hard
-    // unchanged), so every slice names the total it fits.
-    for (i, l) in listed.iter().enumerate() {
-        if stale(l) && !writes.iter().any(|(w, _)| *w == i) {
-            writes.push((i, split.targets[i].clone()));
-        }
-    }
-    for (i, hard) in &writes {
-        cluster
-            .apply(&slice_object(&listed[*i], hard, &print))
-            .await?;
-    }
+    let writes = write_in_phases(cluster, &listed, &split, &print).await?;
     let metrics = &cluster.metrics().total;
     metrics.rebalances.inc();
     metrics.writes.inc_by(writes.len() as u64);
@@ -160,6 +148,90 @@ pub async fn rebalance(
         full_with_room,
     })
 }
+
+/// Writes the slices of `split` (over `listed`, cut from the total printed `print`): every
+/// shrink, then, once each is enforced ([`enforced`]), every growth; a slice that keeps its hard
+/// but was cut from another total is written last (its hard unchanged), so every slice names
+/// the total it fits. Returns the writes made.
+///
+/// # Errors
+/// A failed write or read, or a shrink not enforced in time: no growth is written then.
+async fn write_in_phases(
+    cluster: &Cluster,
+    listed: &[Listed],
+    split: &crate::plan::total::Split,
+    print: &str,
+) -> Result<crate::plan::total::Writes> {
+    let slices: Vec<Slice> = listed.iter().map(|l| l.slice.clone()).collect();
+    let (shrinks, mut grows) = split.phases(&slices);
+    for (i, l) in listed.iter().enumerate() {
+        let written = |w: &[(usize, Amounts)]| w.iter().any(|(j, _)| *j == i);
+        if l.cut_from.as_deref() != Some(print) && !written(&shrinks) && !written(&grows) {
+            grows.push((i, split.targets[i].clone()));
+        }
+    }
+    for (i, hard) in &shrinks {
+        cluster
+            .apply(&slice_object(&listed[*i], hard, print))
+            .await?;
+    }
+    for (i, hard) in &shrinks {
+        enforced(cluster, &listed[*i].slice.namespace, hard).await?;
+    }
+    for (i, hard) in &grows {
+        cluster
+            .apply(&slice_object(&listed[*i], hard, print))
+            .await?;
+    }
+    Ok([shrinks, grows].concat())
+}
+
+/// Waits until the slice in `namespace` is enforced at `hard` or below: the API server's quota
+/// admission checks a ResourceQuota's `status.hard`, which kube-controller-manager's quota
+/// controller copies from `spec.hard` after each write (within milliseconds when it keeps
+/// up). Reads the slice every [`ENFORCED_POLL`], for at most [`ENFORCED_WAIT`].
+///
+/// # Errors
+/// [`Error::Kube`] with [`Verb::Get`] when a read fails; [`Error::NotEnforced`] when the
+/// shrink is not enforced in time (the move stops before any growth; it is tried again).
+async fn enforced(cluster: &Cluster, namespace: &str, hard: &Amounts) -> Result<()> {
+    let api: Api<ResourceQuota> = Api::namespaced(cluster.client().clone(), namespace);
+    let started = Instant::now();
+    loop {
+        let quota = api
+            .get_opt(TOTAL_QUOTA_NAME)
+            .await
+            .map_err(|source| Error::Kube {
+                verb: Verb::Get,
+                kind: ResourceQuota::kind(&()),
+                name: format!("{namespace}/{TOTAL_QUOTA_NAME}"),
+                source,
+            })?;
+        let Some(quota) = quota else {
+            // Gone (its namespace with it): it enforces nothing any more.
+            return Ok(());
+        };
+        let status = quota.status.as_ref().and_then(|s| s.hard.as_ref());
+        let at_most = status
+            .map(amounts)
+            .and_then(|a| a.ok())
+            .is_some_and(|now| hard.iter().all(|(k, v)| now.get(k).is_some_and(|n| n <= v)));
+        if at_most {
+            return Ok(());
+        }
+        if started.elapsed() > ENFORCED_WAIT {
+            return Err(Error::NotEnforced(format!(
+                "{namespace}/{TOTAL_QUOTA_NAME}"
+            )));
+        }
+        tokio::time::sleep(ENFORCED_POLL).await;
+    }
+}
+
+/// How often [`enforced`] reads a shrunken slice.
+const ENFORCED_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+/// How long [`enforced`] waits for kube-controller-manager to enforce a shrink.
+const ENFORCED_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// `listed` with `home`'s slice, empty, when it has none yet.
 fn with_home(mut listed: Vec<Listed>, home: Option<Home>) -> Vec<Listed> {

@@ -10,12 +10,13 @@
 
 use homestead_api::{
     ANNOTATION_USER_UID, ANNOTATION_WORKSPACE_UID, Change, HANDOVER_FALLBACK,
-    LABEL_HANDED_OVER_FROM, LABEL_USER, LABEL_WORKSPACE, User, Workspace,
+    LABEL_HANDED_OVER_FROM, LABEL_USER, LABEL_WORKSPACE, TOTAL_QUOTA_NAME, User, Workspace,
 };
 use homestead_model::workspace::Owner;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
+use kube::api::DeleteParams;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
@@ -59,6 +60,7 @@ pub async fn hand_over(user: &User, ctx: &Context, home: Option<&str>) -> Result
         let note = format!("{why}: the homes are retained (deletionPolicy Retain) instead");
         ctx.cluster()
             .publish(user, EventType::Warning, HANDOVER_FALLBACK, note);
+        drop_from_teams(ctx, &user.name_any(), None).await?;
         return Ok(Handed::Fallback);
     }
     let successor = candidate.expect("a successor that passed refusal() exists");
@@ -84,7 +86,7 @@ pub async fn hand_over(user: &User, ctx: &Context, home: Option<&str>) -> Result
         let from = (namespace.as_str(), profile.as_deref());
         hand_home(ctx, user, &successor, from, workspace.as_ref()).await?;
     }
-    drop_from_teams(ctx, &leaver, &successor).await?;
+    drop_from_teams(ctx, &leaver, Some(&successor)).await?;
     Ok(Handed::Done { own_home })
 }
 
@@ -109,26 +111,12 @@ async fn hand_home<H: Holder>(
     let Some(cached) = caches.namespace(namespace) else {
         return Ok(false);
     };
-    let desired = workspace_for(
-        &leaver_name,
-        &successor.name_any(),
-        namespace,
-        profile,
-        CREATOR,
-    );
-    let workspace = match caches.workspace(namespace) {
-        Some(w) => Some(w.as_ref().clone()),
-        None => match cluster.create(&desired).await? {
-            Some(made) => Some(made),
-            None => cluster.get(&ObjectRef::<Workspace>::new(namespace)).await?,
-        },
-    };
-    let Some(workspace) = workspace.filter(|w| {
-        is_handover_of(w, &leaver_name)
-            && w.spec.owner.user.as_deref() == Some(successor.name_any().as_str())
-    }) else {
+    let workspace =
+        successors_workspace(ctx, &leaver_name, successor, (namespace, profile)).await?;
+    let Some(workspace) = workspace else {
         let note = format!(
-            "namespace {namespace:?} is not handed over: a Workspace {namespace:?} exists that this handover did not make; it is retained"
+            "namespace {namespace:?} is not handed over: Workspaces named {namespace:?} and {:?} exist that this handover did not make",
+            format!("{namespace}-from-{leaver_name}")
         );
         cluster.publish(leaver, EventType::Warning, HANDOVER_FALLBACK, note);
         return Ok(false);
@@ -143,6 +131,9 @@ async fn hand_home<H: Holder>(
     // the leaver's own home was emptied already): the successor's access comes from the new
     // Workspace alone.
     revoke_all(cluster, namespace, "the home is handed over").await?;
+    // The leaver's slice of their total goes too: the successor's total, if any, cuts its own.
+    let slice = ObjectRef::<ResourceQuota>::new(TOTAL_QUOTA_NAME).within(namespace);
+    cluster.delete(&slice, &DeleteParams::default()).await?;
     let uid = workspace.uid().unwrap_or_default();
     let owner = json!({
         "apiVersion": homestead_api::API_VERSION, "kind": "Workspace",
@@ -173,12 +164,47 @@ async fn hand_home<H: Holder>(
     Ok(true)
 }
 
+/// The Workspace of `successor`'s that the home `namespace` (with the Profile `profile`) of the
+/// leaver `leaver` goes to: named as the namespace, or if that name is another Workspace's (the
+/// holder's own, when the home came by an earlier handover) `<namespace>-from-<leaver>`; made
+/// if it does not exist. `None` when both names belong to Workspaces this handover did not make.
+///
+/// # Errors
+/// A failed create or read.
+async fn successors_workspace(
+    ctx: &Context,
+    leaver: &str,
+    successor: &User,
+    (namespace, profile): (&str, Option<&str>),
+) -> Result<Option<Workspace>> {
+    let (cluster, caches) = (ctx.cluster(), ctx.caches());
+    let to = successor.name_any();
+    for name in [namespace.to_owned(), format!("{namespace}-from-{leaver}")] {
+        let mut desired = workspace_for(leaver, &to, namespace, profile, CREATOR);
+        desired.metadata.name = Some(name.clone());
+        let found = match caches.workspace(&name) {
+            Some(w) => Some(w.as_ref().clone()),
+            None => match cluster.create(&desired).await? {
+                Some(made) => Some(made),
+                None => cluster.get(&ObjectRef::<Workspace>::new(&name)).await?,
+            },
+        };
+        if let Some(w) = found.filter(|w| {
+            is_handover_of(w, leaver) && w.spec.owner.user.as_deref() == Some(to.as_str())
+        }) {
+            return Ok(Some(w));
+        }
+    }
+    Ok(None)
+}
+
 /// Drops `leaver` from the `admins` of every team workspace; one left without an admin names
-/// `successor` (the API requires one), and its reason says so.
+/// `successor` (the API requires one), or without a successor keeps the leaver (who, gone,
+/// grants nothing).
 ///
 /// # Errors
 /// A failed patch.
-async fn drop_from_teams(ctx: &Context, leaver: &str, successor: &User) -> Result<()> {
+async fn drop_from_teams(ctx: &Context, leaver: &str, successor: Option<&User>) -> Result<()> {
     for workspace in ctx.caches().workspaces() {
         if !matches!(Owner::of(&workspace), Some(Owner::Group(_)))
             || !workspace.spec.admins.iter().any(|a| a == leaver)
@@ -193,6 +219,9 @@ async fn drop_from_teams(ctx: &Context, leaver: &str, successor: &User) -> Resul
             .cloned()
             .collect();
         if admins.is_empty() {
+            let Some(successor) = successor else {
+                continue;
+            };
             admins.push(successor.name_any());
         }
         let patch = json!({

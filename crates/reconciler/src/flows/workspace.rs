@@ -437,8 +437,18 @@ async fn ensure_namespace(
         },
     };
     if !is_owned_by(&existing.facts, workspace) {
+        // Still the leaver's (their own home, or a personal workspace of theirs): the
+        // handover moves it here next.
+        let held_by = |leaver: &str| {
+            existing.facts.has_label(LABEL_USER, leaver)
+                || existing.workspace().is_some_and(|w| {
+                    ctx.caches()
+                        .workspace(&w.name)
+                        .is_some_and(|w| w.spec.owner.user.as_deref() == Some(leaver))
+                })
+        };
         if let Some(leaver) = workspace.labels().get(LABEL_HANDED_OVER_FROM)
-            && existing.facts.has_label(LABEL_USER, leaver)
+            && held_by(leaver)
         {
             return Ok(Some(Wait::Handover(leaver.clone())));
         }

@@ -34,6 +34,9 @@ pub struct Slice {
     pub used: Amounts,
 }
 
+/// Writes of slices, as (index into the slices, the new hard), in order.
+pub type Writes = Vec<(usize, Amounts)>;
+
 /// The slices to move to: one per input slice, in the same order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Split {
@@ -57,7 +60,17 @@ impl Split {
     /// and new value in each (a resource it did not limit stays unlimited until the second
     /// pass); then every slice to its target. Written in this order the slices add up to at
     /// most the total after every single write, per resource, counting a missing slice as 0.
-    pub fn writes(&self, slices: &[Slice]) -> Vec<(usize, Amounts)> {
+    pub fn writes(&self, slices: &[Slice]) -> Writes {
+        let (mut shrinks, grows) = self.phases(slices);
+        shrinks.extend(grows);
+        shrinks
+    }
+
+    /// [`Split::writes`] in its two phases: (every shrink, every growth). The API server
+    /// enforces a ResourceQuota's `status.hard`, which kube-controller-manager copies from its
+    /// `spec.hard` a moment after each write; so the growths wait until every shrink is
+    /// enforced.
+    pub fn phases(&self, slices: &[Slice]) -> (Writes, Writes) {
         let mut now: Vec<Amounts> = slices.iter().map(|s| s.hard.clone()).collect();
         let mut out = Vec::new();
         for (i, target) in self.targets.iter().enumerate() {
@@ -73,12 +86,13 @@ impl Split {
                 now[i] = lower;
             }
         }
+        let mut grows = Vec::new();
         for (i, target) in self.targets.iter().enumerate() {
             if *target != now[i] {
-                out.push((i, target.clone()));
+                grows.push((i, target.clone()));
             }
         }
-        out
+        (out, grows)
     }
 }
 
@@ -240,6 +254,8 @@ mod tests {
         // b shrinks first, then a grows: never more than 30 between the writes.
         let order: Vec<usize> = split.writes(&homes).iter().map(|(i, _)| *i).collect();
         assert_eq!(order, [1, 0]);
+        let (shrinks, grows) = split.phases(&homes);
+        assert_eq!((shrinks[0].0, grows[0].0), (1, 0));
     }
 
     #[test]

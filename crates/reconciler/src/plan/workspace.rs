@@ -379,6 +379,10 @@ pub fn desired_namespace(
 ) -> Namespace {
     let mut labels = guards.labels.clone();
     labels.extend(managed_labels(workspace));
+    // The record of a handover stays on the namespace as on the Workspace.
+    if let Some(leaver) = workspace.labels().get(LABEL_HANDED_OVER_FROM) {
+        labels.insert(LABEL_HANDED_OVER_FROM.to_owned(), leaver.clone());
+    }
     if guards.isolation.is_some() {
         labels.insert(LABEL_ISOLATION.to_owned(), ISOLATED.to_owned());
     }
