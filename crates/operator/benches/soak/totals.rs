@@ -151,7 +151,8 @@ fn total_pods(print: &str) -> Option<i64> {
 
 /// The violations among every owner's `slices` (ResourceQuotas labelled
 /// `homestead.dev/total-owner`) against what the last snapshot saw (`last`, updated): the
-/// slices of an owner that all name one total add up to more than it; or, with the same slices
+/// slices of an owner that all name one total add up to more than it (each slice counted at the
+/// larger of its `spec.hard` and its enforced `status.hard`); or, with the same slices
 /// and total as last time, the owner's use grew past both the total and its use then (a create
 /// admitted beyond the total). Returns (key, detail) pairs.
 pub fn check(slices: &[ResourceQuota], last: &mut BTreeMap<String, Seen>) -> Vec<(String, String)> {
@@ -186,9 +187,14 @@ pub fn check(slices: &[ResourceQuota], last: &mut BTreeMap<String, Seen>) -> Vec
         let Some(total) = total_pods(print) else {
             continue;
         };
+        // What each slice says and what the API server enforces (`status.hard`, copied from
+        // the spec a moment after each write): the larger of the two.
         let hard: i64 = quotas
             .iter()
-            .map(|q| pods(q.spec.as_ref().and_then(|s| s.hard.as_ref())))
+            .map(|q| {
+                let spec = pods(q.spec.as_ref().and_then(|s| s.hard.as_ref()));
+                spec.max(pods(q.status.as_ref().and_then(|s| s.hard.as_ref())))
+            })
             .sum();
         let used: i64 = quotas
             .iter()
