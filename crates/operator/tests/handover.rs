@@ -150,7 +150,8 @@ async fn a_leavers_homes_go_to_the_successor_and_their_access_ends_at_once() {
     println!("the leaver's access ended {revoked:?} after the delete");
 
     // The successor leaves in turn: the home they received goes on to theirs, under a second
-    // name (the first is the Workspace they held it by).
+    // name (the first is the Workspace they held it by): the namespace and the first 8
+    // characters of the leaver's uid.
     let (ok, out) = kubectl(
         &[
             "patch",
@@ -163,11 +164,13 @@ async fn a_leavers_homes_go_to_the_successor_and_their_access_ends_at_once() {
         "",
     );
     assert!(ok, "{out}");
+    let sam_uid = users.get("ho-sam").await.unwrap().metadata.uid.unwrap();
     users
         .delete("ho-sam", &DeleteParams::default())
         .await
         .unwrap();
-    let again = wait_workspace(&client, "user-ho-lee-from-ho-sam", "Provisioned").await;
+    let second = format!("{home}-{}", &sam_uid[..8]);
+    let again = wait_workspace(&client, &second, "Provisioned").await;
     assert_eq!(again.spec.owner.user.as_deref(), Some("ho-gus"));
     wait_can("ho-gus@example.com", home, "yes").await;
     assert_eq!(

@@ -111,12 +111,12 @@ async fn hand_home<H: Holder>(
     let Some(cached) = caches.namespace(namespace) else {
         return Ok(false);
     };
+    let uid = leaver.metadata.uid.clone().unwrap_or_default();
     let workspace =
-        successors_workspace(ctx, &leaver_name, successor, (namespace, profile)).await?;
+        successors_workspace(ctx, &leaver_name, successor, (namespace, profile, &uid)).await?;
     let Some(workspace) = workspace else {
         let note = format!(
-            "namespace {namespace:?} is not handed over: Workspaces named {namespace:?} and {:?} exist that this handover did not make",
-            format!("{namespace}-from-{leaver_name}")
+            "namespace {namespace:?} is not handed over: both names its Workspace could take belong to Workspaces this handover did not make"
         );
         cluster.publish(leaver, EventType::Warning, HANDOVER_FALLBACK, note);
         return Ok(false);
@@ -165,9 +165,11 @@ async fn hand_home<H: Holder>(
 }
 
 /// The Workspace of `successor`'s that the home `namespace` (with the Profile `profile`) of the
-/// leaver `leaver` goes to: named as the namespace, or if that name is another Workspace's (the
-/// holder's own, when the home came by an earlier handover) `<namespace>-from-<leaver>`; made
-/// if it does not exist. `None` when both names belong to Workspaces this handover did not make.
+/// leaver `leaver` (uid `uid`) goes to: named as the namespace, or if that name is another
+/// Workspace's (the holder's own, when the home came by an earlier handover, or one a person
+/// took to stand in the way) `<namespace>-<first 8 characters of the leaver's uid>`, which
+/// nobody who cannot read the leaver's User can guess; made if it does not exist. `None` when
+/// both names belong to Workspaces this handover did not make.
 ///
 /// # Errors
 /// A failed create or read.
@@ -175,11 +177,12 @@ async fn successors_workspace(
     ctx: &Context,
     leaver: &str,
     successor: &User,
-    (namespace, profile): (&str, Option<&str>),
+    (namespace, profile, uid): (&str, Option<&str>, &str),
 ) -> Result<Option<Workspace>> {
     let (cluster, caches) = (ctx.cluster(), ctx.caches());
     let to = successor.name_any();
-    for name in [namespace.to_owned(), format!("{namespace}-from-{leaver}")] {
+    let short: String = uid.chars().take(8).collect();
+    for name in [namespace.to_owned(), format!("{namespace}-{short}")] {
         let mut desired = workspace_for(leaver, &to, namespace, profile, CREATOR);
         desired.metadata.name = Some(name.clone());
         let found = match caches.workspace(&name) {

@@ -110,10 +110,12 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
             Ok(next.map_or_else(Action::await_change, Action::requeue))
         }
         Ok(Step::Wait(outcome)) => {
-            let unconfirmed = ctx
-                .cluster()
-                .write_status(completed, outcome.with_changes(changes))
-                .await?;
+            // The Profile stays recorded through a wait or a failure: a person's workspaces
+            // take their guards from it, and lose none while their owner's pass retries.
+            let outcome = outcome
+                .with_changes(changes)
+                .with_profile(resolved.applied.clone());
+            let unconfirmed = ctx.cluster().write_status(completed, outcome).await?;
             Ok(Action::requeue(
                 unconfirmed.map_or(TERMINATING_RECHECK, |left| left.min(TERMINATING_RECHECK)),
             ))
@@ -127,7 +129,8 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
                 Reason::Failed(error.failure()),
                 failure_message(&error),
             )
-            .with_changes(changes);
+            .with_changes(changes)
+            .with_profile(resolved.applied.clone());
             if let Err(status_error) = ctx.cluster().write_status(completed, outcome).await {
                 warn!(completed = %user.name_any(), "reporting the failure failed: {status_error}");
             }
