@@ -175,6 +175,16 @@ fn owner_left(workspace: &Workspace, owner: Option<&homestead_api::User>) -> boo
     }
 }
 
+/// Whether `workspace` takes its Profile from its owner, a person whose status names no
+/// applied Profile now (so which guards it should have is not known).
+fn owner_profile_unknown(workspace: &Workspace, caches: &Caches) -> bool {
+    workspace.spec.profile.is_none()
+        && matches!(Owner::of(workspace), Some(Owner::User(name))
+        if caches.user(&name).is_some_and(|u| {
+            u.status.as_ref().and_then(|s| s.profile.as_ref()).is_none()
+        }))
+}
+
 /// The Profile `workspace` gets: `spec.profile`, else its owner's (a person's applied Profile,
 /// or the one the directory chooses for a team's group: [`group_profile`], else the
 /// directory's floor), from the caches.
@@ -258,7 +268,12 @@ async fn converge<'g>(
     if let Some(wait) = ensure_namespace(ctx, workspace, &desired, changes).await? {
         return waiting(ctx, namespace, wait, changes).await;
     }
-    changes.extend(ensure_guards(ctx, workspace, namespace, guards).await?);
+    // A personal workspace without `spec.profile` takes its guards from its owner's applied
+    // Profile; while the owner's status names none (not yet provisioned, or refused), what it
+    // has stays: guards are never removed for want of knowing them.
+    if !owner_profile_unknown(workspace, ctx.caches()) {
+        changes.extend(ensure_guards(ctx, workspace, namespace, guards).await?);
+    }
     match access {
         Ok(grants) => {
             keep_bindings(ctx, workspace, namespace, grants, guards, changes).await?;
