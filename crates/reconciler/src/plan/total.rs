@@ -169,14 +169,21 @@ fn split_one(limit: Milli, used: &[Milli]) -> Vec<Milli> {
         return Vec::new();
     }
     let in_use: Milli = used.iter().sum();
+    // Whole units when the total is whole: a count (pods, services) takes no fraction.
+    let step = if limit % 1000 == 0 { 1000 } else { 1 };
     if in_use >= limit {
-        // Lowered below use: in proportion to use, rounded down.
+        // Lowered below use: in proportion to use, rounded down to a step.
         return used
             .iter()
-            .map(|u| if in_use == 0 { 0 } else { u * limit / in_use })
+            .map(|u| {
+                if in_use == 0 {
+                    0
+                } else {
+                    u * limit / in_use / step * step
+                }
+            })
             .collect();
     }
-    let step = if limit % 1000 == 0 { 1000 } else { 1 };
     let free = limit - in_use;
     // A unit of room for every home while there is that much, so a home nobody uses yet can
     // start; half the rest evenly, so a burst in several homes at once finds room in each; the
@@ -289,6 +296,18 @@ mod tests {
         let sum: Milli = split.targets.iter().map(|t| t["pods"]).sum();
         assert!(sum <= 15_000, "{split:?}");
         assert_eq!(split.targets[0]["pods"], 10_000);
+        // Whole Pods even when the proportion is not (a count takes no fraction: the API
+        // server refuses `1500m` pods).
+        let homes = [
+            slice("a", &[("pods", 5_000)], &[("pods", 3_000)]),
+            slice("b", &[("pods", 1_000)], &[("pods", 1_000)]),
+        ];
+        let split = plan(&pods(3), &homes);
+        assert!(
+            split.targets.iter().all(|t| t["pods"] % 1000 == 0),
+            "{split:?}"
+        );
+        assert!(split.targets.iter().map(|t| t["pods"]).sum::<Milli>() <= 3_000);
     }
 
     #[test]
@@ -351,6 +370,7 @@ mod tests {
             for (s, t) in homes.iter().zip(&split.targets) {
                 let used = s.used.get("pods").copied().unwrap_or(0);
                 assert!(t["pods"] >= used, "seed {seed}: below use");
+                assert_eq!(t["pods"] % 1000, 0, "seed {seed}: a fraction of a Pod");
             }
             assert_eq!(
                 now,
