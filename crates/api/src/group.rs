@@ -87,7 +87,7 @@ impl DirectoryGroupSpec {
 }
 
 /// The observed state of a DirectoryGroup, written by the operator.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DirectoryGroupStatus {
     /// The `metadata.generation` this status describes.
@@ -101,4 +101,8 @@ pub struct DirectoryGroupStatus {
     /// groups selects a Profile of higher priority.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// The team's total quota across its workspaces and how they use it (docs/quota.md), while
+    /// the group's Profile has a `totalQuota`. Written under its own field manager.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<crate::TotalQuotaStatus>,
 }

@@ -23,6 +23,7 @@ mod group;
 mod profile;
 pub mod reasons;
 mod share;
+mod total;
 mod workspace;
 pub use group::{DirectoryGroup, DirectoryGroupSpec, DirectoryGroupStatus, MAX_GROUP_MEMBERS};
 pub use profile::{
@@ -37,6 +38,7 @@ pub use reasons::{
 pub use share::{
     Grantee, GranteeStatus, MAX_GRANTEES, MAX_REASON_LEN, Share, ShareSpec, ShareStatus,
 };
+pub use total::{HomeSlice, TOTAL_FIELD_MANAGER, TotalQuotaStatus};
 pub use workspace::{
     MAX_ADMINS, MAX_WORKSPACE_REASON_LEN, MemberCount, Members, Workspace, WorkspaceNamespace,
     WorkspaceOwner, WorkspaceSpec, WorkspaceStatus,
@@ -616,6 +618,11 @@ pub struct UserStatus {
     /// would be restored; the homes API shows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
+
+    /// The person's total quota across their homes and how they use it (docs/quota.md), while
+    /// their Profile has a `totalQuota`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<TotalQuotaStatus>,
 
     /// The latest observations of the User's state; `Ready` is always present once Homestead
     /// has seen the User. A condition's `lastTransitionTime` changes only when its status does.

@@ -23,6 +23,18 @@ fn string(description: &str) -> Value {
     json!({ "type": "string", "description": description })
 }
 
+/// The schema of use against limits: `hard` and `used`, each resource names to quantities.
+fn usage(description: &str) -> Value {
+    let amounts = |what: &str| {
+        json!({ "type": "object", "description": what,
+                "additionalProperties": { "type": "string" } })
+    };
+    json!({ "type": "object", "description": description, "properties": {
+        "hard": amounts("The limits."),
+        "used": amounts("What is used of them."),
+    }})
+}
+
 /// The schemas of `Home` and `HomeList`; `reference` turns a definition's name into a `$ref`.
 fn home(reference: &dyn Fn(&str) -> String) -> (Value, Value) {
     let home = json!({
@@ -48,6 +60,11 @@ fn home(reference: &dyn Fn(&str) -> String) -> (Value, Value) {
             "state": string("Your own home's state: Active, Suspended, Expired, NotReady."),
             "user": string("Your User (metadata.name)."),
             "profile": string("The Profile your home was reconciled with, if any."),
+            "total": usage("The total quota of this home's owner across all their homes \
+                (hard and used, resource names to quantities); absent without one, or for a \
+                home only shared with you."),
+            "slice": usage("This home's slice of that total: its ResourceQuota \
+                homestead-total (hard and used)."),
         },
         "x-kubernetes-group-version-kind": gvk("Home"),
     });

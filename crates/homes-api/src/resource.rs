@@ -4,8 +4,12 @@
 //! and the discovery documents an aggregated API server serves
 //! (<https://kubernetes.io/docs/concepts/overview/kubernetes-api/#discovery-api>).
 
+use std::collections::BTreeMap;
+
+use homestead_api::{HomeSlice, TotalQuotaStatus};
 use homestead_model::homes::{Home, HomeState, Via};
 use homestead_model::roles::role_within;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     APIGroup, APIGroupList, APIResource, APIResourceList, GroupVersionForDiscovery, Time,
 };
@@ -44,6 +48,10 @@ pub struct Merged {
     pub state: HomeState,
     /// Since when: the earliest way in.
     pub since: Option<Time>,
+    /// The total quota this home has a slice of, as its owner's status says (docs/quota.md):
+    /// for the caller's own home and the workspaces they own, administer or are a member of
+    /// (never for a home only shared with them).
+    pub total: Option<TotalQuotaStatus>,
 }
 
 /// The caller, as every `Home` names them (what `kubectl get homes -o yaml` shows of
@@ -85,6 +93,7 @@ pub fn merged(homes: &[Home]) -> Vec<Merged> {
                 until: home.until.clone(),
                 state: home.state,
                 since: home.since.clone(),
+                total: None,
             }),
         }
     }
@@ -113,7 +122,32 @@ pub fn object(home: &Merged, person: &Person) -> Value {
     if let Some(profile) = &person.profile {
         object["profile"] = json!(profile);
     }
+    if let Some(total) = &home.total {
+        object["total"] = json!({ "hard": total.hard, "used": total.used });
+        if let Some(slice) = slice_of(home) {
+            object["slice"] = json!({ "hard": slice.hard, "used": slice.used });
+        }
+    }
     object
+}
+
+/// The home's own slice of its owner's total, if the total lists one for it.
+fn slice_of(home: &Merged) -> Option<&HomeSlice> {
+    let total = home.total.as_ref()?;
+    total.homes.iter().find(|s| s.namespace == home.namespace)
+}
+
+/// Use against limits for people: `pods 4/10, requests.cpu 500m/2`, a resource of `hard` at a
+/// time (one not counted yet as `0`).
+fn usage(hard: &BTreeMap<String, Quantity>, used: &BTreeMap<String, Quantity>) -> String {
+    let pairs: Vec<String> = hard
+        .iter()
+        .map(|(k, h)| {
+            let used = used.get(k).map_or("0", |q| q.0.as_str());
+            format!("{k} {used}/{}", h.0)
+        })
+        .collect();
+    pairs.join(", ")
 }
 
 /// A `HomeList` of `person`'s homes.
@@ -145,7 +179,8 @@ pub fn age(seconds: i64) -> String {
 }
 
 /// The server-side `Table` (`meta.k8s.io/v1`) of `homes` at `now`: NAME, ROLE, VIA, UNTIL,
-/// AGE, and STATE (priority 1: `-o wide` only), each row carrying its object's metadata.
+/// AGE, and STATE, SLICE and TOTAL (priority 1: `-o wide` only; `-` without a total), each row
+/// carrying its object's metadata.
 pub fn table(homes: &[Merged], now: Timestamp) -> Value {
     let column = |name: &str, priority: i32, description: &str| {
         json!({ "name": name, "type": "string", "format": if name == "Name" { "name" } else { "" },
@@ -161,8 +196,14 @@ pub fn table(homes: &[Merged], now: Timestamp) -> Value {
             let age = home.since.as_ref().map_or("<unknown>".to_owned(), |t| {
                 age(now.duration_since(t.0).as_secs())
             });
+            let slice = slice_of(home).map_or("-".to_owned(), |s| usage(&s.hard, &s.used));
+            let total = home
+                .total
+                .as_ref()
+                .map_or("-".to_owned(), |t| usage(&t.hard, &t.used));
             json!({
-                "cells": [home.namespace, home.role, home.via, until, age, state(home.state)],
+                "cells": [home.namespace, home.role, home.via, until, age, state(home.state),
+                          slice, total],
                 "object": {
                     "apiVersion": "meta.k8s.io/v1",
                     "kind": "PartialObjectMetadata",
@@ -182,6 +223,8 @@ pub fn table(homes: &[Merged], now: Timestamp) -> Value {
             column("Until", 0, "When the last way in ends, if it does."),
             column("Age", 0, "Since your first way in."),
             column("State", 1, "Your own home's state."),
+            column("Slice", 1, "This home's slice of its owner's total quota: used/hard."),
+            column("Total", 1, "Its owner's total quota across all their homes: used/hard."),
         ],
         "rows": rows,
     })
@@ -310,7 +353,12 @@ mod tests {
             .iter()
             .map(|c| c["name"].as_str().unwrap())
             .collect();
-        assert_eq!(columns, ["Name", "Role", "Via", "Until", "Age", "State"]);
+        assert_eq!(
+            columns,
+            [
+                "Name", "Role", "Via", "Until", "Age", "State", "Slice", "Total"
+            ]
+        );
         assert_eq!(
             table["rows"][1]["cells"],
             json!([
@@ -319,11 +367,35 @@ mod tests {
                 "own home",
                 "-",
                 "<unknown>",
-                "Suspended"
+                "Suspended",
+                "-",
+                "-"
             ])
         );
         assert_eq!(table["rows"][0]["cells"][4], "10d");
         assert_eq!(table["rows"][0]["object"]["metadata"]["name"], "team-data");
+    }
+
+    #[test]
+    fn a_home_with_a_total_shows_its_slice_and_the_total_as_used_of_hard() {
+        let q = |s: &str| Quantity(s.into());
+        let mut home = merged(&homes()).remove(1);
+        home.total = Some(TotalQuotaStatus {
+            hard: [("pods".into(), q("30")), ("requests.cpu".into(), q("2"))].into(),
+            used: [("pods".into(), q("21"))].into(),
+            homes: vec![HomeSlice {
+                namespace: "user-alice".into(),
+                hard: [("pods".into(), q("12"))].into(),
+                used: [("pods".into(), q("9"))].into(),
+            }],
+        });
+        let now = "2026-11-28T00:00:00Z".parse().unwrap();
+        let table = table(std::slice::from_ref(&home), now);
+        assert_eq!(table["rows"][0]["cells"][6], "pods 9/12");
+        assert_eq!(table["rows"][0]["cells"][7], "pods 21/30, requests.cpu 0/2");
+        let object = object(&home, &Person::default());
+        assert_eq!(object["slice"]["hard"]["pods"], "12");
+        assert_eq!(object["total"]["used"]["pods"], "21");
     }
 
     #[test]

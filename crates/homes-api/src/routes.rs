@@ -17,8 +17,9 @@ use axum::routing::get;
 use axum::{Extension, Router};
 use axum_server::tls::TlsInfo;
 use futures::StreamExt;
-use homestead_api::{DirectoryGroup, Share, User, Workspace};
+use homestead_api::{DirectoryGroup, Share, TotalQuotaStatus, User, Workspace};
 use homestead_model::homes::homes_of;
+use homestead_model::via::Via;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -171,10 +172,53 @@ impl Homes {
                 .map(|p| p.name.clone()),
             user: name,
         };
-        (
-            person,
-            resource::merged(&homes_of(&user, &groups, &shares, &workspaces, now)),
-        )
+        let homes = homes_of(&user, &groups, &shares, &workspaces, now);
+        let mut totals: BTreeMap<&str, TotalQuotaStatus> = homes
+            .iter()
+            .filter_map(|h| Some((h.namespace.as_str(), self.total_of(&user, &h.via)?)))
+            .collect();
+        let mut merged = resource::merged(&homes);
+        for home in &mut merged {
+            home.total = totals.remove(home.namespace.as_str());
+        }
+        (person, merged)
+    }
+
+    /// The total quota of the owner of a home `user` reaches `via`, from the owner's status
+    /// (docs/quota.md): `user`'s own for their own home, the Workspace's owner's (a User or a
+    /// DirectoryGroup) for a workspace; `None` through a Share, or without a total.
+    fn total_of(&self, user: &User, via: &Via) -> Option<TotalQuotaStatus> {
+        let workspace = match via {
+            Via::OwnHome => return user.status.as_ref()?.total.clone(),
+            Via::Workspace(name)
+            | Via::Team {
+                workspace: name, ..
+            } => name,
+            Via::Share(_) | Via::Group { .. } => return None,
+        };
+        let owner = self
+            .workspaces
+            .get(&ObjectRef::new(workspace))?
+            .spec
+            .owner
+            .clone();
+        match (owner.user, owner.group) {
+            (Some(person), _) => {
+                self.users
+                    .get(&ObjectRef::new(&person))?
+                    .status
+                    .clone()?
+                    .total
+            }
+            (None, Some(group)) => {
+                self.groups
+                    .get(&ObjectRef::new(&group))?
+                    .status
+                    .clone()?
+                    .total
+            }
+            (None, None) => None,
+        }
     }
 }
 

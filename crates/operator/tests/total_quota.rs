@@ -73,6 +73,35 @@ async fn pods_in(client: &Client, namespace: &str) -> usize {
     api.list(&ListParams::default()).await.unwrap().items.len()
 }
 
+/// Waits until the owner's `status.total` shows the total, `want` Pods used across the homes,
+/// and each of the ten homes' slices (adding up to at most the total), with `first` holding
+/// all `want` Pods in a slice that admits them.
+async fn owner_status_shows(client: &Client, first: &str, want: usize) {
+    let users: Api<homestead_api::User> = Api::all(client.clone());
+    let pods = |m: &serde_json::Value| m["pods"].as_str().map(|q| q.parse::<i64>().unwrap());
+    let mut last = serde_json::Value::Null;
+    for _ in 0..100 {
+        let user = users.get(OWNER).await.unwrap();
+        let total = serde_json::to_value(user.status.and_then(|s| s.total)).unwrap();
+        let homes = total["homes"].as_array().cloned().unwrap_or_default();
+        let sum: i64 = homes.iter().filter_map(|h| pods(&h["hard"])).sum();
+        let mine = homes.iter().find(|h| h["namespace"] == first);
+        if pods(&total["hard"]) == Some(TOTAL)
+            && pods(&total["used"]) == Some(want as i64)
+            && homes.len() == 10
+            && mine.is_some_and(|h| pods(&h["used"]) == Some(want as i64))
+        {
+            assert!(sum <= TOTAL, "the status lists slices adding up to {sum}");
+            let slice = mine.and_then(|h| pods(&h["hard"])).unwrap_or(0);
+            assert!(slice >= want as i64, "{first}'s slice is {slice}");
+            return;
+        }
+        last = total;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{OWNER}'s status.total never showed {want} of {TOTAL} Pods used: {last:#}");
+}
+
 /// Whether an error is quota admission's refusal.
 fn exceeded_quota(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(s) if s.code == 403 && s.message.contains("exceeded quota"))
@@ -208,6 +237,7 @@ async fn fifty_pods_at_once_across_ten_homes_never_use_more_than_the_total() {
         "one home grew to {want} of {TOTAL} Pods in {:?}, {refusals} creates refused on the way",
         started.elapsed()
     );
+    owner_status_shows(&client, &first, want).await;
     for ns in homes() {
         let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
         let _ = api

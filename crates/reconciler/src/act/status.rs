@@ -120,6 +120,28 @@ impl Cluster {
             + serde::de::DeserializeOwned
             + std::fmt::Debug,
     {
+        self.apply_status_as::<K>(name, status, FIELD_MANAGER).await
+    }
+
+    /// [`Cluster::apply_status`] under the field manager `manager`: the fields of `status` are
+    /// that manager's, and the fields it owned and `status` leaves out are removed (server-side
+    /// apply, <https://kubernetes.io/docs/reference/using-api/server-side-apply/>); other
+    /// managers' fields stay.
+    ///
+    /// # Errors
+    /// As [`Cluster::apply_status`].
+    pub async fn apply_status_as<K>(
+        &self,
+        name: &str,
+        status: &impl serde::Serialize,
+        manager: &str,
+    ) -> Result<()>
+    where
+        K: Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
         let patch = serde_json::json!({
             "apiVersion": K::api_version(&()),
             "kind": K::kind(&()),
@@ -128,7 +150,7 @@ impl Cluster {
         Api::<K>::all(self.client.clone())
             .patch_status(
                 name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
+                &PatchParams::apply(manager).force(),
                 &Patch::Apply(&patch),
             )
             .await

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use homestead_api::{DirectoryGroup, Profile};
+use homestead_api::{DirectoryGroup, DirectoryGroupStatus, Profile};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -67,7 +67,12 @@ pub async fn reconcile_group_status(
         return Ok(later);
     }
     let desired = group_status(&group, &ctx.caches().profiles());
-    if group.status.as_ref() != Some(&desired) {
+    // `status.total` has a field manager of its own (docs/quota.md): not this write's.
+    let current = group
+        .status
+        .clone()
+        .map(|s| DirectoryGroupStatus { total: None, ..s });
+    if current.as_ref() != Some(&desired) {
         ctx.cluster()
             .apply_status::<DirectoryGroup>(&group.name_any(), &desired)
             .await?;

@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use homestead_api::{ANNOTATION_TOTAL, Change, LABEL_TOTAL, LABEL_TOTAL_OWNER, TOTAL_QUOTA_NAME};
+use homestead_api::{
+    ANNOTATION_TOTAL, Change, DirectoryGroup, LABEL_TOTAL, LABEL_TOTAL_OWNER, TOTAL_FIELD_MANAGER,
+    TOTAL_QUOTA_NAME, TotalQuotaStatus, User,
+};
 use homestead_model::workspace::Owner;
 use k8s_openapi::api::core::v1::ResourceQuota;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -20,7 +23,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::plan::ownership::{Holder, labelled_for, managed_labels};
 use crate::plan::profile::group_profile;
-use crate::plan::total::{Slice, amounts, plan};
+use crate::plan::total::{Slice, amounts, plan, status};
 use crate::state::Caches;
 
 /// A total quota's `hard`: resource names to quantities.
@@ -131,15 +134,16 @@ fn print_amounts(amounts: &crate::plan::total::Amounts) -> String {
     pairs.join(", ")
 }
 
-/// Reconciles one slice (a ResourceQuota `homestead-total`): when its owner's slices as
-/// `slices` (the Controller's cache of every slice, usage included) show a move is due (a home
+/// Reconciles one slice (a ResourceQuota `homestead-total`): brings its owner's
+/// `status.total` in line with the owner's slices as `slices` (the Controller's cache of every
+/// slice, usage included) has them ([`publish`]); then, when they show a move is due (a home
 /// short of room another holds, or slices cut from another total than the owner's now; see
 /// [`crate::plan::total::Split::is_due`]), moves them ([`rebalance`], which reads them afresh)
 /// under the owner's lock. An owner without a total leaves its slices to their homes'
-/// reconciles, which remove them.
+/// reconciles, which remove them, and loses `status.total`.
 ///
 /// # Errors
-/// A failed list or write of the move.
+/// A failed status write, or a failed list or write of the move.
 pub async fn reconcile_total(
     quota: Arc<ResourceQuota>,
     ctx: Arc<Context>,
@@ -150,9 +154,15 @@ pub async fn reconcile_total(
         return Ok(Action::await_change());
     };
     let Some(total) = owner_total(&owner, ctx.caches()) else {
+        publish(&ctx, &owner, None).await?;
         return Ok(Action::await_change());
     };
-    if !due(&owner, &total, &slices) {
+    let Ok(amounts) = amounts(&total) else {
+        return Ok(Action::await_change());
+    };
+    let (stale, mine) = cached(&owner, &fingerprint(&amounts), &slices);
+    publish(&ctx, &owner, Some(status(&total, &mine))).await?;
+    if !stale && !plan(&amounts, &mine).is_due() {
         return Ok(Action::requeue(SLICE_RESYNC));
     }
     let _lock = ctx.total_lock(&owner).await;
@@ -163,21 +173,20 @@ pub async fn reconcile_total(
     Ok(Action::requeue(SLICE_RESYNC))
 }
 
-/// Whether `owner`'s slices in `slices` call for a move of `total`: one was cut from another
-/// total, or [`plan`] finds one due.
-fn due(owner: &Owner, total: &Total, slices: &Store<ResourceQuota>) -> bool {
-    let Ok(total) = amounts(total) else {
-        return false;
-    };
-    let print = fingerprint(&total);
+/// `owner`'s slices in `slices`, sorted by namespace, and whether one of them was cut from
+/// another total than the one printed `print`.
+fn cached(owner: &Owner, print: &str, slices: &Store<ResourceQuota>) -> (bool, Vec<Slice>) {
+    let mut stale = false;
     let mut mine: Vec<Slice> = Vec::new();
     for quota in slices.state() {
         if owner_of_slice(&quota).as_ref() != Some(owner) {
             continue;
         }
-        if quota.annotations().get(ANNOTATION_TOTAL) != Some(&print) {
-            return true;
-        }
+        stale |= quota
+            .annotations()
+            .get(ANNOTATION_TOTAL)
+            .map(String::as_str)
+            != Some(print);
         let of = |m: Option<&BTreeMap<String, Quantity>>| {
             m.map(amounts).and_then(|a| a.ok()).unwrap_or_default()
         };
@@ -188,7 +197,47 @@ fn due(owner: &Owner, total: &Total, slices: &Store<ResourceQuota>) -> bool {
         });
     }
     mine.sort_by(|a, b| a.namespace.cmp(&b.namespace));
-    plan(&total, &mine).is_due()
+    (stale, mine)
+}
+
+/// Sets `status.total` of `owner` (its User or DirectoryGroup) to `total` (`None` removes
+/// it), by server-side apply under the field manager [`TOTAL_FIELD_MANAGER`], unless the cache
+/// already shows it so, or the owner is not (or no longer) there.
+///
+/// # Errors
+/// [`Error::Kube`] with [`homestead_api::Verb::PatchStatus`] when the API server refuses.
+async fn publish(ctx: &Context, owner: &Owner, total: Option<TotalQuotaStatus>) -> Result<()> {
+    let current = match owner {
+        Owner::User(name) => ctx
+            .caches()
+            .user(name)
+            .map(|u| u.status.as_ref().and_then(|s| s.total.clone())),
+        Owner::Group(name) => ctx
+            .caches()
+            .group(name)
+            .map(|g| g.status.as_ref().and_then(|s| s.total.clone())),
+    };
+    if current.is_none_or(|current| current == total) {
+        return Ok(());
+    }
+    // Without `total`, the apply gives up the field, and the API server removes it.
+    let status = match &total {
+        Some(total) => serde_json::json!({ "total": total }),
+        None => serde_json::json!({}),
+    };
+    let cluster = ctx.cluster();
+    match owner {
+        Owner::User(name) => {
+            cluster
+                .apply_status_as::<User>(name, &status, TOTAL_FIELD_MANAGER)
+                .await
+        }
+        Owner::Group(name) => {
+            cluster
+                .apply_status_as::<DirectoryGroup>(name, &status, TOTAL_FIELD_MANAGER)
+                .await
+        }
+    }
 }
 
 /// How often a slice is looked at again without a change (seconds): a move that failed, or

@@ -367,6 +367,8 @@ pub fn group_status(group: &DirectoryGroup, profiles: &[Arc<Profile>]) -> Direct
         observed_generation: group.metadata.generation,
         members: i64::try_from(group.spec.members.len()).unwrap_or(i64::MAX),
         profile,
+        // Written apart, under its own field manager (docs/quota.md).
+        total: None,
     }
 }
 
@@ -642,6 +644,7 @@ mod tests {
                 observed_generation: Some(2),
                 members: 3,
                 profile: Some("high".into()),
+                total: None,
             }
         );
         let unnamed = group_status(&group("ops", "Ops", &[]), &profiles);

@@ -199,6 +199,8 @@ pub fn desired_status(user: &User, outcome: &Outcome, now: Time) -> UserStatus {
         observed_generation: user.metadata.generation,
         profile: outcome.profile.clone(),
         role,
+        // Written apart, under its own field manager (docs/quota.md).
+        total: None,
         conditions,
     }
 }

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 
+use homestead_api::{HomeSlice, TotalQuotaStatus};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::plan::quantity::{nano_value, round_up_to_milli};
@@ -217,9 +218,75 @@ fn split_one(limit: Milli, used: &[Milli]) -> Vec<Milli> {
     split
 }
 
+/// The `status.total` of an owner whose Profile's total is `hard`, over its homes' `slices`
+/// (sorted by namespace): the total as the Profile says it; `used`, the sum of the homes' use
+/// of each of its resources; and each home's slice and use of them (as quantities in the form
+/// [`quantity`] writes, so a status read back compares equal).
+pub fn status(hard: &BTreeMap<String, Quantity>, slices: &[Slice]) -> TotalQuotaStatus {
+    let of = |amounts: &Amounts| -> BTreeMap<String, Quantity> {
+        amounts
+            .iter()
+            .filter(|(k, _)| hard.contains_key(*k))
+            .map(|(k, v)| (k.clone(), quantity(*v)))
+            .collect()
+    };
+    let used = hard
+        .keys()
+        .map(|k| {
+            let sum = slices.iter().filter_map(|s| s.used.get(k)).sum();
+            (k.clone(), quantity(sum))
+        })
+        .collect();
+    TotalQuotaStatus {
+        hard: hard.clone(),
+        used,
+        homes: slices
+            .iter()
+            .map(|s| HomeSlice {
+                namespace: s.namespace.clone(),
+                hard: of(&s.hard),
+                used: of(&s.used),
+            })
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_status_sums_the_use_of_the_totals_resources_and_lists_each_slice() {
+        let hard: BTreeMap<String, Quantity> = [
+            ("pods".to_owned(), Quantity("30".into())),
+            ("requests.cpu".to_owned(), Quantity("2".into())),
+        ]
+        .into();
+        let slices = [
+            slice(
+                "a",
+                &[("pods", 20_000)],
+                &[("pods", 4_000), ("services", 1_000)],
+            ),
+            slice(
+                "b",
+                &[("pods", 10_000)],
+                &[("pods", 3_000), ("requests.cpu", 500)],
+            ),
+        ];
+        let status = status(&hard, &slices);
+        let q = |s: &str| Quantity(s.into());
+        assert_eq!(status.hard, hard);
+        assert_eq!(
+            status.used,
+            [("pods".into(), q("7")), ("requests.cpu".into(), q("500m"))].into()
+        );
+        assert_eq!(status.homes[0].namespace, "a");
+        assert_eq!(status.homes[0].hard, [("pods".into(), q("20"))].into());
+        // Use of a resource the total does not count is left out.
+        assert_eq!(status.homes[0].used, [("pods".into(), q("4"))].into());
+        assert_eq!(status.homes[1].used.len(), 2);
+    }
 
     fn slice(namespace: &str, hard: &[(&str, Milli)], used: &[(&str, Milli)]) -> Slice {
         let map = |pairs: &[(&str, Milli)]| pairs.iter().map(|(k, v)| ((*k).into(), *v)).collect();

@@ -351,14 +351,41 @@ pub fn controllers(
 
 /// The Controller over the slices of total quotas (ResourceQuotas labelled
 /// `homestead.dev/total-owner`, whole: a move reads their use), woken by every change, usage
-/// included, settled for [`SLICE_DEBOUNCE`] so a burst of creates in a home costs one look.
-/// Each slice is looked at again every few minutes (`flows::total`).
+/// included, settled for [`SLICE_DEBOUNCE`] so a burst of creates in a home costs one look. A
+/// slice deleted (its home retained, handed over, or gone) wakes another slice of its owner, so
+/// the owner's `status.total` stops listing it. Each slice is looked at again every few minutes
+/// (`flows::total`).
 fn total_controller(client: &Client) -> Controller<ResourceQuota> {
-    Controller::new(
-        Api::<ResourceQuota>::all(client.clone()),
-        config_of(&declared::TOTALS),
+    let (slices, writer) = reflector::store();
+    let remaining = slices.clone();
+    let events = reflector::reflector(
+        writer,
+        watcher(
+            Api::<ResourceQuota>::all(client.clone()),
+            config_of(&declared::TOTALS),
+        ),
     )
-    .with_config(controller::Config::default().debounce(SLICE_DEBOUNCE))
+    .backoff(watch_backoff())
+    .filter_map(move |event| {
+        std::future::ready(match event {
+            Ok(watcher::Event::Apply(q) | watcher::Event::InitApply(q)) => Some(Ok(q)),
+            Ok(watcher::Event::Delete(q)) => sibling(&remaining, &q).map(Ok),
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
+            Err(e) => Some(Err(e)),
+        })
+    });
+    Controller::for_stream(events, slices)
+        .with_config(controller::Config::default().debounce(SLICE_DEBOUNCE))
+}
+
+/// Another slice in `slices` of the owner of `deleted`, if one remains.
+fn sibling(slices: &Store<ResourceQuota>, deleted: &ResourceQuota) -> Option<ResourceQuota> {
+    let owner = crate::act::total::owner_of_slice(deleted)?;
+    slices
+        .state()
+        .into_iter()
+        .find(|q| crate::act::total::owner_of_slice(q).as_ref() == Some(&owner))
+        .map(|q| q.as_ref().clone())
 }
 
 /// How long a slice's changes settle before it is looked at.
