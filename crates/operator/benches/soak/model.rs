@@ -70,6 +70,8 @@ pub struct ModelUser {
     pub valid_until: Option<f64>,
     /// When its deletion was accepted.
     pub deleting_at: Option<f64>,
+    /// Whom its deletion hands its homes to (`deletionPolicy: Handover`).
+    pub successor: Option<String>,
     /// When the workload created it.
     pub created_at: f64,
     /// When the workload last changed its spec (a Ready condition for it is due after this).
@@ -101,6 +103,7 @@ impl ModelUser {
             deactivated_at: None,
             valid_until: None,
             deleting_at: None,
+            successor: None,
             created_at: now,
             changed_at: now,
         }
@@ -154,6 +157,10 @@ pub struct Offboarded {
     pub owner: String,
     pub since: f64,
     pub retain: bool,
+    /// The User it was handed over to (docs/handover.md): from `since` on the leaver has no
+    /// access there, and the namespace has exactly one owner (the successor's Workspace, or,
+    /// when the handover fell back, none but the retained label).
+    pub successor: Option<String>,
 }
 
 /// A fault: from `start` until `end` (when the workload stopped injecting it), `healed` once an

@@ -181,7 +181,13 @@ struct Revoked {
     owner: String,
     since: f64,
     why: &'static str,
+    /// A home handed over (docs/handover.md): only its leaver (`owner`) must have no access;
+    /// the successor has.
+    leaver_only: bool,
 }
+
+/// The label of a retained namespace (docs/handover.md: a handover that falls back retains).
+const RETAINED_FROM: &str = "homestead.dev/retained-from";
 
 fn lower(s: &str) -> String {
     s.to_ascii_lowercase()
@@ -304,6 +310,7 @@ impl Oracle {
         });
         self.sources(snap, &after, &mut found);
         self.workspace_sources(snap, &after, &mut found);
+        self.handed(snap, &after, &mut found);
         for (key, detail) in crate::totals::check(&snap.slices, &mut self.totals) {
             found.push(Violation {
                 check: "total-never-exceeded".into(),
@@ -345,12 +352,18 @@ impl Oracle {
                 .and_then(|s| s.namespace.clone())
                 .unwrap_or_else(|| m.namespace.clone());
             if let Some(since) = m.revoked_since(snap.at) {
+                let handed = m.deleting_at.is_some() && m.successor.is_some();
                 out.push(Revoked {
                     namespace,
                     user: Some(u.name_any()),
                     owner: m.username.clone(),
                     since,
-                    why: "suspended, deactivated, expired or offboarding",
+                    why: if handed {
+                        "handed over"
+                    } else {
+                        "suspended, deactivated, expired or offboarding"
+                    },
+                    leaver_only: handed,
                 });
             } else if younger(u) {
                 out.push(Revoked {
@@ -359,23 +372,32 @@ impl Oracle {
                     owner: m.username.clone(),
                     since: m.created_at,
                     why: "its username belongs to an older User",
+                    leaver_only: false,
                 });
             }
         }
         for o in &model.offboarded {
-            let exists = snap
+            let Some(ns) = snap
                 .namespaces
                 .get(&o.namespace)
-                .is_some_and(|n| o.uid.is_some() && n.uid() == o.uid);
-            if exists {
-                out.push(Revoked {
-                    namespace: o.namespace.clone(),
-                    user: Some(o.user.clone()),
-                    owner: o.owner.clone(),
-                    since: o.since,
-                    why: if o.retain { "retained" } else { "offboarded" },
-                });
-            }
+                .filter(|n| o.uid.is_some() && n.uid() == o.uid)
+            else {
+                continue;
+            };
+            // A handover that fell back to Retain leaves a retained namespace: nobody's.
+            let handed = o.successor.is_some() && !ns.labels().contains_key(RETAINED_FROM);
+            out.push(Revoked {
+                namespace: o.namespace.clone(),
+                user: Some(o.user.clone()),
+                owner: o.owner.clone(),
+                since: o.since,
+                why: match (handed, o.retain) {
+                    (true, _) => "handed over",
+                    (false, true) => "retained",
+                    (false, false) => "offboarded",
+                },
+                leaver_only: handed,
+            });
         }
         // A squatted namespace is not Homestead's to revoke: a User naming it is refused. Once
         // handed to one of the Users naming it, only that User's revocation concerns it: the
@@ -396,6 +418,10 @@ impl Oracle {
     async fn revocation(&mut self, snap: &Snapshot, model: &Model, found: &mut Vec<Violation>) {
         let revoked = Self::revoked(snap, model);
         for r in &revoked {
+            if r.leaver_only {
+                self.leaver(r, model, snap.at, found).await;
+                continue;
+            }
             let bindings: Vec<&RoleBinding> = snap
                 .bindings
                 .iter()
@@ -463,6 +489,97 @@ impl Oracle {
                 });
             }
         }
+    }
+
+    /// `handover-ends-leaver-access`: in a home handed over (`r`), the leaver's identity may not
+    /// get pods 2 s after the deletion was accepted (docs/handover.md), unless a live User of
+    /// the model holds that identity again.
+    async fn leaver(&mut self, r: &Revoked, model: &Model, at: f64, found: &mut Vec<Violation>) {
+        let again = model
+            .users
+            .values()
+            .any(|u| u.deleting_at.is_none() && u.username.eq_ignore_ascii_case(&r.owner));
+        let Some(deadline) = model.deadline(r.since, REVOCATION_ALLOWED) else {
+            return;
+        };
+        if again || at <= deadline {
+            return;
+        }
+        let allowed = self
+            .who_may_get_pods(&r.namespace, [identity(&r.owner)].into())
+            .await;
+        if !allowed.is_empty() {
+            found.push(Violation {
+                check: "handover-ends-leaver-access".into(),
+                key: format!("leaver {} {:.3}", r.namespace, r.since),
+                at,
+                detail: format!(
+                    "{} (handed over since {:.1} s): its leaver {} may get pods there {:.1} s later",
+                    r.namespace,
+                    r.since,
+                    r.owner,
+                    at - r.since
+                ),
+            });
+        }
+    }
+
+    /// `handed-home-has-one-owner`: every namespace handed over (docs/handover.md, design rule
+    /// 28) that is still there has exactly one owner 5 s after the deletion was accepted (and
+    /// for as long as it stays wrong after that): its successor's Workspace (label
+    /// `homestead.dev/workspace` naming a Workspace that exists), or, when the handover fell
+    /// back, the retained label alone; never a User's label beside another, never none.
+    fn handed(&mut self, snap: &Snapshot, model: &Model, found: &mut Vec<Violation>) {
+        let mut seen = BTreeSet::new();
+        for o in model.offboarded.iter().filter(|o| o.successor.is_some()) {
+            let Some(ns) = snap.namespaces.get(&o.namespace).filter(|n| {
+                o.uid.is_some() && n.uid() == o.uid && n.metadata.deletion_timestamp.is_none()
+            }) else {
+                continue;
+            };
+            let labels = ns.labels();
+            let owners: Vec<&str> = [
+                "homestead.dev/user",
+                "homestead.dev/workspace",
+                RETAINED_FROM,
+            ]
+            .into_iter()
+            .filter(|l| labels.contains_key(*l))
+            .collect();
+            let workspace = labels.get("homestead.dev/workspace");
+            let missing =
+                workspace.is_some_and(|w| !snap.workspaces.iter().any(|x| x.name_any() == *w));
+            if owners.len() == 1 && !missing {
+                continue;
+            }
+            let key = format!("handed {} {:.3}", o.namespace, o.since);
+            seen.insert(key.clone());
+            let first = *self.first_seen.entry(key.clone()).or_insert(snap.at);
+            let due = model
+                .deadline(o.since.max(first), READY_ALLOWED)
+                .is_some_and(|d| snap.at > d);
+            if due {
+                found.push(Violation {
+                    check: "handed-home-has-one-owner".into(),
+                    key,
+                    at: snap.at,
+                    detail: format!(
+                        "{} (handed from {} to {:?} at {:.1} s) has owners {owners:?}{}",
+                        o.namespace,
+                        o.user,
+                        o.successor,
+                        o.since,
+                        if missing {
+                            format!(", and Workspace {workspace:?} is not there")
+                        } else {
+                            String::new()
+                        }
+                    ),
+                });
+            }
+        }
+        self.first_seen
+            .retain(|k, _| !k.starts_with("handed ") || seen.contains(k));
     }
 
     /// The RoleBindings among `bindings` (in the revoked namespace `r`) past their deadline: 2 s

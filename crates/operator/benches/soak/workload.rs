@@ -82,6 +82,12 @@ pub enum Op {
     HrDelete {
         name: String,
     },
+    /// HR sets `deletionPolicy: Handover` and `successor` on User `name`, then deletes it: its
+    /// homes go to the successor (docs/handover.md).
+    HrHandover {
+        name: String,
+        successor: String,
+    },
     /// `homestead import` of a roster (source `soak-roster`) with these rows, pruning with
     /// `--prune delete` the source's Users left out, `--allow-mass-prune` the number expected.
     HrImport {
@@ -224,6 +230,7 @@ impl Op {
             | Op::HrRole { name, .. }
             | Op::HrProfile { name, .. }
             | Op::HrDelete { name }
+            | Op::HrHandover { name, .. }
             | Op::ScimCreate { name, .. }
             | Op::ScimActive { name, .. }
             | Op::ScimPutWithoutActive { name }
@@ -245,6 +252,7 @@ impl Op {
             | Op::HrRole { .. }
             | Op::HrProfile { .. }
             | Op::HrDelete { .. }
+            | Op::HrHandover { .. }
             | Op::HrImport { .. } => "hr",
             Op::ScimCreate { .. }
             | Op::ScimActive { .. }
@@ -349,7 +357,19 @@ fn hr_op(rng: &mut fastrand::Rng, model: &Model, live: &[String]) -> Op {
             name,
             profile: rng.bool().then(|| HR_PROFILES[rng.usize(..2)].to_owned()),
         },
-        _ => Op::HrDelete { name },
+        // A roster's import sets `deletionPolicy` again: only HR's own Users are handed over.
+        78..90 => Op::HrDelete { name },
+        _ if !name.starts_with("hr-") => Op::HrDelete { name },
+        _ => {
+            let others: Vec<String> = live.iter().filter(|n| **n != name).cloned().collect();
+            match pick(rng, &others) {
+                Some(successor) => Op::HrHandover {
+                    successor: successor.clone(),
+                    name,
+                },
+                None => Op::HrDelete { name },
+            }
+        }
     }
 }
 
@@ -855,7 +875,22 @@ impl Actors {
                     .delete(name, &DeleteParams::default())
                     .await;
                 if result.is_ok() {
-                    self.offboarding(name).await;
+                    self.offboarding(name, None).await;
+                }
+                Outcome::from(result)
+            }
+            Op::HrHandover { name, successor } => {
+                let policy = json!({ "deletionPolicy": "Handover", "successor": successor });
+                if let Err(e) = self.merge(name, policy).await {
+                    return Outcome::from(Err::<(), _>(e));
+                }
+                // Set even if the delete fails: a later delete hands over too.
+                self.changed(name, |u, _| u.successor = Some(successor.clone()));
+                let result = Api::<User>::all(self.hr.clone())
+                    .delete(name, &DeleteParams::default())
+                    .await;
+                if result.is_ok() {
+                    self.offboarding(name, Some(successor.clone())).await;
                 }
                 Outcome::from(result)
             }
@@ -958,7 +993,7 @@ impl Actors {
                 .collect()
         };
         for name in &pruned {
-            self.offboarding(name).await;
+            self.offboarding(name, None).await;
         }
         let mut created = Vec::new();
         for row in rows {
@@ -1050,12 +1085,14 @@ impl Actors {
     }
 
     /// Records that User `name`'s deletion was accepted now: its namespace, if it has one (the
-    /// Namespace of that name annotated with the User's uid), grants nothing from here on.
-    async fn offboarding(&self, name: &str) {
+    /// Namespace of that name annotated with the User's uid), grants nothing from here on, or,
+    /// handed over to `successor`, nothing to the leaver.
+    async fn offboarding(&self, name: &str, successor: Option<String>) {
         let now = self.clock.now();
         let Some(user) = self.model.lock().unwrap().users.get(name).cloned() else {
             return;
         };
+        let successor = successor.or(user.successor.clone());
         let uid = Api::<Namespace>::all(self.admin.clone())
             .get_opt(&user.namespace)
             .await
@@ -1076,12 +1113,14 @@ impl Actors {
                 uid,
                 owner: user.username.clone(),
                 since: now,
-                retain: user.retain,
+                retain: user.retain || successor.is_some(),
+                successor: successor.clone(),
             });
         }
         model.group.remove(name);
         if let Some(u) = model.user(name) {
             u.deleting_at = Some(now);
+            u.successor = successor;
         }
     }
 
@@ -1166,7 +1205,7 @@ impl Actors {
                 };
                 let (code, body) = self.call("DELETE", path, None).await;
                 if (200..300).contains(&code) {
-                    self.offboarding(name).await;
+                    self.offboarding(name, None).await;
                 }
                 outcome(code, &body)
             }
