@@ -10,9 +10,9 @@ use std::io::Write;
 
 use anyhow::Context as _;
 use homestead_api::{
-    ANNOTATION_CREATED_BY, DirectoryGroup, HOME_ROLE_BINDING, LABEL_MANAGED_BY, LABEL_SHARE,
-    LABEL_USER, LABEL_WORKSPACE, MANAGED_BY, Share, User, WORKSPACE_ADMINS_BINDING,
-    WORKSPACE_MEMBERS_BINDING, Workspace,
+    ANNOTATION_CREATED_BY, DirectoryGroup, HOME_ROLE_BINDING, LABEL_HANDED_OVER_FROM,
+    LABEL_MANAGED_BY, LABEL_RETAINED_FROM, LABEL_SHARE, LABEL_USER, LABEL_WORKSPACE, MANAGED_BY,
+    Share, User, WORKSPACE_ADMINS_BINDING, WORKSPACE_MEMBERS_BINDING, Workspace,
 };
 pub use homestead_model::homes::Source;
 use homestead_model::homes::{Via, ways_in};
@@ -49,6 +49,8 @@ pub struct Row {
 pub struct Listed {
     /// Namespaces labelled as Homestead's.
     pub namespaces: Vec<Namespace>,
+    /// Namespaces Homestead retained (labelled `homestead.dev/retained-from`).
+    pub retained: Vec<Namespace>,
     /// RoleBindings in those namespaces.
     pub bindings: Vec<RoleBinding>,
     /// Every User.
@@ -77,7 +79,13 @@ pub fn rows(listed: &Listed) -> Vec<Row> {
         .iter()
         .map(|s| ((s.namespace().unwrap_or_default(), s.name_any()), s))
         .collect();
-    let mut out = Vec::new();
+    // The leaver a workspace's namespace was handed over from (docs/handover.md).
+    let handed: BTreeMap<String, &String> = listed
+        .namespaces
+        .iter()
+        .filter_map(|ns| Some((ns.name_any(), ns.labels().get(LABEL_HANDED_OVER_FROM)?)))
+        .collect();
+    let mut out: Vec<Row> = listed.retained.iter().map(retained_row).collect();
     for binding in &listed.bindings {
         let namespace = binding.namespace().unwrap_or_default();
         let Some((holder_label, owner)) = owner_of.get(&namespace) else {
@@ -97,7 +105,7 @@ pub fn rows(listed: &Listed) -> Vec<Row> {
             let person = (subject.kind == "User")
                 .then(|| by_username.get(subject.name.as_str()))
                 .flatten();
-            let (source, detail, until) = match share {
+            let (source, mut detail, until) = match share {
                 Some(share) => share_source(share, person.copied(), &listed.groups),
                 None if ours && workspace.is_some() && is_workspace_binding(binding) => {
                     workspace_source(workspace, person.copied(), &listed.groups)
@@ -111,6 +119,9 @@ pub fn rows(listed: &Listed) -> Vec<Row> {
                     String::new(),
                 ),
             };
+            if let Some(leaver) = handed.get(&namespace).filter(|_| workspace.is_some()) {
+                detail.push_str(&format!(" (handed over from {leaver})"));
+            }
             let subject_name = match &subject.namespace {
                 Some(ns) if subject.kind == "ServiceAccount" => format!("{ns}/{}", subject.name),
                 _ => subject.name.clone(),
@@ -130,6 +141,25 @@ pub fn rows(listed: &Listed) -> Vec<Row> {
         (&a.namespace, &a.person, &a.subject).cmp(&(&b.namespace, &b.person, &b.subject))
     });
     out
+}
+
+/// The row of a namespace retained from `homestead.dev/retained-from`'s person or workspace:
+/// nobody's home, no access (the operator removes any RoleBinding that appears there).
+fn retained_row(namespace: &Namespace) -> Row {
+    let from = namespace
+        .labels()
+        .get(LABEL_RETAINED_FROM)
+        .cloned()
+        .unwrap_or_default();
+    Row {
+        namespace: namespace.name_any(),
+        subject: "-".to_owned(),
+        person: String::new(),
+        role: "-".to_owned(),
+        source: Source::Retained,
+        detail: format!("retained from {from}: nobody's home, no access"),
+        until: String::new(),
+    }
 }
 
 /// Each namespace's holder: the User of a home or the Workspace of a workspace, as the label
@@ -332,6 +362,11 @@ async fn list(client: &Client) -> anyhow::Result<Listed> {
         .await
         .context("listing Homestead's namespaces")?
         .items;
+    let retained = Api::<Namespace>::all(client.clone())
+        .list(&ListParams::default().labels(LABEL_RETAINED_FROM))
+        .await
+        .context("listing retained namespaces")?
+        .items;
     let all = ListParams::default();
     let bindings = Api::<RoleBinding>::all(client.clone())
         .list(&all)
@@ -360,6 +395,7 @@ async fn list(client: &Client) -> anyhow::Result<Listed> {
         .items;
     Ok(Listed {
         namespaces,
+        retained,
         bindings,
         users,
         shares,
@@ -402,6 +438,7 @@ mod tests {
         .unwrap();
         Listed {
             namespaces: vec![ns],
+            retained: vec![],
             bindings: vec![
                 binding(
                     "homestead-user",
@@ -427,6 +464,61 @@ mod tests {
             groups: vec![DirectoryGroup::test("analysts", "Analysts").with_members(&["carol"])],
             workspaces: vec![],
         }
+    }
+
+    #[test]
+    fn a_handed_over_home_names_its_leaver_and_a_retained_one_is_listed_as_nobodys() {
+        let mut listed = listed();
+        let namespace = |name: &str, labels: serde_json::Value| -> Namespace {
+            serde_json::from_value(json!({ "metadata": { "name": name, "labels": labels } }))
+                .unwrap()
+        };
+        listed.namespaces.push(namespace(
+            "user-dora",
+            json!({ LABEL_MANAGED_BY: MANAGED_BY, LABEL_WORKSPACE: "user-dora",
+                    LABEL_HANDED_OVER_FROM: "dora" }),
+        ));
+        listed.retained.push(namespace(
+            "user-erin",
+            json!({ LABEL_RETAINED_FROM: "erin" }),
+        ));
+        listed.workspaces.push(
+            serde_json::from_value(json!({
+                "apiVersion": homestead_api::API_VERSION, "kind": "Workspace",
+                "metadata": { "name": "user-dora" },
+                "spec": { "owner": { "user": "alice" }, "reason": "dora's work",
+                    "namespace": { "name": "user-dora" } },
+            }))
+            .unwrap(),
+        );
+        listed.bindings.push(
+            serde_json::from_value(json!({
+                "metadata": { "name": WORKSPACE_ADMINS_BINDING, "namespace": "user-dora",
+                    "labels": { LABEL_MANAGED_BY: MANAGED_BY, LABEL_WORKSPACE: "user-dora" } },
+                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "admin" },
+                "subjects": [{ "kind": "User", "name": "alice@example.com" }],
+            }))
+            .unwrap(),
+        );
+        let rows = rows(&listed);
+        let dora = rows.iter().find(|r| r.namespace == "user-dora").unwrap();
+        assert_eq!(
+            (dora.person.as_str(), dora.source),
+            ("alice", Source::Workspace)
+        );
+        assert!(
+            dora.detail.ends_with("(handed over from dora)"),
+            "{}",
+            dora.detail
+        );
+        let erin = rows.iter().find(|r| r.namespace == "user-erin").unwrap();
+        assert_eq!(erin.source, Source::Retained);
+        assert!(
+            erin.detail.contains("retained from erin"),
+            "{}",
+            erin.detail
+        );
     }
 
     #[test]

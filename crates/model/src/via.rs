@@ -20,6 +20,9 @@ pub enum Source {
     Team,
     /// A RoleBinding no Homestead rule accounts for.
     Unmanaged,
+    /// Nobody: a namespace retained from a person who left (or a workspace deleted with
+    /// `Retain`), listed so that no namespace Homestead made goes unaccounted for.
+    Retained,
 }
 
 /// How the caller has a namespace.

@@ -7,6 +7,8 @@ use scim_v2::models::scim_schema::get_schemas;
 use scim_v2::schema_urns;
 use serde_json::{Value, json};
 
+use super::patch::ENTERPRISE_USER;
+
 /// The most resources one list or search response returns (`filter.maxResults`); `count`
 /// above it is lowered to it (RFC 7644 §3.4.2.4).
 pub const MAX_RESULTS: usize = 200;
@@ -42,7 +44,8 @@ pub fn service_provider_config(base: &str, max_body_bytes: usize) -> Value {
     })
 }
 
-/// The `User` resource type (RFC 7643 §6), without schema extensions.
+/// The `User` resource type (RFC 7643 §6), with the enterprise extension (RFC 7643 §4.3) as
+/// an optional schema extension: of it, only `manager` is kept ([`enterprise_schema`]).
 pub fn user_resource_type(base: &str) -> Value {
     json!({
         "schemas": [schema_urns::RESOURCE_TYPE],
@@ -51,6 +54,7 @@ pub fn user_resource_type(base: &str) -> Value {
         "endpoint": "/Users",
         "description": "A person with a home on the cluster (a homestead.dev/v1alpha1 User)",
         "schema": schema_urns::USER,
+        "schemaExtensions": [{"schema": ENTERPRISE_USER, "required": false}],
         "meta": {"resourceType": "ResourceType", "location": format!("{base}/ResourceTypes/User")}
     })
 }
@@ -117,6 +121,42 @@ pub fn user_schema(base: &str) -> Value {
     schema
 }
 
+/// The enterprise User extension's schema (RFC 7643 §4.3) with the one attribute this service
+/// keeps: `manager`, of which `value` (the SCIM id of the person's manager; the User it names
+/// becomes the successor of a handover HR names none for, docs/handover.md).
+pub fn enterprise_schema(base: &str) -> Value {
+    json!({
+        "schemas": [schema_urns::SCHEMA],
+        "id": ENTERPRISE_USER,
+        "name": "EnterpriseUser",
+        "description": "Enterprise User: only manager is kept",
+        "attributes": [{
+            "name": "manager",
+            "type": "complex",
+            "multiValued": false,
+            "description": "The person's manager, who takes their homes when they leave if HR names no successor.",
+            "required": false,
+            "mutability": "readWrite",
+            "returned": "default",
+            "subAttributes": [{
+                "name": "value",
+                "type": "string",
+                "multiValued": false,
+                "description": "The id of the manager's SCIM User.",
+                "required": false,
+                "caseExact": false,
+                "mutability": "readWrite",
+                "returned": "default",
+                "uniqueness": "none"
+            }]
+        }],
+        "meta": {
+            "resourceType": "Schema",
+            "location": format!("{base}/Schemas/{ENTERPRISE_USER}")
+        }
+    })
+}
+
 /// A ListResponse (RFC 7644 §3.4.2) of all of `resources`, for the discovery collections.
 pub fn list_of(resources: Vec<Value>) -> Value {
     json!({
@@ -131,6 +171,19 @@ pub fn list_of(resources: Vec<Value>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_user_type_offers_the_enterprise_extension_with_its_manager_only() {
+        let base = "https://scim.example/scim/v2";
+        let user = user_resource_type(base);
+        assert_eq!(user["schemaExtensions"][0]["schema"], ENTERPRISE_USER);
+        let schema = enterprise_schema(base);
+        assert_eq!(schema["id"], ENTERPRISE_USER);
+        let attributes = schema["attributes"].as_array().unwrap();
+        assert_eq!(attributes.len(), 1);
+        assert_eq!(attributes[0]["name"], "manager");
+        assert_eq!(attributes[0]["subAttributes"][0]["name"], "value");
+    }
 
     #[test]
     fn the_schema_offers_only_what_is_kept() {

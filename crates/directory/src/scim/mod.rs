@@ -172,6 +172,7 @@ async fn schemas(Extension(Base(base)): Extension<Base>) -> Response {
         StatusCode::OK,
         &discovery::list_of(vec![
             discovery::user_schema(&base),
+            discovery::enterprise_schema(&base),
             discovery::group_schema(&base),
         ]),
     )
@@ -185,6 +186,8 @@ async fn schema(
         Ok(reply(StatusCode::OK, &discovery::user_schema(&base)))
     } else if id.eq_ignore_ascii_case(schema_urns::GROUP) {
         Ok(reply(StatusCode::OK, &discovery::group_schema(&base)))
+    } else if id.eq_ignore_ascii_case(patch::ENTERPRISE_USER) {
+        Ok(reply(StatusCode::OK, &discovery::enterprise_schema(&base)))
     } else {
         Err(ScimError::not_found(format!("no schema {id}")))
     }
