@@ -210,35 +210,6 @@ fn create_as(who: &str, doc: &str) -> (bool, String) {
     kubectl(&[&format!("--as={who}"), "create", "-f", "-"], doc)
 }
 
-/// `kubectl auth can-i VERB RESOURCE -n NS --as PERSON`: "yes" or "no".
-fn can(person: &str, verb: &str, resource: &str, ns: &str) -> String {
-    let (_, out) = kubectl(
-        &[
-            "auth",
-            "can-i",
-            verb,
-            resource,
-            "-n",
-            ns,
-            &format!("--as={person}"),
-        ],
-        "",
-    );
-    out.lines().next().unwrap_or_default().trim().to_owned()
-}
-
-/// Waits until `person` can (`"yes"`) or cannot (`"no"`) get pods in `ns`; returns how long it
-/// took.
-async fn wait_can(person: &str, ns: &str, want: &str) -> Duration {
-    let started = Instant::now();
-    let what = format!("{person} can-i get pods in {ns}: {want}");
-    eventually(&what, 60, || async move {
-        (can_get_pods(person, ns) == want).then_some(())
-    })
-    .await;
-    started.elapsed()
-}
-
 fn ready_message(share: &Share) -> String {
     let status = share.status.as_ref().unwrap();
     status
