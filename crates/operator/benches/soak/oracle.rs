@@ -351,6 +351,19 @@ impl Oracle {
                 .as_ref()
                 .and_then(|s| s.namespace.clone())
                 .unwrap_or_else(|| m.namespace.clone());
+            // A namespace another holds (a Workspace, say the successor's after a handover,
+            // or another User) is not this User's to revoke: it is refused there (a false
+            // violation seed 875707 found when a new User took a leaver's name).
+            let held_by_other = snap.namespaces.get(&namespace).is_some_and(|n| {
+                let labels = n.labels();
+                labels.contains_key("homestead.dev/workspace")
+                    || labels
+                        .get("homestead.dev/user")
+                        .is_some_and(|owner| *owner != u.name_any())
+            });
+            if held_by_other {
+                continue;
+            }
             if let Some(since) = m.revoked_since(snap.at) {
                 let handed = m.deleting_at.is_some() && m.successor.is_some();
                 out.push(Revoked {
