@@ -10,9 +10,9 @@ use std::io::Write;
 
 use anyhow::Context as _;
 use homestead_api::{
-    ANNOTATION_CREATED_BY, DirectoryGroup, HOME_ROLE_BINDING, LABEL_HANDED_OVER_FROM,
-    LABEL_MANAGED_BY, LABEL_RETAINED_FROM, LABEL_SHARE, LABEL_USER, LABEL_WORKSPACE, MANAGED_BY,
-    Share, User, WORKSPACE_ADMINS_BINDING, WORKSPACE_MEMBERS_BINDING, Workspace,
+    ANNOTATION_CREATED_BY, DirectoryGroup, HOME_ROLE_BINDING, LABEL_MANAGED_BY,
+    LABEL_RETAINED_FROM, LABEL_SHARE, LABEL_USER, LABEL_WORKSPACE, MANAGED_BY, Share, User,
+    WORKSPACE_ADMINS_BINDING, WORKSPACE_MEMBERS_BINDING, Workspace,
 };
 pub use homestead_model::homes::Source;
 use homestead_model::homes::{Via, ways_in};
@@ -79,15 +79,15 @@ pub fn rows(listed: &Listed) -> Vec<Row> {
         .iter()
         .map(|s| ((s.namespace().unwrap_or_default(), s.name_any()), s))
         .collect();
-    // The leaver a workspace's namespace was handed over from (docs/handover.md).
-    let handed: BTreeMap<String, &String> = listed
-        .namespaces
-        .iter()
-        .filter_map(|ns| Some((ns.name_any(), ns.labels().get(LABEL_HANDED_OVER_FROM)?)))
-        .collect();
+    let retained: std::collections::BTreeSet<String> =
+        listed.retained.iter().map(ResourceExt::name_any).collect();
     let mut out: Vec<Row> = listed.retained.iter().map(retained_row).collect();
     for binding in &listed.bindings {
         let namespace = binding.namespace().unwrap_or_default();
+        if retained.contains(&namespace) {
+            out.extend(unmanaged_rows(binding, &namespace, &by_username));
+            continue;
+        }
         let Some((holder_label, owner)) = owner_of.get(&namespace) else {
             continue;
         };
@@ -105,7 +105,7 @@ pub fn rows(listed: &Listed) -> Vec<Row> {
             let person = (subject.kind == "User")
                 .then(|| by_username.get(subject.name.as_str()))
                 .flatten();
-            let (source, mut detail, until) = match share {
+            let (source, detail, until) = match share {
                 Some(share) => share_source(share, person.copied(), &listed.groups),
                 None if ours && workspace.is_some() && is_workspace_binding(binding) => {
                     workspace_source(workspace, person.copied(), &listed.groups)
@@ -119,9 +119,6 @@ pub fn rows(listed: &Listed) -> Vec<Row> {
                     String::new(),
                 ),
             };
-            if let Some(leaver) = handed.get(&namespace).filter(|_| workspace.is_some()) {
-                detail.push_str(&format!(" (handed over from {leaver})"));
-            }
             let subject_name = match &subject.namespace {
                 Some(ns) if subject.kind == "ServiceAccount" => format!("{ns}/{}", subject.name),
                 _ => subject.name.clone(),
@@ -143,6 +140,33 @@ pub fn rows(listed: &Listed) -> Vec<Row> {
     out
 }
 
+/// The rows of a RoleBinding in a retained namespace: `unmanaged`, since nothing Homestead
+/// grants there (the operator removes it; docs/design.md rule 17).
+fn unmanaged_rows(
+    binding: &RoleBinding,
+    namespace: &str,
+    by_username: &BTreeMap<&str, &User>,
+) -> Vec<Row> {
+    binding
+        .subjects
+        .iter()
+        .flatten()
+        .map(|subject| Row {
+            namespace: namespace.to_owned(),
+            subject: format!("{}:{}", subject.kind, subject.name),
+            person: (subject.kind == "User")
+                .then(|| by_username.get(subject.name.as_str()))
+                .flatten()
+                .map(|u| u.name_any())
+                .unwrap_or_default(),
+            role: binding.role_ref.name.clone(),
+            source: Source::Unmanaged,
+            detail: format!("RoleBinding {} in a retained namespace", binding.name_any()),
+            until: String::new(),
+        })
+        .collect()
+}
+
 /// The row of a namespace retained from `homestead.dev/retained-from`'s person or workspace:
 /// nobody's home, no access (the operator removes any RoleBinding that appears there).
 fn retained_row(namespace: &Namespace) -> Row {
@@ -153,9 +177,9 @@ fn retained_row(namespace: &Namespace) -> Row {
         .unwrap_or_default();
     Row {
         namespace: namespace.name_any(),
-        subject: "-".to_owned(),
+        subject: String::new(),
         person: String::new(),
-        role: "-".to_owned(),
+        role: String::new(),
         source: Source::Retained,
         detail: format!("retained from {from}: nobody's home, no access"),
         until: String::new(),
@@ -467,7 +491,7 @@ mod tests {
     }
 
     #[test]
-    fn a_handed_over_home_names_its_leaver_and_a_retained_one_is_listed_as_nobodys() {
+    fn a_handed_over_home_names_its_leaver_and_a_retained_one_is_listed_with_what_is_bound_there() {
         let mut listed = listed();
         let namespace = |name: &str, labels: serde_json::Value| -> Namespace {
             serde_json::from_value(json!({ "metadata": { "name": name, "labels": labels } }))
@@ -476,7 +500,7 @@ mod tests {
         listed.namespaces.push(namespace(
             "user-dora",
             json!({ LABEL_MANAGED_BY: MANAGED_BY, LABEL_WORKSPACE: "user-dora",
-                    LABEL_HANDED_OVER_FROM: "dora" }),
+                    homestead_api::LABEL_HANDED_OVER_FROM: "dora" }),
         ));
         listed.retained.push(namespace(
             "user-erin",
@@ -486,8 +510,18 @@ mod tests {
             serde_json::from_value(json!({
                 "apiVersion": homestead_api::API_VERSION, "kind": "Workspace",
                 "metadata": { "name": "user-dora" },
-                "spec": { "owner": { "user": "alice" }, "reason": "dora's work",
+                "spec": { "owner": { "user": "alice" },
+                    "reason": "handed over from dora, who left",
                     "namespace": { "name": "user-dora" } },
+            }))
+            .unwrap(),
+        );
+        listed.bindings.push(
+            serde_json::from_value(json!({
+                "metadata": { "name": "by-hand", "namespace": "user-erin" },
+                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "view" },
+                "subjects": [{ "kind": "User", "name": "mallory@example.com" }],
             }))
             .unwrap(),
         );
@@ -507,18 +541,20 @@ mod tests {
             (dora.person.as_str(), dora.source),
             ("alice", Source::Workspace)
         );
-        assert!(
-            dora.detail.ends_with("(handed over from dora)"),
-            "{}",
-            dora.detail
+        assert_eq!(
+            dora.detail,
+            "workspace user-dora: handed over from dora, who left"
         );
-        let erin = rows.iter().find(|r| r.namespace == "user-erin").unwrap();
-        assert_eq!(erin.source, Source::Retained);
+        let erin: Vec<&Row> = rows.iter().filter(|r| r.namespace == "user-erin").collect();
+        assert_eq!(erin[0].source, Source::Retained);
         assert!(
-            erin.detail.contains("retained from erin"),
+            erin[0].detail.contains("retained from erin"),
             "{}",
-            erin.detail
+            erin[0].detail
         );
+        // A binding someone made there shows, as no rule's.
+        assert_eq!(erin[1].source, Source::Unmanaged);
+        assert_eq!(erin[1].subject, "User:mallory@example.com");
     }
 
     #[test]

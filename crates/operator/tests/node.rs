@@ -1049,9 +1049,10 @@ async fn each_person_sees_exactly_their_homes_with_plain_kubectl() {
     // Noah has no User: an empty list, not an error.
     let (ok, out) = homes_as(NOAH, &[]);
     assert!(ok && out.contains("No resources found"), "{out}");
-    // -o wide adds STATE; -o yaml says who is asking; -o name names the objects.
+    // -o wide adds STATE, SLICE and TOTAL (`-`: no total quota here); -o yaml says who is
+    // asking; -o name names the objects.
     let wide = home_rows(HANK, &["-o", "wide"]);
-    assert!(wide[0].ends_with(" Active"), "{wide:?}");
+    assert!(wide[0].ends_with(" Active - -"), "{wide:?}");
     let (ok, yaml) = homes_as(HANK, &["user-node-hank", "-o", "yaml"]);
     assert!(
         ok && yaml.contains("kind: Home") && yaml.contains("user: node-hank"),
@@ -1079,7 +1080,7 @@ async fn each_person_sees_exactly_their_homes_with_plain_kubectl() {
     wait_ready("node-sue", "True/Suspended").await;
     let sue = eventually("Sue's home to show suspended", 30, || {
         let rows = home_rows(SUE, &["-o", "wide"]);
-        (rows.len() == 1 && rows[0].ends_with(" Suspended")).then_some(rows)
+        (rows.len() == 1 && rows[0].ends_with(" Suspended - -")).then_some(rows)
     })
     .await;
     assert!(

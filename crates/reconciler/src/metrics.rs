@@ -48,6 +48,8 @@ pub enum StatusKind {
     Profile,
     /// A DirectoryGroup's status.
     DirectoryGroup,
+    /// An owner's `status.total` (a User's or a DirectoryGroup's; docs/quota.md).
+    TotalQuota,
 }
 
 /// The metrics of Shares.

@@ -108,15 +108,54 @@ pub async fn release_slice<H: Holder>(
     why: &str,
 ) -> Result<Vec<(Change, String)>> {
     let cached = ctx.caches().quota(namespace, TOTAL_QUOTA_NAME);
-    if !cached.is_some_and(|q| labelled_for(q.meta(), holder)) {
+    if !cached
+        .as_ref()
+        .is_some_and(|q| labelled_for(q.meta(), holder))
+    {
         return Ok(Vec::new());
     }
     let reference = ObjectRef::<ResourceQuota>::new(TOTAL_QUOTA_NAME).within(namespace);
     ctx.cluster()
         .delete(&reference, &DeleteParams::default())
         .await?;
+    if let Some(owner) = cached.as_deref().and_then(owner_of_slice) {
+        forget_home(ctx, &owner, namespace).await;
+    }
     let note = format!("removed {namespace}/{TOTAL_QUOTA_NAME}: {why}");
     Ok(vec![(Change::QuotaRemoved, note)])
+}
+
+/// Drops the home `namespace` from `owner`'s `status.total` as the cache has it (the whole field
+/// when the owner has no total any more), after its slice was removed: the deletion wakes
+/// another slice of the owner, which writes the status afresh, but the owner's last slice has
+/// none to wake.
+async fn forget_home(ctx: &Context, owner: &Owner, namespace: &str) {
+    let current = match owner {
+        Owner::User(name) => ctx
+            .caches()
+            .user(name)
+            .and_then(|u| u.status.clone()?.total),
+        Owner::Group(name) => ctx
+            .caches()
+            .group(name)
+            .and_then(|g| g.status.clone()?.total),
+    };
+    let Some(listed) = current else {
+        return;
+    };
+    let of = |m: &BTreeMap<String, Quantity>| amounts(m).unwrap_or_default();
+    let rest: Vec<Slice> = listed
+        .homes
+        .iter()
+        .filter(|h| h.namespace != namespace)
+        .map(|h| Slice {
+            namespace: h.namespace.clone(),
+            hard: of(&h.hard),
+            used: of(&h.used),
+        })
+        .collect();
+    let total = owner_total(owner, ctx.caches()).map(|hard| status(&hard, &rest));
+    publish_or_count(ctx, owner, total).await;
 }
 
 /// Whether a namespace is a home Homestead may write a slice in: one the cache holds as
@@ -154,23 +193,35 @@ pub async fn reconcile_total(
         return Ok(Action::await_change());
     };
     let Some(total) = owner_total(&owner, ctx.caches()) else {
-        publish(&ctx, &owner, None).await?;
+        publish_or_count(&ctx, &owner, None).await;
         return Ok(Action::await_change());
     };
     let Ok(amounts) = amounts(&total) else {
         return Ok(Action::await_change());
     };
     let (stale, mine) = cached(&owner, &fingerprint(&amounts), &slices);
-    publish(&ctx, &owner, Some(status(&total, &mine))).await?;
-    if !stale && !plan(&amounts, &mine).is_due() {
-        return Ok(Action::requeue(SLICE_RESYNC));
+    if stale || plan(&amounts, &mine).is_due() {
+        let _lock = ctx.total_lock(&owner).await;
+        let moved = rebalance(ctx.cluster(), &owner, &total, None, homes(&ctx)).await?;
+        if moved.writes > 0 {
+            // The writes come back as slice events, which publish the status they make.
+            tracing::debug!(%owner, writes = moved.writes, "moved the slices of a total quota");
+            return Ok(Action::requeue(SLICE_RESYNC));
+        }
     }
-    let _lock = ctx.total_lock(&owner).await;
-    let moved = rebalance(ctx.cluster(), &owner, &total, None, homes(&ctx)).await?;
-    if moved.writes > 0 {
-        tracing::debug!(%owner, writes = moved.writes, "moved the slices of a total quota");
-    }
+    publish_or_count(&ctx, &owner, Some(status(&total, &mine))).await;
     Ok(Action::requeue(SLICE_RESYNC))
+}
+
+/// [`publish`], a failure counted in `homestead_status_errors_total{kind="TotalQuota"}` and
+/// logged rather than returned: the status only reports, and never holds up a move of the
+/// slices (the next slice event, or the resync, writes it again).
+async fn publish_or_count(ctx: &Context, owner: &Owner, total: Option<TotalQuotaStatus>) {
+    if let Err(error) = publish(ctx, owner, total).await {
+        let kind: &str = crate::metrics::StatusKind::TotalQuota.into();
+        ctx.metrics().status_errors.with_label_values(&[kind]).inc();
+        tracing::warn!(%owner, "writing the status of a total quota failed: {error}");
+    }
 }
 
 /// `owner`'s slices in `slices`, sorted by namespace, and whether one of them was cut from

@@ -571,11 +571,13 @@ fn user_watch(
         })
         .map_ok(move |event| {
             let trigger = triggers_reconcile(&cached, &event);
+            let total_only = only_total_changed(&cached, &event);
             writer.apply_watcher_event(&event);
             // After the cache has the change: the Shares it concerns read it there.
             if let watcher::Event::Apply(user)
             | watcher::Event::InitApply(user)
             | watcher::Event::Delete(user) = &event
+                && !total_only
             {
                 let home = user.status.as_ref().and_then(|s| s.namespace.as_deref());
                 for share in shares.of_user(&user.name_any(), home) {
@@ -583,7 +585,9 @@ fn user_watch(
                 }
             }
             // Not on the first list: the Workspace Controller lists every Workspace then.
-            if let watcher::Event::Apply(user) | watcher::Event::Delete(user) = &event {
+            if let watcher::Event::Apply(user) | watcher::Event::Delete(user) = &event
+                && !total_only
+            {
                 workspaces.of_user(&user.name_any());
             }
             (event, trigger)
@@ -767,6 +771,26 @@ fn users_of_profile(
 /// Whether a User watch event should trigger the User's reconcile: an applied User whose
 /// change is not the echo of Homestead's own status write ([`status::triggers_reconcile`],
 /// judged against the User's cached version from before the event).
+/// Whether `event` changes nothing of its User but `status.total` (docs/quota.md), which the
+/// slices' Controller writes as use moves: no Share or Workspace reads it, so none is woken.
+fn only_total_changed(cached: &Store<User>, event: &watcher::Event<User>) -> bool {
+    let watcher::Event::Apply(user) = event else {
+        return false;
+    };
+    let Some(before) = cached.get(&ObjectRef::from_obj(user)) else {
+        return false;
+    };
+    let without_total = |u: &User| {
+        u.status
+            .clone()
+            .map(|s| homestead_api::UserStatus { total: None, ..s })
+    };
+    before.metadata == user.metadata
+        && before.spec == user.spec
+        && without_total(&before) == without_total(user)
+        && before.status.as_ref().map(|s| &s.total) != user.status.as_ref().map(|s| &s.total)
+}
+
 fn triggers_reconcile(cached: &Store<User>, event: &watcher::Event<User>) -> bool {
     match event {
         watcher::Event::Apply(user) | watcher::Event::InitApply(user) => {

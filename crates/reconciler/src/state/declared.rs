@@ -98,6 +98,9 @@ pub enum Wakes {
     AllWorkspaces,
     /// The slice itself, to move its owner's slices (docs/quota.md).
     Slice,
+    /// Another slice of the same owner, when a slice is deleted: its owner's `status.total`
+    /// stops listing the home.
+    SiblingSlice,
 }
 
 /// One watch the operator runs.
@@ -249,7 +252,7 @@ pub const TOTALS: Watch = Watch {
     kind: "ResourceQuota",
     selects: Selects::Labelled(LABEL_TOTAL_OWNER),
     keeps: Keeps::Controller,
-    wakes: &[Wakes::Slice],
+    wakes: &[Wakes::Slice, Wakes::SiblingSlice],
 };
 
 /// Every watch the operator runs, in the order docs/development.md lists them.
