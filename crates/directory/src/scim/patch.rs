@@ -65,11 +65,7 @@ fn set(resource: &mut Value, target: &OperationTarget, op: Op) -> Result<(), Sci
             for (key, value) in value {
                 // The enterprise extension's `manager`, the one attribute of it kept.
                 if key.eq_ignore_ascii_case(ENTERPRISE_USER) {
-                    if let Some(manager) = value.as_object().and_then(|e| {
-                        e.iter()
-                            .find(|(k, _)| k.eq_ignore_ascii_case("manager"))
-                            .map(|(_, v)| v.clone())
-                    }) {
+                    if let Some(manager) = manager_in(value) {
                         set_manager(resource, Some(manager));
                     }
                     continue;
@@ -105,6 +101,13 @@ fn set(resource: &mut Value, target: &OperationTarget, op: Op) -> Result<(), Sci
                     set_manager(resource, Some(value));
                     Ok(())
                 }
+                // The whole extension: of it, only `manager` counts.
+                PatchPath::Attr(attr) if is_enterprise(attr) => {
+                    if let Some(manager) = manager_in(&value) {
+                        set_manager(resource, Some(manager));
+                    }
+                    Ok(())
+                }
                 PatchPath::Attr(attr) if elsewhere(attr) => Ok(()),
                 PatchPath::Value(path) if elsewhere(&path.attr) => Ok(()),
                 PatchPath::Attr(attr) => {
@@ -126,6 +129,25 @@ fn is_manager(attr: &AttrPath) -> bool {
         .as_deref()
         .is_some_and(|u| u.eq_ignore_ascii_case(ENTERPRISE_USER))
         && attr.name.eq_ignore_ascii_case("manager")
+}
+
+/// Whether a path names the enterprise extension as a whole: its URN, which the path grammar
+/// reads as a URI whose last segment (`User`) is the attribute.
+fn is_enterprise(attr: &AttrPath) -> bool {
+    let whole = match &attr.uri {
+        Some(uri) => format!("{uri}:{}", attr.name),
+        None => attr.name.clone(),
+    };
+    attr.sub_attr.is_none() && whole.eq_ignore_ascii_case(ENTERPRISE_USER)
+}
+
+/// The `manager` of an enterprise extension object (its key compared without regard to case).
+fn manager_in(extension: &Value) -> Option<Value> {
+    extension.as_object().and_then(|e| {
+        e.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("manager"))
+            .map(|(_, v)| v.clone())
+    })
 }
 
 /// Sets (or with `None` removes) the enterprise extension's `manager` of `resource`: a bare
@@ -327,7 +349,7 @@ fn described(filter: &ValFilter) -> Option<Map<String, Value>> {
 /// attribute (the form Entra ID sends for removing one member).
 fn remove(resource: &mut Value, path: &PatchPath, value: Option<&Value>) -> Result<(), ScimError> {
     match path {
-        PatchPath::Attr(attr) if is_manager(attr) => {
+        PatchPath::Attr(attr) if is_manager(attr) || is_enterprise(attr) => {
             set_manager(resource, None);
             Ok(())
         }
@@ -483,6 +505,22 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(error.scim_type, Some(ScimType::NoTarget));
+    }
+
+    #[test]
+    fn the_whole_enterprise_extension_as_a_path_sets_and_removes_the_manager() {
+        let urn = ENTERPRISE_USER;
+        let extension = json!({"schemas": [urn], "manager": {"value": "m-1"}});
+        for op in ["add", "replace"] {
+            let user = patched(json!([{"op": op, "path": urn, "value": extension}])).unwrap();
+            assert_eq!(user[urn]["manager"]["value"], "m-1", "{op}: {user}");
+        }
+        let user = patched(json!([
+            {"op": "add", "path": urn, "value": extension},
+            {"op": "remove", "path": urn},
+        ]))
+        .unwrap();
+        assert!(user.get(urn).is_none(), "{user}");
     }
 
     fn patched(operations: Value) -> Result<Value, ScimError> {
