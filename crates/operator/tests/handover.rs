@@ -150,8 +150,8 @@ async fn a_leavers_homes_go_to_the_successor_and_their_access_ends_at_once() {
     println!("the leaver's access ended {revoked:?} after the delete");
 
     // The successor leaves in turn: the home they received goes on to theirs, under a second
-    // name (the first is the Workspace they held it by): the namespace and the first 8
-    // characters of the leaver's uid.
+    // name (the first is the Workspace they held it by): the namespace and 8 hex digits of a
+    // hash of the leaver's and the successor's uids.
     let (ok, out) = kubectl(
         &[
             "patch",
@@ -169,7 +169,8 @@ async fn a_leavers_homes_go_to_the_successor_and_their_access_ends_at_once() {
         .delete("ho-sam", &DeleteParams::default())
         .await
         .unwrap();
-    let second = format!("{home}-{}", &sam_uid[..8]);
+    let gus_uid = users.get("ho-gus").await.unwrap().metadata.uid.unwrap();
+    let second = homestead_reconciler::plan::handover::second_name(home, &sam_uid, &gus_uid);
     let again = wait_workspace(&client, &second, "Provisioned").await;
     assert_eq!(again.spec.owner.user.as_deref(), Some("ho-gus"));
     wait_can("ho-gus@example.com", home, "yes").await;

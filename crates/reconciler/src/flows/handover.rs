@@ -24,7 +24,7 @@ use serde_json::json;
 use crate::act::access::revoke_all;
 use crate::context::Context;
 use crate::error::Result;
-use crate::plan::handover::{is_handover_of, refusal, successor_name, workspace_for};
+use crate::plan::handover::{is_handover_of, refusal, second_name, successor_name, workspace_for};
 use crate::plan::ownership::{Holder, is_owned_by};
 use crate::plan::workspace::namespace_of;
 
@@ -181,8 +181,12 @@ async fn successors_workspace(
 ) -> Result<Option<Workspace>> {
     let (cluster, caches) = (ctx.cluster(), ctx.caches());
     let to = successor.name_any();
-    let short: String = uid.chars().take(8).collect();
-    for name in [namespace.to_owned(), format!("{namespace}-{short}")] {
+    let second = second_name(
+        namespace,
+        uid,
+        successor.uid().as_deref().unwrap_or_default(),
+    );
+    for name in [namespace.to_owned(), second] {
         let mut desired = workspace_for(leaver, &to, namespace, profile, CREATOR);
         desired.metadata.name = Some(name.clone());
         let found = match caches.workspace(&name) {

@@ -48,12 +48,38 @@ pub fn refusal(
     if let Some(why) = inactive(candidate, now) {
         return Some(format!("the successor {name:?} is {why}"));
     }
+    // The directory's choice counts only among the people the directory provisioned: the
+    // identity that writes `directory.manager` must not route a home to anyone else.
+    let scim_owned =
+        |u: &User| u.labels().get(LABEL_WRITER).map(String::as_str) == Some(WRITER_SCIM);
+    if user.spec.successor.is_none() && !scim_owned(candidate) {
+        return Some(format!(
+            "the directory's manager {name:?} is not a person the directory provisioned: only HR names such a successor (spec.successor)"
+        ));
+    }
     if !holds_identity {
         return Some(format!(
             "the successor {name:?} does not hold its identity (an older User has it)"
         ));
     }
     None
+}
+
+/// The second name a handover Workspace of the home `namespace` may take, when the namespace's
+/// own name is another Workspace's: `<namespace>-<8 hex digits>`, the first 4 bytes of SHA-256
+/// over the leaver's and the successor's uids (`leaver_uid/successor_uid`). The leaver can read
+/// their own uid (in the owner references of their home) but not the successor's, so they
+/// cannot take that name in advance to keep the home from being handed over.
+pub fn second_name(namespace: &str, leaver_uid: &str, successor_uid: &str) -> String {
+    let digest = ring::digest::digest(
+        &ring::digest::SHA256,
+        format!("{leaver_uid}/{successor_uid}").as_bytes(),
+    );
+    let hex: String = digest.as_ref()[..4]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("{namespace}-{hex}")
 }
 
 /// Whether `user` is being handed over: deleted with `deletionPolicy: Handover`.
@@ -125,7 +151,7 @@ mod tests {
     #[test]
     fn a_successor_who_cannot_take_the_homes_says_why() {
         let now = Timestamp::now();
-        let lee = User::test("lee");
+        let lee = User::test("lee").with_spec(json!({ "successor": "sam" }));
         let sam = User::test("sam");
         assert!(refusal(&lee, Some("sam"), Some(&sam), true, now).is_none());
         assert!(
@@ -143,6 +169,17 @@ mod tests {
                 .unwrap()
                 .contains("does not exist")
         );
+        // Named by the directory alone: only a person the directory provisioned.
+        let by_directory = User::test("lee")
+            .with_spec(json!({ "directory": { "manager": "sam" } }))
+            .with_label(LABEL_WRITER, WRITER_SCIM);
+        assert!(
+            refusal(&by_directory, Some("sam"), Some(&sam), true, now)
+                .unwrap()
+                .contains("only HR")
+        );
+        let scim_sam = User::test("sam").with_label(LABEL_WRITER, WRITER_SCIM);
+        assert!(refusal(&by_directory, Some("sam"), Some(&scim_sam), true, now).is_none());
         let suspended = User::test("sam").with_spec(json!({ "suspended": true }));
         assert!(refusal(&lee, Some("sam"), Some(&suspended), true, now).is_some());
         assert!(
@@ -150,6 +187,20 @@ mod tests {
                 .unwrap()
                 .contains("identity")
         );
+    }
+
+    #[test]
+    fn the_second_name_depends_on_both_uids() {
+        let name = second_name("user-lee", "uid-lee", "uid-sam");
+        assert_eq!(name.len(), "user-lee-".len() + 8);
+        assert!(name.starts_with("user-lee-"));
+        assert_eq!(
+            name,
+            second_name("user-lee", "uid-lee", "uid-sam"),
+            "stable"
+        );
+        assert_ne!(name, second_name("user-lee", "uid-lee", "uid-gus"));
+        assert_ne!(name, second_name("user-lee", "uid-lou", "uid-sam"));
     }
 
     #[test]
