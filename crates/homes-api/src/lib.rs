@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod resource;
 pub mod routes;
+pub mod trim;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -20,7 +21,6 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use futures::StreamExt;
 use homestead_api::{DirectoryGroup, Share, User, Workspace};
-use homestead_model::trim::{trim, trim_user};
 use homestead_model::watched::Watched;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
@@ -53,11 +53,6 @@ fn keep<K: Watched>(
         changes.send_modify(|count| *count += 1);
         async {}
     }));
-}
-
-/// [`trim`] of an object's metadata.
-fn trim_meta<K: kube::Resource>(object: &mut K) {
-    trim(object.meta_mut());
 }
 
 /// The front-proxy settings the API server publishes in
@@ -118,21 +113,27 @@ pub async fn start(client: &Client, auth: auth::RequestHeaderAuth) -> anyhow::Re
         changes.clone(),
     ));
     let observer = homes.clone();
-    keep(client, users_writer, trim_user, changes.clone(), move |e| {
-        observer.observe_user(e);
-    });
+    keep(
+        client,
+        users_writer,
+        trim::user,
+        changes.clone(),
+        move |e| {
+            observer.observe_user(e);
+        },
+    );
     let observer = homes.clone();
     keep(
         client,
         shares_writer,
-        trim_meta,
+        trim::share,
         changes.clone(),
         move |e| {
             observer.observe_share(e);
         },
     );
-    keep(client, groups_writer, trim_meta, changes.clone(), |_| {});
-    keep(client, workspaces_writer, trim_meta, changes, |_| {});
+    keep(client, groups_writer, trim::group, changes.clone(), |_| {});
+    keep(client, workspaces_writer, trim::workspace, changes, |_| {});
     for ready in [
         homes.users.wait_until_ready().await.is_ok(),
         homes.shares.wait_until_ready().await.is_ok(),
