@@ -13,7 +13,8 @@ use common::*;
 use homestead_api::{User, Workspace};
 use homestead_testenv::ADMIN;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 
 #[tokio::test]
@@ -149,9 +150,8 @@ async fn a_leavers_homes_go_to_the_successor_and_their_access_ends_at_once() {
     );
     println!("the leaver's access ended {revoked:?} after the delete");
 
-    // The successor leaves in turn: the home they received goes on to theirs, under a second
-    // name (the first is the Workspace they held it by): the namespace and 8 hex digits of a
-    // hash of the leaver's and the successor's uids.
+    // The successor leaves in turn: the home they received goes on to theirs, under a name the
+    // API server generates (the namespace's own is the Workspace they held it by).
     let (ok, out) = kubectl(
         &[
             "patch",
@@ -164,13 +164,21 @@ async fn a_leavers_homes_go_to_the_successor_and_their_access_ends_at_once() {
         "",
     );
     assert!(ok, "{out}");
-    let sam_uid = users.get("ho-sam").await.unwrap().metadata.uid.unwrap();
     users
         .delete("ho-sam", &DeleteParams::default())
         .await
         .unwrap();
-    let gus_uid = users.get("ho-gus").await.unwrap().metadata.uid.unwrap();
-    let second = homestead_reconciler::plan::handover::second_name(home, &sam_uid, &gus_uid);
+    let second = eventually("the Workspace the second handover makes", 30, || async {
+        let made = workspaces
+            .list(&ListParams::default().labels("homestead.dev/handed-over-from=ho-sam"))
+            .await
+            .unwrap();
+        made.items
+            .into_iter()
+            .map(|w| w.name_any())
+            .find(|name| name.starts_with(&format!("{home}-")))
+    })
+    .await;
     let again = wait_workspace(&client, &second, "Provisioned").await;
     assert_eq!(again.spec.owner.user.as_deref(), Some("ho-gus"));
     wait_can("ho-gus@example.com", home, "yes").await;

@@ -10,21 +10,21 @@
 
 use homestead_api::{
     ANNOTATION_USER_UID, ANNOTATION_WORKSPACE_UID, Change, HANDOVER_FALLBACK,
-    LABEL_HANDED_OVER_FROM, LABEL_USER, LABEL_WORKSPACE, TOTAL_QUOTA_NAME, User, Workspace,
+    LABEL_HANDED_OVER_FROM, LABEL_USER, LABEL_WORKSPACE, TOTAL_QUOTA_NAME, User, Verb, Workspace,
 };
 use homestead_model::workspace::Owner;
 use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
 use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt;
-use kube::api::DeleteParams;
+use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::act::access::revoke_all;
 use crate::context::Context;
-use crate::error::Result;
-use crate::plan::handover::{is_handover_of, refusal, second_name, successor_name, workspace_for};
+use crate::error::{Error, Result};
+use crate::plan::handover::{is_handover_of, refusal, successor_name, workspace_for};
 use crate::plan::ownership::{Holder, is_owned_by};
 use crate::plan::workspace::namespace_of;
 
@@ -111,12 +111,11 @@ async fn hand_home<H: Holder>(
     let Some(cached) = caches.namespace(namespace) else {
         return Ok(false);
     };
-    let uid = leaver.metadata.uid.clone().unwrap_or_default();
     let workspace =
-        successors_workspace(ctx, &leaver_name, successor, (namespace, profile, &uid)).await?;
+        successors_workspace(ctx, &leaver_name, successor, (namespace, profile)).await?;
     let Some(workspace) = workspace else {
         let note = format!(
-            "namespace {namespace:?} is not handed over: both names its Workspace could take belong to Workspaces this handover did not make"
+            "namespace {namespace:?} is not handed over: the API server made no Workspace for it"
         );
         cluster.publish(leaver, EventType::Warning, HANDOVER_FALLBACK, note);
         return Ok(false);
@@ -164,45 +163,56 @@ async fn hand_home<H: Holder>(
     Ok(true)
 }
 
-/// The Workspace of `successor`'s that the home `namespace` (with the Profile `profile`) of the
-/// leaver `leaver` (uid `uid`) goes to: named as the namespace, or if that name is another
-/// Workspace's (the holder's own, when the home came by an earlier handover, or one a person
-/// took to stand in the way) `<namespace>-<first 8 characters of the leaver's uid>`, which
-/// nobody who cannot read the leaver's User can guess; made if it does not exist. `None` when
-/// both names belong to Workspaces this handover did not make.
+/// The successor's Workspace for the home `namespace` (with the Profile `profile`) of
+/// `leaver`: one named as the namespace, made now or by an earlier pass; when that name is
+/// another Workspace's (one the successor holds a home by from an earlier handover, or one a
+/// person made to stand in the way), one this handover made before under a generated name,
+/// read afresh with a list (a cache that has not seen it yet must not make a second), else a
+/// new one named `<namespace>-<5 random characters>` by the API server (`generateName`): a
+/// name nobody can take in advance. `None` only if the API server refuses to generate one.
 ///
 /// # Errors
-/// A failed create or read.
+/// A failed read, list or create.
 async fn successors_workspace(
     ctx: &Context,
     leaver: &str,
     successor: &User,
-    (namespace, profile, uid): (&str, Option<&str>, &str),
+    (namespace, profile): (&str, Option<&str>),
 ) -> Result<Option<Workspace>> {
     let (cluster, caches) = (ctx.cluster(), ctx.caches());
     let to = successor.name_any();
-    let second = second_name(
-        namespace,
-        uid,
-        successor.uid().as_deref().unwrap_or_default(),
-    );
-    for name in [namespace.to_owned(), second] {
-        let mut desired = workspace_for(leaver, &to, namespace, profile, CREATOR);
-        desired.metadata.name = Some(name.clone());
-        let found = match caches.workspace(&name) {
-            Some(w) => Some(w.as_ref().clone()),
-            None => match cluster.create(&desired).await? {
-                Some(made) => Some(made),
-                None => cluster.get(&ObjectRef::<Workspace>::new(&name)).await?,
-            },
-        };
-        if let Some(w) = found.filter(|w| {
-            is_handover_of(w, leaver) && w.spec.owner.user.as_deref() == Some(to.as_str())
-        }) {
-            return Ok(Some(w));
-        }
+    let ours = |w: &Workspace| {
+        is_handover_of(w, leaver)
+            && w.spec.owner.user.as_deref() == Some(to.as_str())
+            && namespace_of(w, ctx.config()) == namespace
+    };
+    let mut desired = workspace_for(leaver, &to, namespace, profile, CREATOR);
+    let found = match caches.workspace(namespace) {
+        Some(w) => Some(w.as_ref().clone()),
+        None => match cluster.create(&desired).await? {
+            Some(made) => Some(made),
+            None => cluster.get(&ObjectRef::<Workspace>::new(namespace)).await?,
+        },
+    };
+    if let Some(w) = found.filter(|w| ours(w)) {
+        return Ok(Some(w));
     }
-    Ok(None)
+    let api: Api<Workspace> = Api::all(cluster.client().clone());
+    let made = api
+        .list(&ListParams::default().labels(&format!("{LABEL_HANDED_OVER_FROM}={leaver}")))
+        .await
+        .map_err(|source| Error::Kube {
+            verb: Verb::Get,
+            kind: Workspace::kind(&()),
+            name: format!("the Workspaces handed over from {leaver}"),
+            source,
+        })?;
+    if let Some(w) = made.items.into_iter().find(|w| ours(w)) {
+        return Ok(Some(w));
+    }
+    desired.metadata.name = None;
+    desired.metadata.generate_name = Some(format!("{namespace}-"));
+    cluster.create(&desired).await
 }
 
 /// Drops `leaver` from the `admins` of every team workspace; one left without an admin names

@@ -65,23 +65,6 @@ pub fn refusal(
     None
 }
 
-/// The second name a handover Workspace of the home `namespace` may take, when the namespace's
-/// own name is another Workspace's: `<namespace>-<8 hex digits>`, the first 4 bytes of SHA-256
-/// over the leaver's and the successor's uids (`leaver_uid/successor_uid`). The leaver can read
-/// their own uid (in the owner references of their home) but not the successor's, so they
-/// cannot take that name in advance to keep the home from being handed over.
-pub fn second_name(namespace: &str, leaver_uid: &str, successor_uid: &str) -> String {
-    let digest = ring::digest::digest(
-        &ring::digest::SHA256,
-        format!("{leaver_uid}/{successor_uid}").as_bytes(),
-    );
-    let hex: String = digest.as_ref()[..4]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("{namespace}-{hex}")
-}
-
 /// Whether `user` is being handed over: deleted with `deletionPolicy: Handover`.
 pub fn handing_over(user: &User) -> bool {
     user.metadata.deletion_timestamp.is_some()
@@ -187,20 +170,6 @@ mod tests {
                 .unwrap()
                 .contains("identity")
         );
-    }
-
-    #[test]
-    fn the_second_name_depends_on_both_uids() {
-        let name = second_name("user-lee", "uid-lee", "uid-sam");
-        assert_eq!(name.len(), "user-lee-".len() + 8);
-        assert!(name.starts_with("user-lee-"));
-        assert_eq!(
-            name,
-            second_name("user-lee", "uid-lee", "uid-sam"),
-            "stable"
-        );
-        assert_ne!(name, second_name("user-lee", "uid-lee", "uid-gus"));
-        assert_ne!(name, second_name("user-lee", "uid-lou", "uid-sam"));
     }
 
     #[test]
