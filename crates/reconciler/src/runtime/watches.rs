@@ -421,13 +421,21 @@ fn workspace_controller(
         trim_object::<homestead_api::Workspace>,
     );
     // Once the cache has a Workspace's change (its status: opened, suspended), the Shares in
-    // its namespace are judged again: they grant only while it is open.
+    // its namespace are judged again: they grant only while it is open; and its owner's other
+    // self-service Workspaces, which count it against their `max` (the siblings' own watch
+    // may deliver the change before this cache has it: one refused beyond `max` must see the
+    // older one gone).
+    let siblings = WorkspaceWakes::new(store.clone(), groups.clone(), wake.clone(), all.clone());
+    let sibling_wake = wake.clone();
     let events = events.inspect_ok(move |event| {
-        if let watcher::Event::Apply(w) | watcher::Event::Delete(w) = event
-            && let Some(namespace) = w.status.as_ref().and_then(|s| s.namespace.as_deref())
-        {
-            for share in shares.in_namespace(namespace) {
-                let _ = wake_share.unbounded_send(share);
+        if let watcher::Event::Apply(w) | watcher::Event::Delete(w) = event {
+            if let Some(namespace) = w.status.as_ref().and_then(|s| s.namespace.as_deref()) {
+                for share in shares.in_namespace(namespace) {
+                    let _ = wake_share.unbounded_send(share);
+                }
+            }
+            for sibling in siblings.self_service_of(w) {
+                let _ = sibling_wake.unbounded_send(sibling);
             }
         }
     });
