@@ -112,6 +112,25 @@ impl Cluster {
             .map_err(Self::error::<K>(Verb::Get, ns, &reference.name))
     }
 
+    /// Lists every `K` (in every namespace) whose labels match `selector` (a label selector),
+    /// from the API server, never a cache; `what` names them in an error.
+    ///
+    /// # Errors
+    /// [`Error::Kube`] with [`Verb::Get`] when the list fails.
+    pub(crate) async fn list_labelled<K: Object>(
+        &self,
+        selector: &str,
+        what: &str,
+    ) -> Result<Vec<K>> {
+        let params = kube::api::ListParams::default().labels(selector);
+        let listed = self
+            .api::<K>(None)
+            .list(&params)
+            .await
+            .map_err(Self::error::<K>(Verb::Get, None, what))?;
+        Ok(listed.items)
+    }
+
     /// Creates `object` with a request that fails if it already exists (field manager
     /// `homestead`); returns `None` when it does exist (HTTP 409 Conflict), so nothing is ever
     /// taken over by a create.

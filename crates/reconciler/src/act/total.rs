@@ -14,7 +14,7 @@ use homestead_api::{ANNOTATION_TOTAL, LABEL_TOTAL, LABEL_TOTAL_OWNER, TOTAL_QUOT
 use homestead_model::workspace::Owner;
 use k8s_openapi::api::core::v1::{ResourceQuota, ResourceQuotaSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kube::{Resource, ResourceExt};
 
 use super::Cluster;
@@ -291,16 +291,9 @@ fn full_with_room(total: &Amounts, slices: &[Slice]) -> usize {
 /// # Errors
 /// [`Error::Kube`] with [`Verb::Get`] (a list).
 async fn list(cluster: &Cluster, owner: &Owner) -> Result<Vec<Listed>> {
-    let api: Api<ResourceQuota> = Api::all(cluster.client().clone());
-    let params = ListParams::default().labels(&selector(owner));
-    let quotas = api.list(&params).await.map_err(|source| Error::Kube {
-        verb: Verb::Get,
-        kind: ResourceQuota::kind(&()),
-        name: format!("{TOTAL_QUOTA_NAME} of {owner}"),
-        source,
-    })?;
+    let what = format!("{TOTAL_QUOTA_NAME} of {owner}");
+    let quotas: Vec<ResourceQuota> = cluster.list_labelled(&selector(owner), &what).await?;
     Ok(quotas
-        .items
         .into_iter()
         .filter(|q| q.name_any() == TOTAL_QUOTA_NAME)
         .filter_map(|q| {

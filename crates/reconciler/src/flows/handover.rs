@@ -10,20 +10,20 @@
 
 use homestead_api::{
     ANNOTATION_USER_UID, ANNOTATION_WORKSPACE_UID, Change, HANDOVER_FALLBACK,
-    LABEL_HANDED_OVER_FROM, LABEL_USER, LABEL_WORKSPACE, TOTAL_QUOTA_NAME, User, Verb, Workspace,
+    LABEL_HANDED_OVER_FROM, LABEL_USER, LABEL_WORKSPACE, TOTAL_QUOTA_NAME, User, Workspace,
 };
 use homestead_model::workspace::Owner;
 use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::ResourceExt;
+use kube::api::DeleteParams;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use crate::act::access::revoke_all;
 use crate::context::Context;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::plan::handover::{is_handover_of, refusal, successor_name, workspace_for};
 use crate::plan::ownership::{Holder, is_owned_by};
 use crate::plan::workspace::namespace_of;
@@ -197,17 +197,10 @@ async fn successors_workspace(
     if let Some(w) = found.filter(|w| ours(w)) {
         return Ok(Some(w));
     }
-    let api: Api<Workspace> = Api::all(cluster.client().clone());
-    let made = api
-        .list(&ListParams::default().labels(&format!("{LABEL_HANDED_OVER_FROM}={leaver}")))
-        .await
-        .map_err(|source| Error::Kube {
-            verb: Verb::Get,
-            kind: Workspace::kind(&()),
-            name: format!("the Workspaces handed over from {leaver}"),
-            source,
-        })?;
-    if let Some(w) = made.items.into_iter().find(|w| ours(w)) {
+    let selector = format!("{LABEL_HANDED_OVER_FROM}={leaver}");
+    let what = format!("the Workspaces handed over from {leaver}");
+    let made: Vec<Workspace> = cluster.list_labelled(&selector, &what).await?;
+    if let Some(w) = made.into_iter().find(|w| ours(w)) {
         return Ok(Some(w));
     }
     desired.metadata.name = None;
