@@ -89,6 +89,10 @@ bench-shares users="10000" rounds="3": control-plane
 bench-homes users="10000": control-plane
     HOMESTEAD_BENCH_USERS={{users}} HOMESTEAD_BENCH_QUICK=1 HOMESTEAD_BENCH_HOMES=1 cargo bench -q -p homestead --bench shares
 
+# Everything at once at scale (docs/performance.md, "At scale"): USERS Users, as many Shares, USERS/10 team workspaces and 200 directory groups choosing Profiles; each round floor A, Homestead, floor B on fresh control planes, then a restart and the homes API under load; one table of every target, exit 1 when a round misses one (release build; about 20 minutes a round at 10,000 Users).
+bench-scale users="10000" rounds="3": control-plane
+    tools/bench/scale.sh {{users}} {{rounds}}
+
 # What each safety layer (admission policies, the operator's identity, Homestead's objects) costs the bounded floor: with and without each on a fresh control plane, and the bare floor, ROUNDS rounds (release build; about 12 minutes a round at 10,000 Users).
 bench-layers users="10000" rounds="2": control-plane
     tools/bench/layers.sh {{users}} {{rounds}}

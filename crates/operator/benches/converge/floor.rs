@@ -204,15 +204,21 @@ pub(crate) async fn floor_user(
     // The bounded floor's Ready condition says what Homestead's says; the bare floor's
     // the least.
     let who = &user.spec.identity.username;
+    let profile = if scale::on() {
+        scale::applied_profile(i)
+    } else {
+        bench_profile(1)
+    };
     let message = if floor.objects {
+        let name = profile.as_ref().map_or(PROFILE, |p| p.name.as_str());
         format!(
-            "namespace {ns:?} provisioned (Profile {PROFILE:?}); {who:?} has ClusterRole \"edit\" there"
+            "namespace {ns:?} provisioned (Profile {name:?}); {who:?} has ClusterRole \"edit\" there"
         )
     } else {
         "provisioned".to_owned()
     };
     let outcome = Outcome::new(&ns, Reason::Provisioned, message.clone())
-        .with_profile(bench_profile(1))
+        .with_profile(profile)
         .with_role("edit");
     let status = json!({
         "apiVersion": homestead_api::API_VERSION, "kind": "User",

@@ -51,6 +51,9 @@ mod floor;
 mod homestead;
 mod measure;
 mod report;
+mod scale;
+#[path = "../shares/phases.rs"]
+mod share_phases;
 mod workspaces;
 
 use std::collections::{BTreeMap, HashSet};
@@ -94,13 +97,18 @@ const PROFILE: &str = "bench";
 
 /// A run's Users: `<run>-00042`, labelled `bench-run=<run>`, role `edit`, Profile [`PROFILE`],
 /// deletionPolicy Delete, no quota (the floor makes no quota either).
+/// In `just bench-scale` ([`scale::on`]) they name no Profile: their directory group chooses it.
 fn bench_user(run: &str, i: usize) -> User {
-    User::test(&format!("{run}-{i:05}"))
+    let user = User::test(&format!("{run}-{i:05}"))
         .with_username(&format!("{run}-{i}@example.com"))
         .with_label(RUN_LABEL, run)
         .with_role("edit")
-        .with_profile(PROFILE)
-        .with_spec(json!({ "deletionPolicy": "Delete" }))
+        .with_spec(json!({ "deletionPolicy": "Delete" }));
+    if scale::on() {
+        user
+    } else {
+        user.with_profile(PROFILE)
+    }
 }
 
 /// The status `status.profile` of a User provisioned with generation `generation` of
@@ -345,6 +353,10 @@ async fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1000);
+    if scale::on() {
+        let side = std::env::var("HOMESTEAD_BENCH_QUICK").unwrap_or_default();
+        return scale::run(count, side == "scale-homestead").await;
+    }
     let mode = Mode::from_env();
     if mode.bare {
         return bare_only(count).await;

@@ -48,13 +48,14 @@ fn team(run: &str, j: usize, users: usize) -> (DirectoryGroup, Workspace) {
 const RUN_LABEL: &str = "bench.homestead.dev/run";
 
 /// Homestead: creates `count` teams over the `users` Ready bench Users while `operator` runs;
-/// prints the time until every Workspace is `Ready=True` and the operator's peak RSS.
+/// prints and returns the time until every Workspace is `Ready=True`, and prints the operator's
+/// peak RSS.
 pub(crate) async fn homestead_workspaces(
     admin: &Client,
     operator: &Operator,
     count: usize,
     users: usize,
-) {
+) -> Duration {
     let workspaces: Api<Workspace> = Api::all(admin.clone());
     let groups: Api<DirectoryGroup> = Api::all(admin.clone());
     let rss_before = memory_mib(operator.pid(), "VmHWM");
@@ -101,18 +102,19 @@ pub(crate) async fn homestead_workspaces(
         memory_mib(operator.pid(), "VmHWM"),
         memory_mib(operator.pid(), "VmRSS"),
     );
+    up
 }
 
 /// The floor: the same writes for `count` teams, made directly, `IN_FLIGHT` at a time: as the
 /// platform (`admin`) the group and the Workspace; as the operator (`operator`) the finalizer,
-/// the Namespace, the admins' and members' RoleBindings and the status. Prints the time, then
-/// removes what it made.
+/// the Namespace, the admins' and members' RoleBindings and the status. Prints the time,
+/// removes what it made, and returns the time.
 pub(crate) async fn floor_workspaces(
     admin: &Client,
     operator: &Client,
     count: usize,
     users: usize,
-) {
+) -> Duration {
     let started = Instant::now();
     each(count, |j| {
         let (admin, operator) = (admin.clone(), operator.clone());
@@ -158,6 +160,7 @@ pub(crate) async fn floor_workspaces(
     {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    up
 }
 
 /// One floor team `j`: its seven writes.

@@ -1,48 +1,19 @@
-//! `just bench-shares [USERS] [ROUNDS]`: Homestead's Shares against the bounded floor of the same
-//! writes, on one real local control plane per round (release build; docs/performance.md,
-//! "Shares"). One round, as one process:
-//!
-//! 1. USERS Users provisioned by Homestead (their homes), then the operator stopped.
-//! 2. **Floor A**: with no operator running, a client that makes exactly the requests a Share
-//!    cannot do without: create the Share (as the admin, the owner's part), create its
-//!    RoleBinding and write its status (as the operator's ServiceAccount, so RBAC, the admission
-//!    policies and API Priority and Fairness cost it what they cost Homestead), with Homestead's
-//!    objects (`plan::share::desired_binding`, the same status), `IN_FLIGHT` at a time: User
-//!    `i` shares its home with User `i+1`. Timed until a Share watch has seen every Share
-//!    `Ready=True`. Its Shares are then deleted (their bindings go with them).
-//! 3. **Homestead**: the operator started again; the same Shares created by the admin, timed the
-//!    same way; the operator's resident set at its peak (`VmHWM`, from the start) and its writes
-//!    per Share; then 30 s of steady state (its writes counted); then a DirectoryGroup of 1,000
-//!    members named by 100 Shares: a change of one member, timed until every one of the 100
-//!    RoleBindings binds the new member, and the operator's writes in that window.
-//! 4. **Floor B**, the operator stopped again: as Floor A. Homestead is compared with the mean
-//!    of A and B (the control plane slows as it grows; A-B-A cancels a drift that grows evenly).
-//!
-//! With `HOMESTEAD_BENCH_HOMES=1` (`just bench-homes`), after the group change and with the
-//! operator still running: **the homes API under load** (docs/homes.md, "Load"). It runs as its
-//! own identity and is registered with kube-apiserver as `just up` does it
-//! (`tools/homes-api/up-local.sh`); then [`PEOPLE`] people at once, each with their own token,
-//! ask kube-apiserver alternately for their homes (`GET /apis/homes.homestead.dev/v1alpha1/homes`,
-//! proxied to the homes API) and for their own Namespace (`GET /api/v1/namespaces/<own>`, which
-//! kube-apiserver answers from its own cache), [`ASKS`] times each: p50 and p99 of each, side by
-//! side, and the homes API's resident set.
-//!
-//! Figures, not assertions; `tools/bench/share-rounds.sh` runs rounds and prints each ratio.
-
-#[path = "../tests/common/mod.rs"]
-mod common;
+#![allow(dead_code)] // each of the two benches that include it uses a part
+//! The phases of the Shares benchmark (`main.rs`), shared with `just bench-scale`
+//! (`benches/converge/scale.rs`): Shares made by a floor client or by Homestead, a change of a
+//! large group, and the homes API under load, over the bench Users [`People`] names.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use common::{IN_FLIGHT, Operator, each, install, memory_mib};
+use crate::common::{self, each, memory_mib};
 use futures::{StreamExt, TryStreamExt};
 use homestead_api::{
     ANNOTATION_CREATED_BY, CONDITION_READY, DirectoryGroup, FIELD_MANAGER, GranteeStatus, Share,
-    ShareReason, ShareStatus, User,
+    ShareReason, ShareStatus, Workspace,
 };
 use homestead_reconciler::plan::share::{ShareRef, desired_binding};
-use homestead_testenv::{ADMIN, ControlPlane, Identity, OPERATOR};
+use homestead_testenv::{ADMIN, ControlPlane, OPERATOR};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -51,31 +22,44 @@ use kube::runtime::watcher::{self, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
+/// How a benchmark names its Users: `<prefix>-00042`, identity `<prefix>-42@example.com`, home
+/// `user-<prefix>-00042`.
+#[derive(Clone, Copy)]
+pub(crate) struct People {
+    pub(crate) prefix: &'static str,
+}
+
+impl People {
+    /// User `i`'s name.
+    pub(crate) fn name(self, i: usize) -> String {
+        format!("{}-{i:05}", self.prefix)
+    }
+
+    /// User `i`'s identity (`spec.username`).
+    pub(crate) fn identity(self, i: usize) -> String {
+        format!("{}-{i}@example.com", self.prefix)
+    }
+
+    /// User `i`'s home namespace.
+    pub(crate) fn home(self, i: usize) -> String {
+        format!("user-{}", self.name(i))
+    }
+}
+
 /// Label telling the sides' Shares apart (`floor-a`, `homestead`, `floor-b`, `group`).
-const SIDE: &str = "bench-side";
+pub(crate) const SIDE: &str = "bench-side";
 /// Members of the group named by [`GROUP_SHARES`] Shares.
-const GROUP_MEMBERS: usize = 1000;
+pub(crate) const GROUP_MEMBERS: usize = 1000;
 /// Shares naming the group.
-const GROUP_SHARES: usize = 100;
+pub(crate) const GROUP_SHARES: usize = 100;
 
 /// People asking the homes API at once, in the load phase.
-const PEOPLE: usize = 50;
+pub(crate) const PEOPLE: usize = 50;
 /// Requests of each kind each of them makes.
-const ASKS: usize = 40;
-
-/// User `i`: `s-00042`, identity `s-42@example.com`.
-fn user_name(i: usize) -> String {
-    format!("s-{i:05}")
-}
-
-/// User `i` as HR creates it.
-fn bench_user(i: usize) -> User {
-    let fixture = User::test(&user_name(i)).with_username(&format!("s-{i}@example.com"));
-    User::new(&user_name(i), fixture.spec)
-}
+pub(crate) const ASKS: usize = 40;
 
 /// The Share of `side` in User `owner`'s home, to the Users `to` (or the group), for a week.
-fn bench_share(side: &str, owner: usize, to: Value) -> Share {
+fn bench_share(people: People, side: &str, owner: usize, to: Value) -> Share {
     let until = (Timestamp::now() + SignedDuration::from_hours(24 * 7))
         .round(k8s_openapi::jiff::Unit::Second)
         .unwrap();
@@ -83,7 +67,7 @@ fn bench_share(side: &str, owner: usize, to: Value) -> Share {
         "apiVersion": homestead_api::API_VERSION, "kind": "Share",
         "metadata": {
             "name": format!("{side}-{owner:05}"),
-            "namespace": format!("user-{}", user_name(owner)),
+            "namespace": people.home(owner),
             "labels": { SIDE: side },
             "annotations": { ANNOTATION_CREATED_BY: ADMIN },
         },
@@ -95,7 +79,11 @@ fn bench_share(side: &str, owner: usize, to: Value) -> Share {
 
 /// Starts a watch of the Shares of `side` and returns once it has listed; the task ends when
 /// `count` of them are `Ready=True` (or, with `count` 0, none is left).
-async fn watch_shares(client: &Client, side: &str, count: usize) -> tokio::task::JoinHandle<()> {
+pub(crate) async fn watch_shares(
+    client: &Client,
+    side: &str,
+    count: usize,
+) -> tokio::task::JoinHandle<()> {
     let config = watcher::Config::default().labels(&format!("{SIDE}={side}"));
     let mut events = watcher(Api::<Share>::all(client.clone()), config).boxed();
     let (listed_tx, listed_rx) = tokio::sync::oneshot::channel();
@@ -149,50 +137,31 @@ fn is_ready(share: &Share) -> bool {
         .is_some_and(|c| c.status == "True")
 }
 
-/// Provisions `count` Users with Homestead running and waits until all are `Ready=True`.
-async fn homes(admin: &Client, count: usize) {
-    let users: Api<User> = Api::all(admin.clone());
-    each(count, |i| {
-        let users = users.clone();
-        async move {
-            users.create(&PostParams::default(), &bench_user(i)).await?;
-            Ok(())
-        }
-    })
-    .await;
-    loop {
-        let list = users.list(&ListParams::default()).await.unwrap();
-        let ready = list
-            .items
-            .iter()
-            .filter(|u| u.ready_condition().is_some_and(|c| c.status == "True"))
-            .count();
-        if ready >= count {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
 /// The floor: `count` Shares of `side` made with exactly the requests they need (see the module
 /// docs); returns the time until a watch saw all `Ready=True`.
-async fn floor(admin: &Client, operator: &Client, side: &str, count: usize) -> Duration {
+pub(crate) async fn floor(
+    people: People,
+    (admin, operator): (&Client, &Client),
+    side: &str,
+    count: usize,
+) -> Duration {
     let watch = watch_shares(admin, side, count).await;
     let started = Instant::now();
     each(count, |i| {
         let (admin, operator) = (admin.clone(), operator.clone());
         async move {
-            let share = bench_share(side, i, json!([{ "user": user_name((i + 1) % count) }]));
+            let grantee = (i + 1) % count;
+            let share = bench_share(people, side, i, json!([{ "user": people.name(grantee) }]));
             let ns = share.namespace().unwrap();
             let created = Api::<Share>::namespaced(admin, &ns)
                 .create(&PostParams::default(), &share)
                 .await?;
-            let grantee = format!("s-{}@example.com", (i + 1) % count);
-            let binding = desired_binding(ShareRef::of(&created), (homestead_api::LABEL_USER, &user_name(i)), std::slice::from_ref(&grantee));
+            let username = people.identity(grantee);
+            let binding = desired_binding(ShareRef::of(&created), (homestead_api::LABEL_USER, &people.name(i)), std::slice::from_ref(&username));
             Api::<RoleBinding>::namespaced(operator.clone(), &ns)
                 .create(&PostParams::default(), &binding)
                 .await?;
-            let status = floor_status(&created, &grantee, (i + 1) % count);
+            let status = floor_status(&created, &username, &people.name(grantee));
             let patch = json!({ "apiVersion": homestead_api::API_VERSION, "kind": "Share", "status": status });
             Api::<Share>::namespaced(operator, &ns)
                 .patch_status(
@@ -215,7 +184,7 @@ async fn floor(admin: &Client, operator: &Client, side: &str, count: usize) -> D
 const FLOOR_UID: &str = "00000000-0000-4000-8000-000000000000";
 
 /// The status Homestead writes for an active Share to one User.
-fn floor_status(share: &Share, username: &str, grantee: usize) -> ShareStatus {
+fn floor_status(share: &Share, username: &str, grantee: &str) -> ShareStatus {
     let now = Time(Timestamp::now());
     ShareStatus {
         conditions: vec![Condition {
@@ -224,21 +193,20 @@ fn floor_status(share: &Share, username: &str, grantee: usize) -> ShareStatus {
             reason: ShareReason::Active.as_str().to_owned(),
             message: format!(
                 "{} has role \"view\" here until {}",
-                user_name(grantee),
-                share.spec.expires_at.0
+                grantee, share.spec.expires_at.0
             ),
             observed_generation: share.metadata.generation,
             last_transition_time: now.clone(),
         }],
         observed_generation: share.metadata.generation,
         grantees: vec![GranteeStatus {
-            user: Some(user_name(grantee)),
+            user: Some(grantee.to_owned()),
             username: Some(username.to_owned()),
             active: Some(1),
             uid: Some(FLOOR_UID.to_owned()),
             ..GranteeStatus::default()
         }],
-        to: Some(user_name(grantee)),
+        to: Some(grantee.to_owned()),
         expires_at: Some(share.spec.expires_at.clone()),
         renewed_at: share.metadata.creation_timestamp.clone(),
         owner_uid: Some(FLOOR_UID.to_owned()),
@@ -246,7 +214,7 @@ fn floor_status(share: &Share, username: &str, grantee: usize) -> ShareStatus {
 }
 
 /// Deletes the Shares of `side` and waits until they are gone.
-async fn delete_side(admin: &Client, side: &str) {
+pub(crate) async fn delete_side(admin: &Client, side: &str) {
     let watch = watch_shares(admin, side, 0).await;
     let shares = Api::<Share>::all(admin.clone())
         .list(&ListParams::default().labels(&format!("{SIDE}={side}")))
@@ -268,9 +236,15 @@ async fn delete_side(admin: &Client, side: &str) {
 
 /// Creates the Shares of `side` in the homes of Users `0..count`, Share `i` to `to(i)`, as the
 /// admin.
-async fn create_shares(admin: &Client, side: &str, count: usize, to: impl Fn(usize) -> Value) {
+async fn create_shares(
+    people: People,
+    admin: &Client,
+    side: &str,
+    count: usize,
+    to: impl Fn(usize) -> Value,
+) {
     each(count, |i| {
-        let (admin, share) = (admin.clone(), bench_share(side, i, to(i)));
+        let (admin, share) = (admin.clone(), bench_share(people, side, i, to(i)));
         async move {
             Api::<Share>::namespaced(admin, &share.namespace().unwrap())
                 .create(&PostParams::default(), &share)
@@ -282,14 +256,15 @@ async fn create_shares(admin: &Client, side: &str, count: usize, to: impl Fn(usi
 }
 
 /// Homestead's Shares: created like the floor's, timed until all are `Ready=True`.
-async fn homestead(admin: &Client, count: usize) -> Duration {
+pub(crate) async fn homestead(people: People, admin: &Client, count: usize) -> Duration {
     let watch = watch_shares(admin, "homestead", count).await;
     let started = Instant::now();
     create_shares(
+        people,
         admin,
         "homestead",
         count,
-        |i| json!([{ "user": user_name((i + 1) % count) }]),
+        |i| json!([{ "user": people.name((i + 1) % count) }]),
     )
     .await;
     watch.await.unwrap();
@@ -297,7 +272,7 @@ async fn homestead(admin: &Client, count: usize) -> Duration {
 }
 
 /// The operator's writes (verb and resource) received from `from` on, from the audit log.
-fn operator_writes(plane: &ControlPlane, from: Timestamp, to: Timestamp) -> Vec<String> {
+pub(crate) fn operator_writes(plane: &ControlPlane, from: Timestamp, to: Timestamp) -> Vec<String> {
     use std::io::BufRead;
     let file = std::fs::File::open(plane.dir().join("audit.log")).unwrap();
     std::io::BufReader::new(file)
@@ -334,7 +309,7 @@ fn operator_writes(plane: &ControlPlane, from: Timestamp, to: Timestamp) -> Vec<
 }
 
 /// Counts of each distinct item of `writes`, as `verb resource: n` lines.
-fn tally(writes: &[String]) -> String {
+pub(crate) fn tally(writes: &[String]) -> String {
     let mut counts = std::collections::BTreeMap::<&str, usize>::new();
     for w in writes {
         *counts.entry(w.as_str()).or_default() += 1;
@@ -346,20 +321,52 @@ fn tally(writes: &[String]) -> String {
         .join(", ")
 }
 
-/// The group phase: [`GROUP_MEMBERS`] members named by [`GROUP_SHARES`] Shares; one member
-/// replaced; the time until all their RoleBindings bind the new member, and the operator's
-/// writes meanwhile.
-async fn group_change(plane: &ControlPlane, admin: &Client, count: usize) {
+/// What the group phase measured.
+pub(crate) struct GroupChange {
+    /// Members of the group.
+    pub(crate) members: usize,
+    /// RoleBindings that name it: one per Share, and the members' binding of its Workspace.
+    pub(crate) bindings: usize,
+    /// From the change to the last of them binding the new member.
+    pub(crate) took: Duration,
+    /// The operator's writes from the change until 5 s after the last binding.
+    pub(crate) writes: Vec<String>,
+}
+
+impl GroupChange {
+    /// The operator's writes of RoleBindings among [`Self::writes`].
+    pub(crate) fn binding_writes(&self) -> usize {
+        self.writes
+            .iter()
+            .filter(|w| w.ends_with(" rolebindings"))
+            .count()
+    }
+}
+
+/// The team Workspace the bench group owns, when [`group_change`] makes one.
+const GROUP_WORKSPACE: &str = "bench-team";
+
+/// The group phase: [`GROUP_MEMBERS`] members named by [`GROUP_SHARES`] Shares (and, with
+/// `workspace`, owning a team Workspace); one member replaced; the time until every RoleBinding
+/// that names the group binds the new member, and the operator's writes meanwhile.
+pub(crate) async fn group_change(
+    people: People,
+    plane: &ControlPlane,
+    admin: &Client,
+    count: usize,
+    workspace: bool,
+) -> GroupChange {
     let members = GROUP_MEMBERS.min(count.saturating_sub(1));
     let shares = GROUP_SHARES.min(count);
     let groups: Api<DirectoryGroup> = Api::all(admin.clone());
-    let names: Vec<String> = (0..members).map(user_name).collect();
+    let names: Vec<String> = (0..members).map(|i| people.name(i)).collect();
     let group = DirectoryGroup::test("bench-team", "Bench team")
         .with_members(&names.iter().map(String::as_str).collect::<Vec<_>>());
     let group = DirectoryGroup::new("bench-team", group.spec);
     groups.create(&PostParams::default(), &group).await.unwrap();
     let watch = watch_shares(admin, "group", shares).await;
     create_shares(
+        people,
         admin,
         "group",
         shares,
@@ -367,20 +374,32 @@ async fn group_change(plane: &ControlPlane, admin: &Client, count: usize) {
     )
     .await;
     watch.await.unwrap();
+    if workspace {
+        team_workspace(admin, &names[0]).await;
+    }
     tokio::time::sleep(Duration::from_secs(5)).await;
     // Replace the last member with the next User.
-    let newcomer = format!("s-{members}@example.com");
+    let newcomer = people.identity(members);
     let mut changed = names.clone();
     changed.pop();
-    changed.push(user_name(members));
-    // A watch of Share bindings, listed before the change, sees each binding bind the newcomer.
-    let config = watcher::Config::default().labels("homestead.dev/share");
-    let mut events = watcher(Api::<RoleBinding>::all(admin.clone()), config).boxed();
-    while let Some(event) = events.try_next().await.unwrap() {
-        if matches!(event, watcher::Event::InitDone) {
-            break;
+    changed.push(people.name(members));
+    // Watches of the bindings that name the group, listed before the change, see each bind the
+    // newcomer.
+    let bindings = |labels: &str| {
+        let config = watcher::Config::default().labels(labels);
+        watcher(Api::<RoleBinding>::all(admin.clone()), config).boxed()
+    };
+    let mut share_events = bindings("homestead.dev/share");
+    let mut workspace_events = bindings(&format!("homestead.dev/workspace={GROUP_WORKSPACE}"));
+    for events in [&mut share_events, &mut workspace_events] {
+        while let Some(event) = events.try_next().await.unwrap() {
+            if matches!(event, watcher::Event::InitDone) {
+                break;
+            }
         }
     }
+    let mut events = futures::stream::select(share_events, workspace_events);
+    let expected = shares + usize::from(workspace);
     let from = Timestamp::now();
     let started = Instant::now();
     groups
@@ -392,31 +411,69 @@ async fn group_change(plane: &ControlPlane, admin: &Client, count: usize) {
         .await
         .unwrap();
     let mut updated = HashSet::new();
-    while updated.len() < shares {
+    while updated.len() < expected {
         let event = tokio::time::timeout(Duration::from_secs(120), events.try_next())
             .await
-            .expect("every group binding updated within 120 s")
+            .expect("every binding of the group updated within 120 s")
             .unwrap()
             .expect("the watch goes on");
         if let watcher::Event::Apply(b) = event
-            && b.name_any().starts_with("homestead-share-group-")
+            && (b.name_any().starts_with("homestead-share-group-")
+                || b.name_any() == "homestead-workspace-members")
             && b.subjects.iter().flatten().any(|s| s.name == newcomer)
         {
-            updated.insert(b.name_any());
+            updated.insert((b.namespace(), b.name_any()));
         }
     }
     let took = started.elapsed();
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let writes = operator_writes(plane, from, Timestamp::now());
-    println!(
-        "group: one member of {members} replaced, named by {shares} Shares: every binding updated in {:.2} s; operator writes: {} ({})",
-        took.as_secs_f64(),
-        writes.len(),
-        tally(&writes)
-    );
+    GroupChange {
+        members,
+        bindings: expected,
+        took,
+        writes: operator_writes(plane, from, Timestamp::now()),
+    }
 }
 
-/// One round of `HOMESTEAD_BENCH_USERS` (default 1000) Users and as many Shares.
+/// Creates the team Workspace [`GROUP_WORKSPACE`] owned by the bench group, `admin_user` its
+/// admin, and waits (at most 120 s) until it is `Ready=True`.
+async fn team_workspace(admin: &Client, admin_user: &str) {
+    let workspaces: Api<Workspace> = Api::all(admin.clone());
+    let workspace: Workspace = serde_json::from_value(json!({
+        "apiVersion": homestead_api::API_VERSION, "kind": "Workspace",
+        "metadata": { "name": GROUP_WORKSPACE,
+            "annotations": { ANNOTATION_CREATED_BY: ADMIN } },
+        "spec": { "owner": { "group": "bench-team" }, "admins": [admin_user],
+                  "reason": "benchmark: a large team" },
+    }))
+    .unwrap();
+    workspaces
+        .create(&PostParams::default(), &workspace)
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let ready = workspaces
+            .get(GROUP_WORKSPACE)
+            .await
+            .unwrap()
+            .status
+            .is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == CONDITION_READY && c.status == "True")
+            });
+        if ready {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the bench group's Workspace never became Ready"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// The `p`-th percentile (0-100) of `sorted`, by the nearest rank.
 fn percentile(sorted: &[Duration], p: usize) -> Duration {
     let rank = (sorted.len() * p).div_ceil(100).max(1);
@@ -434,9 +491,18 @@ async fn timed_get(client: &Client, path: &str) -> Duration {
     took
 }
 
+/// What the load phase measured.
+pub(crate) struct HomesLoad {
+    /// p99 of `kubectl get homes` over p99 of `kubectl get namespace <own>`.
+    pub(crate) p99_ratio: f64,
+    /// The homes API's resident set after the load, and its peak since it started, MiB.
+    pub(crate) rss: f64,
+    pub(crate) peak: f64,
+}
+
 /// The load phase (see the module docs): the homes API run and registered, then `people` people
 /// at once asking for their homes and their own Namespace, alternately, [`ASKS`] times each.
-async fn homes_load(plane: &ControlPlane, people: usize) {
+pub(crate) async fn homes_load(who: People, plane: &ControlPlane, people: usize) -> HomesLoad {
     let state = plane.dir().join("homes-bench");
     std::fs::create_dir_all(&state).unwrap();
     let _ = std::fs::remove_file(state.join("bin"));
@@ -476,24 +542,17 @@ async fn homes_load(plane: &ControlPlane, people: usize) {
     );
     let mut clients = Vec::new();
     for i in 0..people {
-        clients.push((
-            i,
-            plane.client(&format!("s-{i}@example.com")).await.unwrap(),
-        ));
+        clients.push((i, plane.client(&who.identity(i)).await.unwrap()));
     }
     let homes = "/apis/homes.homestead.dev/v1alpha1/homes";
     // One of each first, so every connection is open before the clock runs.
     for (i, client) in &clients {
         timed_get(client, homes).await;
-        timed_get(
-            client,
-            &format!("/api/v1/namespaces/user-{}", user_name(*i)),
-        )
-        .await;
+        timed_get(client, &format!("/api/v1/namespaces/{}", who.home(*i))).await;
     }
     let started = Instant::now();
     let asked = futures::future::join_all(clients.into_iter().map(|(i, client)| async move {
-        let own = format!("/api/v1/namespaces/user-{}", user_name(i));
+        let own = format!("/api/v1/namespaces/{}", who.home(i));
         let (mut theirs, mut namespace) = (Vec::new(), Vec::new());
         for _ in 0..ASKS {
             theirs.push(timed_get(&client, homes).await);
@@ -522,131 +581,17 @@ async fn homes_load(plane: &ControlPlane, people: usize) {
         ms(percentile(&namespace, 99)),
         ms(percentile(&theirs, 99)) / ms(percentile(&namespace, 99))
     );
+    let load = HomesLoad {
+        p99_ratio: ms(percentile(&theirs, 99)) / ms(percentile(&namespace, 99)),
+        rss: memory_mib(pid, "VmRSS"),
+        peak: memory_mib(pid, "VmHWM"),
+    };
     println!(
         "homes API: RSS {:.1} MiB, peak {:.1} MiB",
-        memory_mib(pid, "VmRSS"),
-        memory_mib(pid, "VmHWM")
+        load.rss, load.peak
     );
     let _ = std::process::Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status();
-}
-
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
-    let count: usize = std::env::var("HOMESTEAD_BENCH_USERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
-    let load = std::env::var_os("HOMESTEAD_BENCH_HOMES").is_some();
-    // The first to ask makes the shared control plane: with the CRDs, and tokens for the people
-    // of the load phase.
-    ControlPlane::shared(|o| {
-        let o = homestead_api::crds()
-            .into_iter()
-            .fold(o, |o, crd| o.crd(crd));
-        (0..PEOPLE).fold(o, |o, i| {
-            o.identity(Identity::new(format!("s-{i}@example.com")))
-        })
-    });
-    let plane = install();
-    let admin = plane.client(ADMIN).await.unwrap();
-    let operator_client = plane.client(OPERATOR).await.unwrap();
-    println!("{count} Users, {count} Shares, {IN_FLIGHT} in flight, one local control plane\n");
-    // A heap profile (docs/performance.md, "Memory"): no floors, the operator under heaptrack
-    // from its restart, killed after the Shares and the group change, so that what heaptrack
-    // calls leaked is what it held then (and its peak, the peak of both).
-    let profile = std::env::var_os("HOMESTEAD_BENCH_HEAPTRACK").is_some();
-    let operator = Operator::start("bench-shares").await.0;
-    homes(&admin, count).await;
-    drop(operator);
-    // HOMESTEAD_BENCH_QUICK=1: Homestead alone, no floors (memory, writes, the group change).
-    let quick = std::env::var_os("HOMESTEAD_BENCH_QUICK").is_some();
-    if profile {
-        let operator = Operator::start("bench-shares").await.0;
-        homestead(&admin, count).await;
-        tokio::time::sleep(Duration::from_secs(10)).await;
-        group_change(plane, &admin, count).await;
-        let pid = operator.pid();
-        println!("profile: RSS {:.1} MiB", memory_mib(pid, "VmRSS"));
-        std::process::Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status()
-            .unwrap();
-        tokio::time::sleep(Duration::from_secs(5)).await;
-        return;
-    }
-    let floor_a = if quick {
-        Duration::ZERO
-    } else {
-        let floor_a = floor(&admin, &operator_client, "floor-a", count).await;
-        println!(
-            "floor A: {count} Shares Ready in {:.2} s",
-            floor_a.as_secs_f64()
-        );
-        delete_side(&admin, "floor-a").await;
-        floor_a
-    };
-    let operator = Operator::start("bench-shares").await.0;
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    println!(
-        "homestead: restarted with {count} Users and no Share: RSS {:.1} MiB ({:.1} MiB of it the binary and libraries), peak {:.1} MiB",
-        memory_mib(operator.pid(), "VmRSS"),
-        memory_mib(operator.pid(), "RssFile"),
-        memory_mib(operator.pid(), "VmHWM")
-    );
-    let from = Timestamp::now();
-    let ours = homestead(&admin, count).await;
-    let to = Timestamp::now();
-    println!(
-        "homestead: {count} Shares Ready in {:.2} s; operator RSS {:.1} MiB, peak {:.1} MiB since start",
-        ours.as_secs_f64(),
-        memory_mib(operator.pid(), "VmRSS"),
-        memory_mib(operator.pid(), "VmHWM")
-    );
-    let writes = operator_writes(plane, from, to);
-    println!(
-        "homestead: operator writes per Share {:.2} ({})",
-        writes.len() as f64 / count as f64,
-        tally(&writes)
-    );
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    println!(
-        "homestead: 10 s later: RSS {:.1} MiB",
-        memory_mib(operator.pid(), "VmRSS")
-    );
-    let quiet = Timestamp::now();
-    tokio::time::sleep(Duration::from_secs(30)).await;
-    let steady = operator_writes(plane, quiet, Timestamp::now());
-    println!(
-        "homestead: writes in 30 s of steady state: {} ({})",
-        steady.len(),
-        tally(&steady)
-    );
-    group_change(plane, &admin, count).await;
-    println!(
-        "homestead: operator RSS {:.1} MiB, peak {:.1} MiB since start",
-        memory_mib(operator.pid(), "VmRSS"),
-        memory_mib(operator.pid(), "VmHWM")
-    );
-    if load {
-        homes_load(plane, count.min(PEOPLE)).await;
-    }
-    drop(operator);
-    if quick {
-        return;
-    }
-    let floor_b = floor(&admin, &operator_client, "floor-b", count).await;
-    println!(
-        "floor B: {count} Shares Ready in {:.2} s",
-        floor_b.as_secs_f64()
-    );
-    let mean = (floor_a + floor_b).as_secs_f64() / 2.0;
-    println!(
-        "\nshares: homestead {:.2} s, floor A {:.2} s, floor B {:.2} s: {:.2}x the floors' mean",
-        ours.as_secs_f64(),
-        floor_a.as_secs_f64(),
-        floor_b.as_secs_f64(),
-        ours.as_secs_f64() / mean
-    );
+    load
 }
