@@ -36,13 +36,13 @@ pub use routes::Homes;
 /// first (what the homes API never reads: `managedFields` above all), in a task of its own that
 /// gives each event, once the cache took it in, to `observe`, and bumps `changes`.
 fn keep<K: Watched>(
-    client: &Client,
+    (client, initial): (&Client, &watcher::Config),
     writer: reflector::store::Writer<K>,
     trim: fn(&mut K),
     changes: Arc<watch::Sender<u64>>,
     observe: impl Fn(&watcher::Event<K>) + Send + 'static,
 ) {
-    let stream = watcher(Api::<K>::all(client.clone()), watcher::Config::default())
+    let stream = watcher(Api::<K>::all(client.clone()), initial.clone())
         .modify(trim)
         .default_backoff()
         .reflect(writer);
@@ -93,12 +93,18 @@ pub fn tls_config(
         .context("the serving certificate and key")
 }
 
-/// Starts the watches of Users, Shares and DirectoryGroups behind a [`Homes`] that answers with
-/// `auth`, and waits until each has listed once (the server's readiness).
+/// Starts the watches of Users, Shares, DirectoryGroups and Workspaces through `client`, each
+/// configured as `initial` (how its initial state arrives: streamed or paged), behind a
+/// [`Homes`] that answers with `auth`, and waits until each has listed once (the server's
+/// readiness).
 ///
 /// # Errors
 /// A watch stopped before its first list.
-pub async fn start(client: &Client, auth: auth::RequestHeaderAuth) -> anyhow::Result<Arc<Homes>> {
+pub async fn start(
+    (client, initial): (&Client, watcher::Config),
+    auth: auth::RequestHeaderAuth,
+) -> anyhow::Result<Arc<Homes>> {
+    let watches = (client, &initial);
     let changes = Arc::new(watch::Sender::new(1));
     let (users, users_writer) = reflector::store::<User>();
     let (shares, shares_writer) = reflector::store::<Share>();
@@ -114,7 +120,7 @@ pub async fn start(client: &Client, auth: auth::RequestHeaderAuth) -> anyhow::Re
     ));
     let observer = homes.clone();
     keep(
-        client,
+        watches,
         users_writer,
         trim::user,
         changes.clone(),
@@ -124,7 +130,7 @@ pub async fn start(client: &Client, auth: auth::RequestHeaderAuth) -> anyhow::Re
     );
     let observer = homes.clone();
     keep(
-        client,
+        watches,
         shares_writer,
         trim::share,
         changes.clone(),
@@ -132,8 +138,8 @@ pub async fn start(client: &Client, auth: auth::RequestHeaderAuth) -> anyhow::Re
             observer.observe_share(e);
         },
     );
-    keep(client, groups_writer, trim::group, changes.clone(), |_| {});
-    keep(client, workspaces_writer, trim::workspace, changes, |_| {});
+    keep(watches, groups_writer, trim::group, changes.clone(), |_| {});
+    keep(watches, workspaces_writer, trim::workspace, changes, |_| {});
     for ready in [
         homes.users.wait_until_ready().await.is_ok(),
         homes.shares.wait_until_ready().await.is_ok(),

@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use axum_server::tls_rustls::RustlsConfig;
 use homestead_directory::scim::metrics::Connections;
+use homestead_reconciler::runtime::lists;
 use kube::Client;
 use prometheus::{IntCounter, IntGauge, Registry};
 use tokio_util::sync::CancellationToken;
@@ -60,7 +61,10 @@ pub async fn run(args: HomesApiArgs) -> anyhow::Result<()> {
         .context("loading the kubeconfig")?;
     let auth = homestead_homes_api::authentication(&client).await?;
     let config = homestead_homes_api::tls_config(&auth, &args.tls_cert, &args.tls_key)?;
-    let homes = homestead_homes_api::start(&client, auth).await?;
+    // Before any watch starts: how they receive their initial state (docs/performance.md).
+    let workspaces = kube::Api::<homestead_api::Workspace>::all(client.clone());
+    lists::log(lists::probe(workspaces).await);
+    let homes = homestead_homes_api::start((&client, lists::config()), auth).await?;
     health.set_ready(true);
     tracing::info!(address = %args.address, "serving homes.homestead.dev/v1alpha1");
     let handle = axum_server::Handle::new();

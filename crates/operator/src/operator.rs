@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use homestead_reconciler::act::fence::Fence;
 use homestead_reconciler::act::requests::CountRequests;
-use homestead_reconciler::runtime::{Runtime, Settings};
+use homestead_reconciler::runtime::{Runtime, Settings, lists};
 use homestead_reconciler::{Config, Metrics};
 use kube::Client;
 use prometheus::Registry;
@@ -129,6 +129,9 @@ async fn reconcile_users(
     health: &Health,
     stop: CancellationToken,
 ) {
+    // Before any watch starts: how they receive their initial state (docs/performance.md).
+    let profiles = kube::Api::<homestead_api::Profile>::all(client.clone());
+    lists::log(lists::probe(profiles).await);
     let runtime = Runtime::new(Settings {
         client,
         config,

@@ -377,3 +377,56 @@ async fn a_bulk_of_events_becomes_one_summary_and_warnings_stay_on_each_user() {
         "counted as folded"
     );
 }
+
+/// The initial state of a watch arrives streamed where the API server streams lists (the
+/// `WatchList` feature: on by default in Kubernetes 1.32 and from 1.34 on) and paged otherwise
+/// (`runtime::lists`), and holds the same objects either way: a watch configured by
+/// `lists::config()` once probed sees exactly the Namespaces a list returns.
+#[tokio::test]
+async fn the_initial_state_is_streamed_where_the_api_server_streams_lists_and_is_complete() {
+    use futures::TryStreamExt;
+    use homestead_reconciler::runtime::lists;
+    use kube::runtime::watcher::{self, watcher};
+
+    let plane = plane().await;
+    let admin = plane.client(ADMIN).await.unwrap();
+    let version = admin.apiserver_version().await.unwrap();
+    let minor: u32 = version.minor.trim_end_matches('+').parse().unwrap();
+    let streams = minor == 32 || minor >= 34;
+    let probed = lists::probe(Api::<homestead_api::Profile>::all(admin.clone())).await;
+    assert_eq!(probed, streams, "Kubernetes 1.{minor}");
+    assert_eq!(
+        lists::config().initial_list_strategy == watcher::InitialListStrategy::StreamingList,
+        streams
+    );
+    let listed: std::collections::BTreeSet<String> = Api::<Namespace>::all(admin.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    let mut events = Box::pin(watcher(Api::<Namespace>::all(admin), lists::config()));
+    let mut watched = std::collections::BTreeSet::new();
+    loop {
+        match events.try_next().await.unwrap().unwrap() {
+            watcher::Event::InitApply(ns) => {
+                watched.insert(ns.name_any());
+            }
+            watcher::Event::InitDone => break,
+            _ => {}
+        }
+    }
+    // The tests beside this one provision and offboard homes (`user-…`) meanwhile: every other
+    // listed namespace was watched.
+    let settled = |names: &std::collections::BTreeSet<String>| -> Vec<String> {
+        names
+            .iter()
+            .filter(|n| !n.starts_with("user-"))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(settled(&watched), settled(&listed));
+    assert!(watched.contains("kube-system") && watched.contains("default"));
+}

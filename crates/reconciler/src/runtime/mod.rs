@@ -13,6 +13,7 @@
 //! (docs/development.md, "Layers").
 
 pub mod backlog;
+pub mod lists;
 pub mod watches;
 pub mod workspaces;
 

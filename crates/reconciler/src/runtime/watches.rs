@@ -968,9 +968,10 @@ impl Backoff for EachWatchOnItsOwn {
     fn reset(&mut self) {}
 }
 
-/// The watcher configuration of `watch`: its label selector ([`declared::Selects`]).
+/// The watcher configuration of `watch`: its label selector ([`declared::Selects`]), its
+/// initial state streamed or paged ([`super::lists`]).
 fn config_of(watch: &Watch) -> watcher::Config {
-    let config = watcher::Config::default();
+    let config = super::lists::config();
     match watch.selects.label_selector() {
         Some(selector) => config.labels(&selector),
         None => config,
