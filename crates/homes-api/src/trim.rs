@@ -28,10 +28,6 @@ fn ready_only(conditions: &mut Vec<Condition>) {
 pub fn user(user: &mut User) {
     trim_user(user);
     let spec = &mut user.spec;
-    spec.display_name = None;
-    spec.given_name = None;
-    spec.family_name = None;
-    spec.email = None;
     spec.profile = None;
     spec.namespace = None;
     spec.quota = None;

@@ -28,8 +28,15 @@ pub fn trim(meta: &mut ObjectMeta) {
 
 /// Trims a User before it is cached: no reconcile reads a User's annotations, `managedFields`
 /// or resourceVersion, nor any label but its writer (`homestead.dev/writer`, which decides the
-/// directory groups it counts in); spec, status, finalizers and identity stay.
+/// directory groups it counts in), nor the person's names and e-mail (`displayName`,
+/// `givenName`, `familyName`, `email`: for people and the directory, never for access); the
+/// rest of the spec, the status, finalizers and identity stay.
 pub fn trim_user(user: &mut User) {
+    let spec = &mut user.spec;
+    spec.display_name = None;
+    spec.given_name = None;
+    spec.family_name = None;
+    spec.email = None;
     let meta = &mut user.metadata;
     meta.managed_fields = None;
     meta.resource_version = None;
@@ -58,10 +65,29 @@ mod tests {
                 "managedFields": [{ "manager": "kubectl", "operation": "Update" }],
                 "resourceVersion": "7",
             },
-            "spec": { "identity": { "username": "ada@example.com" } },
+            "spec": { "identity": { "username": "ada@example.com" },
+                      "displayName": "Ada Lovelace", "givenName": "Ada",
+                      "familyName": "Lovelace", "email": "ada@example.com",
+                      "role": "edit" },
         }))
         .unwrap();
         trim_user(&mut user);
+        let spec = &user.spec;
+        assert_eq!(
+            (
+                &spec.display_name,
+                &spec.given_name,
+                &spec.family_name,
+                &spec.email
+            ),
+            (&None, &None, &None, &None),
+            "a person's names and e-mail go"
+        );
+        assert_eq!(
+            spec.role.as_deref(),
+            Some("edit"),
+            "what reconciles read stays"
+        );
         assert_eq!(user.metadata.managed_fields, None);
         assert_eq!(user.metadata.resource_version, None);
         assert_eq!(user.metadata.annotations, None);

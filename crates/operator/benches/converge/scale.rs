@@ -12,9 +12,11 @@
 //! (User `i` shares their home with User `i+1`); USERS/10 team workspaces of 10 members; on
 //! Homestead's side a group of 1,000 members named by 100 Shares and owning a Workspace, one
 //! member replaced. With `HOMESTEAD_BENCH_HEAPTRACK=FILE` (an operator built without jemalloc,
-//! docs/performance.md "Memory") Homestead's side ends there, the operator killed with SIGKILL
-//! so that what heaptrack calls leaked is what it held. Each figure is printed on a line `scale: <key> <value>` for the script to
-//! compare with the targets; everything else the phases print is context.
+//! docs/performance.md "Memory") the operator is killed with SIGKILL there, so that what
+//! heaptrack calls leaked is what it held (`FILE.homestead-bench.zst`), and again once steady
+//! after the restart (`FILE.homestead-bench-restart.zst`), and the side ends. Each figure is
+//! printed on a line `scale: <key> <value>` for the script to compare with the targets;
+//! everything else the phases print is context.
 
 use super::*;
 use crate::share_phases::{self, People};
@@ -152,27 +154,40 @@ async fn homestead_side(plane: &ControlPlane, admin: &Client, people: People, co
     let peak = memory_mib(operator.pid(), "VmHWM");
     println!("homestead: operator peak RSS {peak:.1} MiB");
     figure("operator-peak-mib", peak);
-    if std::env::var_os("HOMESTEAD_BENCH_HEAPTRACK").is_some() {
+    let profiling = std::env::var_os("HOMESTEAD_BENCH_HEAPTRACK").is_some();
+    if profiling {
         // A heap profile (docs/performance.md, "Memory"): killed at once, so what heaptrack
         // calls leaked is what the operator held at the end of the mix.
-        let pid = operator.pid().to_string();
-        let killed = std::process::Command::new("kill")
-            .args(["-KILL", &pid])
-            .status();
-        assert!(killed.is_ok_and(|s| s.success()), "kill -KILL {pid}");
-        tokio::time::sleep(Duration::from_secs(5)).await;
+        kill(&operator).await;
+    }
+    let operator = restart(plane, operator).await;
+    if profiling {
+        // And again once the restarted operator is steady: what its caches hold.
+        kill(&operator).await;
         return;
     }
-    restart(plane, operator).await;
+    drop(operator);
     let load = share_phases::homes_load(people, plane, share_phases::PEOPLE.min(count)).await;
     figure("homes-p99-ratio", load.p99_ratio);
     figure("homes-api-peak-mib", load.peak);
 }
 
+/// Kills `operator` with SIGKILL (so that heaptrack's "leaked" is what it held) and waits for
+/// heaptrack to write its profile.
+async fn kill(operator: &Operator) {
+    let pid = operator.pid().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid])
+        .status();
+    assert!(killed.is_ok_and(|s| s.success()), "kill -KILL {pid}");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+}
+
 /// Stops `operator`, starts it again, and waits until it has reconciled nothing for [`QUIET`];
 /// prints the time to its first reconcile, what it wrote in between (every write, the
 /// RoleBindings created or deleted, the status writes), its RSS 10 s later and its peak.
-async fn restart(plane: &ControlPlane, operator: Operator) {
+/// Returns the restarted operator.
+async fn restart(plane: &ControlPlane, operator: Operator) -> Operator {
     // Whatever the last phase set off is through before the restart.
     let mut last = reconciles(&operator.address);
     loop {
@@ -227,4 +242,5 @@ async fn restart(plane: &ControlPlane, operator: Operator) {
     println!("homestead: RSS after the restart, steady: {steady:.1} MiB (peak {peak:.1} MiB)");
     figure("restart-steady-mib", steady);
     figure("restart-peak-mib", peak);
+    operator
 }

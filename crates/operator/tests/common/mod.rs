@@ -198,14 +198,15 @@ pub fn spawn_operator_with(
     let kubeconfig = plane
         .write_kubeconfig(OPERATOR, &plane.dir().join("operator.kubeconfig"))
         .unwrap();
-    // HOMESTEAD_BENCH_HEAPTRACK=FILE: run the operator under heaptrack, its profile in FILE (a
-    // bench's heap profile, docs/performance.md "Memory"; build without jemalloc for it).
+    // HOMESTEAD_BENCH_HEAPTRACK=FILE: run the operator under heaptrack, its profile in
+    // FILE.<pod>.zst (a bench's heap profile, docs/performance.md "Memory"; build without
+    // jemalloc for it).
     let (program, wrapped) = match std::env::var("HOMESTEAD_BENCH_HEAPTRACK") {
         Ok(file) => (
             Path::new("heaptrack"),
             vec![
                 "-o".into(),
-                file,
+                format!("{file}.{pod}"),
                 env!("CARGO_BIN_EXE_homestead").to_owned(),
             ],
         ),

@@ -80,14 +80,18 @@ pub struct Controllers {
     pub backlogs: (Backlog<User>, Backlog<CachedShare>),
 }
 
-/// A Controller over the statuses of `K` (Profiles or DirectoryGroups: few objects, watched
-/// whole), one reconcile at a time, debounced by [`STATUS_DEBOUNCE`] so a bulk import of Users
-/// costs a few status writes, not one per User, and run for every object every [`RESYNC`].
+/// A Controller over the statuses of `K` (Profiles or DirectoryGroups: few objects), one
+/// reconcile at a time, debounced by [`STATUS_DEBOUNCE`] so a bulk import of Users costs a few
+/// status writes, not one per User, and run for every object every [`RESYNC`]. Its cache is
+/// trimmed as every other ([`cached_watch`]): a DirectoryGroup's `managedFields` name each of
+/// its members (a map per member, kept whole by kube-runtime's own watch: some 3 KiB a group of
+/// 50, 60 KiB one of 1,000).
 fn status_controller<K>(client: &Client, watch: &Watch) -> Controller<K>
 where
     K: Watched,
 {
-    Controller::new(Api::<K>::all(client.clone()), config_of(watch))
+    let (store, events) = cached_watch(client, watch, trim_object::<K>);
+    Controller::for_stream(events.touched_objects(), store)
         .with_config(
             controller::Config::default()
                 .concurrency(1)
