@@ -271,19 +271,16 @@ pub(crate) fn print_requests(
     );
 }
 
-/// Waits until the operator has listed Users, Namespaces and RoleBindings again after `since`.
+/// Waits until the operator has listed Users, Namespaces and RoleBindings again after `since`:
+/// paged (a `list`), or streamed (a `watch` with `sendInitialEvents=true`, audited when its
+/// response starts; docs/performance.md, "Memory").
 pub(crate) async fn wait_relisted(plane: &ControlPlane, since: Timestamp) {
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
-        let log = audit_log(plane);
-        let relisted: HashSet<&str> = log
-            .iter()
-            .filter(|r| r.by_operator && r.at > since && r.kind.starts_with("list "))
-            .map(|r| r.kind.trim_start_matches("list "))
-            .collect();
+        let relisted = relisted_since(plane, since);
         if ["users", "namespaces", "rolebindings"]
             .iter()
-            .all(|r| relisted.contains(r))
+            .all(|r| relisted.contains(*r))
         {
             return;
         }
@@ -293,6 +290,34 @@ pub(crate) async fn wait_relisted(plane: &ControlPlane, since: Timestamp) {
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// The resources the operator listed after `since`, paged or streamed, from the audit log.
+fn relisted_since(plane: &ControlPlane, since: Timestamp) -> HashSet<String> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(plane.dir().join("audit.log")).unwrap();
+    std::io::BufReader::new(file)
+        .lines()
+        .map_while(Result::ok)
+        .filter(|line| line.contains(OPERATOR))
+        .filter_map(|line| serde_json::from_str::<Value>(&line).ok())
+        .filter(|e| e["user"]["username"] == OPERATOR)
+        .filter(|e| {
+            let uri = e["requestURI"].as_str().unwrap_or_default();
+            match (e["verb"].as_str(), e["stage"].as_str()) {
+                (Some("list"), Some("ResponseComplete")) => true,
+                (Some("watch"), Some("ResponseStarted")) => uri.contains("sendInitialEvents=true"),
+                _ => false,
+            }
+        })
+        .filter(|e| {
+            e["requestReceivedTimestamp"]
+                .as_str()
+                .and_then(|t| t.parse::<Timestamp>().ok())
+                .is_some_and(|t| t > since)
+        })
+        .filter_map(|e| e["objectRef"]["resource"].as_str().map(str::to_owned))
+        .collect()
 }
 
 pub(crate) fn secs(d: Duration) -> String {

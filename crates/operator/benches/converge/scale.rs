@@ -172,6 +172,20 @@ async fn homestead_side(plane: &ControlPlane, admin: &Client, people: People, co
     figure("homes-api-peak-mib", load.peak);
 }
 
+/// Waits until `operator` has reconciled nothing for [`QUIET`]; returns how many reconciles it
+/// has made.
+async fn quiet(operator: &Operator) -> u64 {
+    let mut last = reconciles(&operator.address);
+    loop {
+        tokio::time::sleep(QUIET).await;
+        let now = reconciles(&operator.address);
+        if now == last {
+            return last;
+        }
+        last = now;
+    }
+}
+
 /// Kills `operator` with SIGKILL (so that heaptrack's "leaked" is what it held) and waits for
 /// heaptrack to write its profile.
 async fn kill(operator: &Operator) {
@@ -189,15 +203,7 @@ async fn kill(operator: &Operator) {
 /// Returns the restarted operator.
 async fn restart(plane: &ControlPlane, operator: Operator) -> Operator {
     // Whatever the last phase set off is through before the restart.
-    let mut last = reconciles(&operator.address);
-    loop {
-        tokio::time::sleep(QUIET).await;
-        let now = reconciles(&operator.address);
-        if now == last {
-            break;
-        }
-        last = now;
-    }
+    quiet(&operator).await;
     drop(operator);
     let from = Timestamp::now();
     let started = Instant::now();
@@ -206,15 +212,7 @@ async fn restart(plane: &ControlPlane, operator: Operator) -> Operator {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let first = started.elapsed();
-    let mut last = reconciles(&operator.address);
-    loop {
-        tokio::time::sleep(QUIET).await;
-        let now = reconciles(&operator.address);
-        if now == last {
-            break;
-        }
-        last = now;
-    }
+    let last = quiet(&operator).await;
     let through = started.elapsed();
     let writes = share_phases::operator_writes(plane, from, Timestamp::now());
     let bindings = writes
