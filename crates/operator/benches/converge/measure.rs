@@ -294,14 +294,7 @@ pub(crate) async fn wait_relisted(plane: &ControlPlane, since: Timestamp) {
 
 /// The resources the operator listed after `since`, paged or streamed, from the audit log.
 fn relisted_since(plane: &ControlPlane, since: Timestamp) -> HashSet<String> {
-    use std::io::BufRead;
-    let file = std::fs::File::open(plane.dir().join("audit.log")).unwrap();
-    std::io::BufReader::new(file)
-        .lines()
-        .map_while(Result::ok)
-        .filter(|line| line.contains(OPERATOR))
-        .filter_map(|line| serde_json::from_str::<Value>(&line).ok())
-        .filter(|e| e["user"]["username"] == OPERATOR)
+    crate::share_phases::operator_requests(plane, since, Timestamp::now())
         .filter(|e| {
             let uri = e["requestURI"].as_str().unwrap_or_default();
             match (e["verb"].as_str(), e["stage"].as_str()) {
@@ -309,12 +302,6 @@ fn relisted_since(plane: &ControlPlane, since: Timestamp) -> HashSet<String> {
                 (Some("watch"), Some("ResponseStarted")) => uri.contains("sendInitialEvents=true"),
                 _ => false,
             }
-        })
-        .filter(|e| {
-            e["requestReceivedTimestamp"]
-                .as_str()
-                .and_then(|t| t.parse::<Timestamp>().ok())
-                .is_some_and(|t| t > since)
         })
         .filter_map(|e| e["objectRef"]["resource"].as_str().map(str::to_owned))
         .collect()

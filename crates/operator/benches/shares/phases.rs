@@ -271,8 +271,13 @@ pub(crate) async fn homestead(people: People, admin: &Client, count: usize) -> D
     started.elapsed()
 }
 
-/// The operator's writes (verb and resource) received from `from` on, from the audit log.
-pub(crate) fn operator_writes(plane: &ControlPlane, from: Timestamp, to: Timestamp) -> Vec<String> {
+/// The audit events of the operator's requests received between `from` and `to` (inclusive),
+/// every stage, from the control plane's audit log.
+pub(crate) fn operator_requests(
+    plane: &ControlPlane,
+    from: Timestamp,
+    to: Timestamp,
+) -> impl Iterator<Item = Value> {
     use std::io::BufRead;
     let file = std::fs::File::open(plane.dir().join("audit.log")).unwrap();
     std::io::BufReader::new(file)
@@ -280,7 +285,19 @@ pub(crate) fn operator_writes(plane: &ControlPlane, from: Timestamp, to: Timesta
         .map_while(Result::ok)
         .filter(|line| line.contains(OPERATOR))
         .filter_map(|line| serde_json::from_str::<Value>(&line).ok())
-        .filter(|e| e["stage"] == "ResponseComplete" && e["user"]["username"] == OPERATOR)
+        .filter(|e| e["user"]["username"] == OPERATOR)
+        .filter(move |e| {
+            e["requestReceivedTimestamp"]
+                .as_str()
+                .and_then(|t| t.parse::<Timestamp>().ok())
+                .is_some_and(|t| t >= from && t <= to)
+        })
+}
+
+/// The operator's writes (verb and resource) received from `from` on, from the audit log.
+pub(crate) fn operator_writes(plane: &ControlPlane, from: Timestamp, to: Timestamp) -> Vec<String> {
+    operator_requests(plane, from, to)
+        .filter(|e| e["stage"] == "ResponseComplete")
         .filter(|e| {
             matches!(
                 e["verb"].as_str(),
@@ -288,12 +305,6 @@ pub(crate) fn operator_writes(plane: &ControlPlane, from: Timestamp, to: Timesta
             )
         })
         .filter(|e| e["objectRef"]["resource"] != "leases")
-        .filter(|e| {
-            e["requestReceivedTimestamp"]
-                .as_str()
-                .and_then(|t| t.parse::<Timestamp>().ok())
-                .is_some_and(|t| t >= from && t <= to)
-        })
         .map(|e| {
             let sub = e["objectRef"]["subresource"]
                 .as_str()
