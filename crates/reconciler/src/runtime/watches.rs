@@ -126,6 +126,8 @@ struct ManagedEvents {
     network_policies: BoxStream<'static, Result<NetworkPolicy, watcher::Error>>,
     profiles: BoxStream<'static, Result<Profile, watcher::Error>>,
     groups: BoxStream<'static, Result<DirectoryGroup, watcher::Error>>,
+    /// Every group's members as the group watch last showed them, its first list included.
+    memberships: GroupMemberships,
 }
 
 /// Starts the watches of [`Managed`], each as [`declared`] describes it, leaving out the echoes
@@ -151,7 +153,8 @@ fn managed_watches(
     let profile_events = profile_events.inspect(move |_| {
         let _ = wake_all_shares.unbounded_send(());
     });
-    let (groups, group_events) = group_watch(client);
+    let memberships = GroupMemberships::default();
+    let (groups, group_events) = group_watch(client, memberships.clone());
     Managed {
         namespaces,
         role_bindings,
@@ -164,10 +167,15 @@ fn managed_watches(
             namespaces: namespace_events.boxed(),
             role_bindings: role_binding_events.boxed(),
             quotas: quota_events.boxed(),
-            limit_ranges: limit_range_events.touched_objects().boxed(),
-            network_policies: network_policy_events.touched_objects().boxed(),
+            limit_ranges: after_first_list(limit_range_events)
+                .touched_objects()
+                .boxed(),
+            network_policies: after_first_list(network_policy_events)
+                .touched_objects()
+                .boxed(),
             profiles: profile_events.boxed(),
             groups: group_events.boxed(),
+            memberships,
         },
     }
 }
@@ -204,7 +212,7 @@ fn user_controller(
 ) -> Controller<User> {
     let (client, identity_triggers, backlog) = triggers;
     let (members, in_groups) = (caches.index.clone(), caches.groups.clone());
-    let memberships = GroupMemberships::default();
+    let (memberships, known_users) = (events.memberships, users.clone());
     let (group_shares, wake_group_shares) = (caches.share_index.clone(), wakers.share.clone());
     let resync = paced_resync(users.clone(), RESYNC);
     let (retained, wake_retained) = wakers.retained;
@@ -255,10 +263,14 @@ fn user_controller(
             for share in group_shares.of_group(&group.name_any()) {
                 let _ = wake_group_shares.unbounded_send(share);
             }
+            // A member who is no User (yet) has nothing to reconcile: one who becomes one is
+            // reconciled then, and reads the group as it is by that time.
             memberships
                 .affected(&group)
                 .into_iter()
                 .map(|user| ObjectRef::new(&user))
+                .filter(|user| known_users.get(user).is_some())
+                .collect::<Vec<_>>()
         })
         .reconcile_on(backlog.requests())
         .reconcile_on(resync)
@@ -585,10 +597,10 @@ fn user_watch(
             let trigger = triggers_reconcile(&cached, &event);
             let total_only = only_total_changed(&cached, &event);
             writer.apply_watcher_event(&event);
-            // After the cache has the change: the Shares it concerns read it there.
-            if let watcher::Event::Apply(user)
-            | watcher::Event::InitApply(user)
-            | watcher::Event::Delete(user) = &event
+            // After the cache has the change: the Shares it concerns read it there. Not on the
+            // first list (re-lists come as `Apply`): the Share Controller lists every Share
+            // then ([`after_first_list`]).
+            if let watcher::Event::Apply(user) | watcher::Event::Delete(user) = &event
                 && !total_only
             {
                 let home = user.status.as_ref().and_then(|s| s.namespace.as_deref());
@@ -628,7 +640,7 @@ fn namespace_watch(
 ) {
     let (namespaces, events) = compact_watch::<CachedNamespace>(client, &declared::NAMESPACES);
     let gone = recent.namespaces_gone.clone();
-    let events = events.inspect_ok(move |event| {
+    let events = after_first_list(events).inspect_ok(move |event| {
         if let watcher::Event::Delete(ns) = event {
             gone.remember(ns.name_any());
         }
@@ -650,7 +662,10 @@ fn role_binding_watch(
 ) {
     let (role_bindings, events) =
         compact_watch::<CachedRoleBinding>(client, &declared::ROLE_BINDINGS);
-    let events = recent.role_bindings.clone().touched_except_echoes(events);
+    let events = recent
+        .role_bindings
+        .clone()
+        .touched_except_echoes(after_first_list(events));
     (role_bindings, events)
 }
 
@@ -680,14 +695,18 @@ fn quota_watch(
     impl futures::Stream<Item = Result<ResourceQuota, watcher::Error>> + Send + 'static,
 ) {
     let (quotas, events) = cached_watch(client, &declared::QUOTAS, trim_quota);
-    let events = changes_of(events, |q: &ResourceQuota| {
-        // A slice of a total quota moves with its owner's use (its own Controller's business);
-        // its home cares only whose it is and which total it was cut from.
-        if q.metadata.name.as_deref() == Some(homestead_api::TOTAL_QUOTA_NAME) {
-            return fingerprint(&(&q.metadata.labels, &q.metadata.annotations));
-        }
-        fingerprint(&(&q.metadata.labels, &q.metadata.owner_references, &q.spec))
-    });
+    let events = changes_of(
+        events,
+        |q: &ResourceQuota| {
+            // A slice of a total quota moves with its owner's use (its own Controller's
+            // business); its home cares only whose it is and which total it was cut from.
+            if q.metadata.name.as_deref() == Some(homestead_api::TOTAL_QUOTA_NAME) {
+                return fingerprint(&(&q.metadata.labels, &q.metadata.annotations));
+            }
+            fingerprint(&(&q.metadata.labels, &q.metadata.owner_references, &q.spec))
+        },
+        |_| {},
+    );
     (quotas, events)
 }
 
@@ -732,18 +751,24 @@ fn profile_watch(
     impl futures::Stream<Item = Result<Profile, watcher::Error>> + Send + 'static,
 ) {
     let (profiles, events) = cached_watch(client, &declared::PROFILES, trim_object::<Profile>);
-    let events =
-        changes_of(events, |p: &Profile| fingerprint(&p.metadata.generation)).inspect(move |_| {
-            let _ = wake_groups.unbounded_send(());
-        });
+    let events = changes_of(
+        events,
+        |p: &Profile| fingerprint(&p.metadata.generation),
+        |_| {},
+    )
+    .inspect(move |_| {
+        let _ = wake_groups.unbounded_send(());
+    });
     (profiles, events)
 }
 
 /// The DirectoryGroup cache, and the groups whose spec changed or that came or went (the
 /// status is Homestead's own member count). A deleted group is passed on as a group with no
-/// members: everyone in it left.
+/// members: everyone in it left. The first list's groups go only to `memberships`, so their
+/// first change concerns only who joined or left.
 fn group_watch(
     client: &Client,
+    memberships: GroupMemberships,
 ) -> (
     Store<DirectoryGroup>,
     impl futures::Stream<Item = Result<DirectoryGroup, watcher::Error>> + Send + 'static,
@@ -756,9 +781,13 @@ fn group_watch(
         }
         other => other,
     });
-    let events = changes_of(events, |g: &DirectoryGroup| {
-        fingerprint(&g.metadata.generation)
-    });
+    let events = changes_of(
+        events,
+        |g: &DirectoryGroup| fingerprint(&g.metadata.generation),
+        move |g| {
+            memberships.affected(g);
+        },
+    );
     (groups, events)
 }
 
@@ -812,12 +841,16 @@ fn triggers_reconcile(cached: &Store<User>, event: &watcher::Event<User>) -> boo
     }
 }
 
-/// The members of each DirectoryGroup as the last change of it showed them, to tell which
-/// Users a change concerns: those who joined or left (everyone in it when its name changed,
+/// The members of each DirectoryGroup as the group watch last showed them (its first list
+/// included; shared by the watch and the User Controller's trigger), to tell which Users a
+/// change concerns: those who joined or left (everyone in it when its name changed,
 /// since the Profiles that name it may then be others). Without this, a change to a group of
 /// 10,000 would reconcile all 10,000 for each member added.
-#[derive(Default)]
-struct GroupMemberships(std::sync::Mutex<HashMap<String, (String, HashSet<String>)>>);
+#[derive(Clone, Default)]
+struct GroupMemberships(std::sync::Arc<std::sync::Mutex<HashMap<String, Members>>>);
+
+/// A group's display name and member names.
+type Members = (String, HashSet<String>);
 
 impl GroupMemberships {
     /// The names of the Users `group`'s change concerns (a deleted group comes with no
@@ -908,18 +941,31 @@ fn every(period: Duration) -> impl futures::Stream<Item = ()> + Send + 'static {
 }
 
 /// The objects of `events` that are new, deleted, or changed in what `key` fingerprints;
-/// updates that change nothing else (status, resourceVersion) are dropped.
+/// updates that change nothing else (status, resourceVersion) are dropped. The objects of the
+/// watch's first list are remembered and handed to `listed`, not passed on
+/// ([`after_first_list`]).
 fn changes_of<K, S>(
     events: S,
     key: impl Fn(&K) -> u64 + Send + 'static,
+    mut listed: impl FnMut(&K) + Send + 'static,
 ) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static
 where
     K: Resource + Send + 'static,
     S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
 {
     let mut seen: HashMap<(Option<String>, String), u64> = HashMap::new();
+    let mut first_list = true;
     events.filter_map(move |event| {
         let changed = match event {
+            Ok(watcher::Event::InitApply(o)) if first_list => {
+                let id = (
+                    o.meta().namespace.clone(),
+                    o.meta().name.clone().unwrap_or_default(),
+                );
+                seen.insert(id, key(&o));
+                listed(&o);
+                None
+            }
             Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
                 let id = (
                     o.meta().namespace.clone(),
@@ -936,10 +982,40 @@ where
                 seen.remove(&id);
                 Some(Ok(o))
             }
-            Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
+            Ok(watcher::Event::InitDone) => {
+                first_list = false;
+                None
+            }
+            Ok(watcher::Event::Init) => None,
             Err(e) => Some(Err(e)),
         };
         std::future::ready(changed)
+    })
+}
+
+/// `events` from the end of the watch's first list on (its errors always): what a watch lists
+/// first triggers no other Controller. Each Controller reconciles every object its own watch
+/// lists first, and no reconcile runs before every cache has listed (docs/design.md, rule
+/// 29), so the User watch's first list already reconciles every User once, with every cache
+/// complete. Passing on the other watches' first lists too would queue every User again,
+/// straight into kube-runtime's scheduler (past the [`Backlog`]), and the members of every
+/// directory group, Users or not: after a leader change, the soak saw real Users wait
+/// behind 80,000 requests for members of large groups who are no Users. Later re-lists (the
+/// API server lost the watch's place) are passed on: they may carry changes the watch missed.
+fn after_first_list<K, S>(
+    events: S,
+) -> impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
+where
+    K: Send + 'static,
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
+    let mut listed = false;
+    events.filter(move |event| {
+        let pass = listed || event.is_err();
+        if matches!(event, Ok(watcher::Event::InitDone)) {
+            listed = true;
+        }
+        std::future::ready(pass)
     })
 }
 
@@ -1191,6 +1267,89 @@ mod tests {
             affected(&memberships, &group("Engineering", &["d"])),
             ["d"],
             "forgotten once empty"
+        );
+    }
+
+    /// The events a watch yields for a first list of `listed`, then `after`.
+    fn first_list_then(
+        listed: Vec<DirectoryGroup>,
+        after: Vec<watcher::Event<DirectoryGroup>>,
+    ) -> impl futures::Stream<Item = Result<watcher::Event<DirectoryGroup>, watcher::Error>>
+    + Send
+    + 'static {
+        let first = std::iter::once(watcher::Event::Init)
+            .chain(listed.into_iter().map(watcher::Event::InitApply))
+            .chain(std::iter::once(watcher::Event::InitDone));
+        futures::stream::iter(first.chain(after).map(Ok))
+    }
+
+    fn names<K: Resource>(objects: Vec<Result<K, watcher::Error>>) -> Vec<String> {
+        objects.into_iter().map(|o| o.unwrap().name_any()).collect()
+    }
+
+    #[tokio::test]
+    async fn a_first_list_triggers_nothing_and_a_later_re_list_does() {
+        let (a, b) = (group("A", &["x"]), group("B", &["y"]));
+        let relist = vec![
+            watcher::Event::Init,
+            watcher::Event::InitApply(b.clone()),
+            watcher::Event::InitDone,
+        ];
+        let events = first_list_then(vec![a, b.clone()], relist);
+        let passed: Vec<_> = after_first_list(events).collect().await;
+        let passed: Vec<_> = passed.into_iter().map(Result::unwrap).collect();
+        assert!(
+            matches!(
+                passed.as_slice(),
+                [
+                    watcher::Event::Init,
+                    watcher::Event::InitApply(_),
+                    watcher::Event::InitDone
+                ]
+            ),
+            "only the re-list: {passed:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn changes_after_a_first_list_are_measured_against_it() {
+        let eng = DirectoryGroup::test("eng", "Eng")
+            .with_members(&["a", "b"])
+            .with_generation(1);
+        let ops = DirectoryGroup::test("ops", "Ops")
+            .with_members(&["c"])
+            .with_generation(1);
+        let memberships = GroupMemberships::default();
+        let learned = memberships.clone();
+        let later = vec![
+            // Its status written: the same generation.
+            watcher::Event::Apply(ops.clone()),
+            // b left, d joined.
+            watcher::Event::Apply(
+                DirectoryGroup::test("eng", "Eng")
+                    .with_members(&["a", "d"])
+                    .with_generation(2),
+            ),
+        ];
+        let changed: Vec<_> = changes_of(
+            first_list_then(vec![eng, ops], later),
+            |g: &DirectoryGroup| fingerprint(&g.metadata.generation),
+            move |g| {
+                learned.affected(g);
+            },
+        )
+        .collect()
+        .await;
+        let changed = changed.into_iter().map(Result::unwrap).collect::<Vec<_>>();
+        assert_eq!(
+            names(changed.iter().cloned().map(Ok).collect()),
+            ["eng"],
+            "the first list and an update of the same generation pass nothing on"
+        );
+        assert_eq!(
+            affected(&memberships, &changed[0]),
+            ["b", "d"],
+            "the first list was learned: only who left or joined"
         );
     }
 }
