@@ -6,9 +6,11 @@
 //! keeps a cache (kube-runtime's reflector, or for Namespaces and RoleBindings a compact one of
 //! our own, `store.rs`) feeds it and the triggers alike, except for changes no reconcile needs to
 //! see: a change to a User's status alone (Homestead's own) or to what the cache drops of it, a
-//! Profile's status (to all but its status Controller), a quota's usage, and the first delivery
+//! Profile's status (to all but its status Controller), a quota's usage, the first delivery
 //! of a Namespace or RoleBinding exactly as Homestead created it (the reconcile that created it
-//! went on from there). A RoleBinding reaches its
+//! went on from there), and the first list of the managed, Profile and DirectoryGroup watches
+//! (every Controller reconciles what its own watch lists first: [`after_first_list`]). A
+//! RoleBinding reaches its
 //! User through its Namespace (whose labels tenants cannot write), never through a label on the
 //! RoleBinding itself. Which deliveries are echoes of Homestead's own writes is decided next to
 //! the code that makes those writes: [`status::triggers_reconcile`] beside the status write,
@@ -131,8 +133,10 @@ struct ManagedEvents {
 }
 
 /// Starts the watches of [`Managed`], each as [`declared`] describes it, leaving out the echoes
-/// of the creates `recent` remembers; a Profile's change also wakes every DirectoryGroup's
-/// status (through `wake_groups`) and every Share (through `wake_all_shares`).
+/// of the creates `recent` remembers and each watch's first list ([`after_first_list`]; the
+/// groups' first list only teaches the [`GroupMemberships`] it creates); a Profile's change
+/// also wakes every DirectoryGroup's status (through `wake_groups`) and every Share (through
+/// `wake_all_shares`).
 fn managed_watches(
     client: &Client,
     recent: &Recent,
@@ -193,11 +197,11 @@ struct Wakers {
 
 /// The Controller over Users (`users`, the cache `user_events` keeps; Users come through
 /// `backlog`, the stream yields only the watch's errors), `concurrency` reconciles at once
-/// (0: unbounded), triggered also by every change to a managed object (`events`), by a
-/// Namespace handed to a User for adoption, by a change to a
+/// (0: unbounded), triggered also by every change to a managed object after its watch's first
+/// list (`events`), by a Namespace handed to a User for adoption, by a change to a
 /// Profile's spec (for exactly that Profile's Users, from the `caches`' index, and the members
 /// of the directory groups it names), to a DirectoryGroup's spec (for the members who joined or
-/// left it, all of them when it is renamed or deleted: `GroupMemberships`), by the Users
+/// left it and are Users, all of them when it is renamed or deleted: [`users_of_group_change`]), by the Users
 /// `identity_triggers` names, through `backlog`, and for every User once every [`RESYNC`], a
 /// batch at a time (`paced_resync`).
 fn user_controller(
@@ -263,14 +267,7 @@ fn user_controller(
             for share in group_shares.of_group(&group.name_any()) {
                 let _ = wake_group_shares.unbounded_send(share);
             }
-            // A member who is no User (yet) has nothing to reconcile: one who becomes one is
-            // reconciled then, and reads the group as it is by that time.
-            memberships
-                .affected(&group)
-                .into_iter()
-                .map(|user| ObjectRef::new(&user))
-                .filter(|user| known_users.get(user).is_some())
-                .collect::<Vec<_>>()
+            users_of_group_change(&memberships, &known_users, &group)
         })
         .reconcile_on(backlog.requests())
         .reconcile_on(resync)
@@ -598,8 +595,8 @@ fn user_watch(
             let total_only = only_total_changed(&cached, &event);
             writer.apply_watcher_event(&event);
             // After the cache has the change: the Shares it concerns read it there. Not on the
-            // first list (re-lists come as `Apply`): the Share Controller lists every Share
-            // then ([`after_first_list`]).
+            // first list (`relist_in_place` turns re-lists into `Apply`): the Share Controller
+            // lists every Share then (why: `after_first_list`).
             if let watcher::Event::Apply(user) | watcher::Event::Delete(user) = &event
                 && !total_only
             {
@@ -993,15 +990,16 @@ where
     })
 }
 
-/// `events` from the end of the watch's first list on (its errors always): what a watch lists
-/// first triggers no other Controller. Each Controller reconciles every object its own watch
-/// lists first, and no reconcile runs before every cache has listed (docs/design.md, rule
-/// 29), so the User watch's first list already reconciles every User once, with every cache
-/// complete. Passing on the other watches' first lists too would queue every User again,
-/// straight into kube-runtime's scheduler (past the [`Backlog`]), and the members of every
-/// directory group, Users or not: after a leader change, the soak saw real Users wait
-/// behind 80,000 requests for members of large groups who are no Users. Later re-lists (the
-/// API server lost the watch's place) are passed on: they may carry changes the watch missed.
+/// `events` from the end of the watch's first list on (its errors always), for the trigger
+/// streams of the managed watches: what they list first triggers no other Controller. Each
+/// Controller reconciles every object its own watch lists first, and no reconcile runs before
+/// every cache has listed (docs/design.md, rule 29), so the User watch's first list already
+/// reconciles every User once, with every cache complete. Passing on the other watches' first
+/// lists too would queue every User again, straight into kube-runtime's scheduler (past the
+/// [`Backlog`]), and the members of every directory group, Users or not: after a leader
+/// change, the soak saw real Users wait behind 80,000 reconcile requests for members of large
+/// groups who are no Users. Later re-lists (the API server lost the watch's place) are passed
+/// on: they may carry changes the watch missed.
 fn after_first_list<K, S>(
     events: S,
 ) -> impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
@@ -1017,6 +1015,23 @@ where
         }
         std::future::ready(pass)
     })
+}
+
+/// The Users a change to `group` concerns ([`GroupMemberships::affected`]) that are in `users`:
+/// a member who is no User (yet) has nothing to reconcile, and one who becomes one is
+/// reconciled then and reads the group as it is by that time. A directory group may list
+/// thousands who have no User here; each would be a request kube-runtime drops as not found.
+fn users_of_group_change(
+    memberships: &GroupMemberships,
+    users: &Store<User>,
+    group: &DirectoryGroup,
+) -> Vec<ObjectRef<User>> {
+    memberships
+        .affected(group)
+        .into_iter()
+        .map(|user| ObjectRef::new(&user))
+        .filter(|user| users.get(user).is_some())
+        .collect()
 }
 
 /// A 64-bit fingerprint of `value`'s JSON form.
@@ -1285,6 +1300,32 @@ mod tests {
 
     fn names<K: Resource>(objects: Vec<Result<K, watcher::Error>>) -> Vec<String> {
         objects.into_iter().map(|o| o.unwrap().name_any()).collect()
+    }
+
+    #[test]
+    fn a_group_change_queues_only_its_members_who_are_users() {
+        let (users, mut writer) = reflector::store::<User>();
+        writer.apply_watcher_event(&watcher::Event::Apply(User::test("ada")));
+        writer.apply_watcher_event(&watcher::Event::Apply(User::test("bob")));
+        let memberships = GroupMemberships::default();
+        let queued = |group: &DirectoryGroup| {
+            let mut names: Vec<String> = users_of_group_change(&memberships, &users, group)
+                .into_iter()
+                .map(|user| user.name)
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(
+            queued(&group("Eng", &["ada", "ballast-1", "ballast-2"])),
+            ["ada"],
+            "a new group: its members who are Users"
+        );
+        assert_eq!(
+            queued(&group("Eng", &["ada", "bob", "ballast-3"])),
+            ["bob"],
+            "bob joined; ballast-1 and -2 left and ballast-3 joined, none a User"
+        );
     }
 
     #[tokio::test]

@@ -77,7 +77,7 @@ pub enum Wakes {
     User,
     /// The other Users naming an identity a User took or gave up (the next holder).
     IdentityHolders,
-    /// The Users of a Profile, or a group's members who joined or left.
+    /// The Users of a Profile, or a group's members who joined or left and are Users.
     Users,
     /// The Shares the object concerns (its own, or those naming a grantee or a home).
     Shares,
