@@ -201,9 +201,9 @@ struct Wakers {
 /// list (`events`), by a Namespace handed to a User for adoption, by a change to a
 /// Profile's spec (for exactly that Profile's Users, from the `caches`' index, and the members
 /// of the directory groups it names), to a DirectoryGroup's spec (for the members who joined or
-/// left it and are Users, all of them when it is renamed or deleted: [`users_of_group_change`]), by the Users
-/// `identity_triggers` names, through `backlog`, and for every User once every [`RESYNC`], a
-/// batch at a time (`paced_resync`).
+/// left it and are Users, all of them when it is renamed or deleted:
+/// [`users_of_group_change`]), by the Users `identity_triggers` names, through `backlog`, and
+/// for every User once every [`RESYNC`], a batch at a time (`paced_resync`).
 fn user_controller(
     (users, user_events): (
         Store<User>,
