@@ -69,13 +69,19 @@ impl DirectoryGroup {
     /// writes so reaches only Users that identity owns, never one HR made, whatever names its
     /// members list holds; a group without the label (the platform's own) counts every name.
     pub fn counts_member(&self, user: &User) -> bool {
-        let writer = |labels: &Option<std::collections::BTreeMap<String, String>>| {
-            labels.as_ref().and_then(|l| l.get(LABEL_WRITER)).cloned()
-        };
         let name = user.metadata.name.as_deref().unwrap_or_default();
-        self.spec.has_member(name)
-            && writer(&self.metadata.labels)
-                .is_none_or(|w| writer(&user.metadata.labels).as_ref() == Some(&w))
+        self.spec.has_member(name) && self.admits(user)
+    }
+
+    /// The writer's half of [`DirectoryGroup::counts_member`], for a caller who knows from
+    /// elsewhere (an index of members) that the group names `user`: true when the group has no
+    /// label `homestead.dev/writer`, or `user` has the same.
+    pub fn admits(&self, user: &User) -> bool {
+        fn writer(labels: Option<&std::collections::BTreeMap<String, String>>) -> Option<&String> {
+            labels?.get(LABEL_WRITER)
+        }
+        writer(self.metadata.labels.as_ref())
+            .is_none_or(|w| writer(user.metadata.labels.as_ref()) == Some(w))
     }
 }
 

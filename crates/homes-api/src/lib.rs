@@ -19,7 +19,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use homestead_api::{DirectoryGroup, Share, User, Workspace};
 use homestead_model::watched::Watched;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -32,9 +32,10 @@ use tokio::sync::watch;
 
 pub use routes::Homes;
 
-/// Keeps the reflector cache `writer` of every `K` from a watch, each object cut down by `trim`
-/// first (what the homes API never reads: `managedFields` above all), in a task of its own that
-/// gives each event, once the cache took it in, to `observe`, and bumps `changes`.
+/// Keeps the reflector cache `writer` of every `K` from a watch, in a task of its own: each
+/// event goes whole to `observe` (the indexes, which keep what they need of it: a group's
+/// members), then each object is cut down by `trim` (what the homes API never reads:
+/// `managedFields` above all) and taken into the cache, and `changes` is bumped.
 fn keep<K: Watched>(
     (client, initial): (&Client, &watcher::Config),
     writer: reflector::store::Writer<K>,
@@ -43,13 +44,11 @@ fn keep<K: Watched>(
     observe: impl Fn(&watcher::Event<K>) + Send + 'static,
 ) {
     let stream = watcher(Api::<K>::all(client.clone()), initial.clone())
+        .inspect_ok(move |event| observe(event))
         .modify(trim)
         .default_backoff()
         .reflect(writer);
-    tokio::spawn(stream.for_each(move |event| {
-        if let Ok(event) = &event {
-            observe(event);
-        }
+    tokio::spawn(stream.for_each(move |_| {
         changes.send_modify(|count| *count += 1);
         async {}
     }));
@@ -138,8 +137,22 @@ pub async fn start(
             observer.observe_share(e);
         },
     );
-    keep(watches, groups_writer, trim::group, changes.clone(), |_| {});
-    keep(watches, workspaces_writer, trim::workspace, changes, |_| {});
+    let observer = homes.clone();
+    keep(
+        watches,
+        groups_writer,
+        trim::group,
+        changes.clone(),
+        move |e| observer.observe_group(e),
+    );
+    let observer = homes.clone();
+    keep(
+        watches,
+        workspaces_writer,
+        trim::workspace,
+        changes,
+        move |e| observer.observe_workspace(e),
+    );
     for ready in [
         homes.users.wait_until_ready().await.is_ok(),
         homes.shares.wait_until_ready().await.is_ok(),

@@ -31,7 +31,7 @@ use crate::auth::{Caller, RequestHeaderAuth, Unauthenticated};
 use crate::openapi;
 use crate::resource::{self, Merged, Person};
 use homestead_model::identity::Identities;
-use homestead_model::shares::ShareIndex;
+use homestead_model::names::NameIndex;
 
 /// How long a watch runs when the client names no `timeoutSeconds` (kube-apiserver's default
 /// `--min-request-timeout`), and the longest it may ask for.
@@ -45,7 +45,8 @@ pub struct Homes {
     pub users: Store<User>,
     /// Every Share.
     pub shares: Store<Share>,
-    /// Every DirectoryGroup.
+    /// Every DirectoryGroup, without its members ([`crate::trim::group`]: they are in
+    /// the index of groups by member).
     pub groups: Store<DirectoryGroup>,
     /// Every Workspace.
     pub workspaces: Store<Workspace>,
@@ -55,7 +56,11 @@ pub struct Homes {
     /// Which User holds each identity (the oldest naming it, as the operator decides).
     identities: Identities,
     /// Shares by grantee.
-    shares_by_grantee: ShareIndex<Share>,
+    shares_by_grantee: NameIndex<Share>,
+    /// DirectoryGroups by member.
+    groups_by_member: NameIndex<DirectoryGroup>,
+    /// Workspaces by owner (a User or a DirectoryGroup) and by admin.
+    workspaces_by_name: NameIndex<Workspace>,
 }
 
 /// A JSON response of `value` with `code`.
@@ -103,7 +108,9 @@ impl Homes {
             workspaces,
             changes,
             identities: Identities::default(),
-            shares_by_grantee: ShareIndex::default(),
+            shares_by_grantee: NameIndex::default(),
+            groups_by_member: NameIndex::default(),
+            workspaces_by_name: NameIndex::default(),
         }
     }
 
@@ -116,6 +123,17 @@ impl Homes {
     /// Takes a watch event of the Shares' cache into the index of Shares.
     pub fn observe_share(&self, event: &watcher::Event<Share>) {
         self.shares_by_grantee.observe(event);
+    }
+
+    /// Takes a watch event of the DirectoryGroups into the index of groups by member (before
+    /// [`crate::trim::group`] drops the members).
+    pub fn observe_group(&self, event: &watcher::Event<DirectoryGroup>) {
+        self.groups_by_member.observe(event);
+    }
+
+    /// Takes a watch event of the Workspaces into the index of Workspaces by owner and admin.
+    pub fn observe_workspace(&self, event: &watcher::Event<Workspace>) {
+        self.workspaces_by_name.observe(event);
     }
 
     /// The caller of a request.
@@ -133,9 +151,10 @@ impl Homes {
     /// The caller's homes at `now`, merged by namespace, and who they are: through the User
     /// that holds their identity (the oldest of those that name it without regard to case, as
     /// the operator decides who holds it), and only when that User's username is exactly the
-    /// caller's, as RBAC compares subjects: `BOB@EXAMPLE.COM` is not bob, and sees nothing,
-    /// the DirectoryGroups that count that User, and the Shares naming either, each found by
-    /// the indexes (no scan of every User or Share). Nobody's: an empty list.
+    /// caller's, as RBAC compares subjects: `BOB@EXAMPLE.COM` is not bob, and sees nothing;
+    /// the DirectoryGroups that count that User, the Shares naming either and the Workspaces
+    /// either owns or the User administers, each found by the indexes (no scan of every User,
+    /// Share, group or Workspace, nor of a group's members). Nobody's: an empty list.
     fn homes_of(&self, caller: &Caller, now: Timestamp) -> (Person, Vec<Merged>) {
         let Some(user) = self
             .identities
@@ -145,13 +164,16 @@ impl Homes {
         else {
             return (Person::default(), Vec::new());
         };
-        let groups: Vec<Arc<DirectoryGroup>> = self
-            .groups
-            .state()
-            .into_iter()
-            .filter(|g| g.counts_member(&user))
-            .collect();
         let name = user.name_any();
+        // The groups that count the caller: those naming them (the index), whose writer admits
+        // them (docs/security.md, "Membership by identity").
+        let groups: Vec<Arc<DirectoryGroup>> = self
+            .groups_by_member
+            .of_user(&name, None)
+            .iter()
+            .filter_map(|group| self.groups.get(group))
+            .filter(|group| group.admits(&user))
+            .collect();
         let index = &self.shares_by_grantee;
         let refs: HashSet<ObjectRef<Share>> = index
             .of_user(&name, None)
@@ -159,10 +181,17 @@ impl Homes {
             .chain(groups.iter().flat_map(|g| index.of_group(&g.name_any())))
             .collect();
         let shares: Vec<Arc<Share>> = refs.iter().filter_map(|r| self.shares.get(r)).collect();
+        // The workspaces the caller owns or administers, and those their groups own.
+        let index = &self.workspaces_by_name;
+        let refs: HashSet<ObjectRef<Workspace>> = index
+            .of_user(&name, None)
+            .into_iter()
+            .chain(groups.iter().flat_map(|g| index.of_group(&g.name_any())))
+            .collect();
+        let workspaces: Vec<Arc<Workspace>> =
+            refs.iter().filter_map(|r| self.workspaces.get(r)).collect();
         let groups: Vec<&DirectoryGroup> = groups.iter().map(AsRef::as_ref).collect();
         let shares: Vec<&Share> = shares.iter().map(AsRef::as_ref).collect();
-        // Few, and a person's are found among them by owner, admin and group: read them all.
-        let workspaces = self.workspaces.state();
         let workspaces: Vec<&Workspace> = workspaces.iter().map(AsRef::as_ref).collect();
         let person = Person {
             profile: user
@@ -591,6 +620,30 @@ mod tests {
         share
     }
 
+    /// Two groups naming dan, the platform's `team` and the SCIM service's `scim-team` (dan is
+    /// HR's User, so only `team` counts him), and a provisioned workspace owned by each.
+    fn teams() -> (Vec<DirectoryGroup>, Vec<Workspace>) {
+        let team = DirectoryGroup::test("team", "Team").with_members(&["dan"]);
+        let scim_team = DirectoryGroup::test("scim-team", "SCIM")
+            .with_members(&["dan"])
+            .written_by_scim();
+        let workspace = |name: &str, group: &str| -> Workspace {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": homestead_api::API_VERSION, "kind": "Workspace",
+                "metadata": { "name": name, "generation": 1 },
+                "spec": { "owner": { "group": group }, "reason": "a team's" },
+                "status": { "namespace": format!("ws-{name}"), "observedGeneration": 1,
+                    "conditions": [{ "type": "Ready", "status": "True", "reason": "Provisioned",
+                        "message": "", "lastTransitionTime": "2026-11-01T00:00:00Z" }] },
+            }))
+            .unwrap()
+        };
+        (
+            vec![team, scim_team],
+            vec![workspace("lab", "team"), workspace("scim-lab", "scim-team")],
+        )
+    }
+
     /// The routes, the front-proxy CA's client certificate for `name`, and the CA's PEM.
     fn serve(name: &str) -> (Router, Vec<u8>) {
         let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -622,13 +675,21 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
-        let (users, shares) = (vec![user("alice"), user("bob")], vec![share_to_bob()]);
+        let (users, shares) = (
+            vec![user("alice"), user("bob"), user("dan")],
+            vec![share_to_bob()],
+        );
+        let (groups, workspaces) = teams();
+        let trimmed = groups.iter().cloned().map(|mut group| {
+            crate::trim::group(&mut group);
+            group
+        });
         let homes = Homes::new(
             RequestHeaderAuth::from_config_map(&data).unwrap(),
             store(users.clone()),
             store(shares.clone()),
-            store(Vec::new()),
-            store(Vec::new()),
+            store(trimmed.collect()),
+            store(workspaces.clone()),
             Arc::new(watch::Sender::new(1)),
         );
         for user in users {
@@ -636,6 +697,12 @@ mod tests {
         }
         for share in shares {
             homes.observe_share(&watcher::Event::Apply(share));
+        }
+        for group in groups {
+            homes.observe_group(&watcher::Event::Apply(group));
+        }
+        for workspace in workspaces {
+            homes.observe_workspace(&watcher::Event::Apply(workspace));
         }
         (router(Arc::new(homes)), cert.der().to_vec())
     }
@@ -714,6 +781,21 @@ mod tests {
         let (code, shouting) = ask(&app, HOMES, Some(&proxy), "Bob@Example.com", false).await;
         assert_eq!(code, StatusCode::OK);
         assert_eq!(shouting["items"], serde_json::json!([]));
+    }
+
+    #[tokio::test]
+    async fn a_team_workspace_is_found_through_the_groups_that_count_the_caller() {
+        let (app, proxy) = serve("front-proxy-client");
+        let (code, dan) = ask(&app, HOMES, Some(&proxy), "dan@example.com", false).await;
+        assert_eq!(code, StatusCode::OK);
+        let names: Vec<&str> = dan["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["metadata"]["name"].as_str().unwrap())
+            .collect();
+        // Not the SCIM team's workspace: its writer counts only the Users it owns.
+        assert_eq!(names, ["user-dan", "ws-lab"]);
     }
 
     #[tokio::test]

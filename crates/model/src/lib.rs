@@ -7,8 +7,9 @@
 //!   [`homes::ways_in`]): the homes API and `homestead access` alike.
 //! - [`via`]: the ways in ([`via::Via`]) and their kinds ([`via::Source`]).
 //! - [`roles`]: what a ClusterRole grants, compared (Share limits, the homes API's merge).
-//! - [`shares`]: the Shares by grantee and by namespace, kept from a Share watch: the
-//!   reconciler's triggers and the homes API's caller alike.
+//! - [`names`]: which Shares, DirectoryGroups and Workspaces name each User and group (and
+//!   which Shares each namespace holds), kept from their watches: the reconciler's triggers
+//!   and the homes API's caller alike.
 //! - [`workspace`]: who may use a workspace, and how: its owner (a User or a DirectoryGroup).
 //! - [`trim`]: what a cache keeps of an object; [`watched`]: what a watched kind must be.
 //!
@@ -17,8 +18,8 @@
 
 pub mod homes;
 pub mod identity;
+pub mod names;
 pub mod roles;
-pub mod shares;
 pub mod trim;
 pub mod via;
 pub mod watched;

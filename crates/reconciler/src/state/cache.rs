@@ -271,9 +271,9 @@ pub struct CachedShare {
     pub status: Option<CachedShareStatus>,
 }
 
-impl homestead_model::shares::Granted for CachedShare {
-    fn grantees(&self) -> &[homestead_api::Grantee] {
-        &self.spec.to
+impl homestead_model::names::Names for CachedShare {
+    fn names(&self) -> impl Iterator<Item = (bool, &str)> {
+        homestead_model::names::grantees(&self.spec.to)
     }
 }
 

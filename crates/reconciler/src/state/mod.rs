@@ -21,8 +21,8 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use cache::{CachedNamespace, CachedRoleBinding, CachedShare};
 use declared::Cache;
 
-/// The one index of Shares ([`homestead_model::shares`]), over the Shares as cached here.
-pub type ShareIndex = homestead_model::shares::ShareIndex<CachedShare>;
+/// The one index of Shares ([`homestead_model::names`]), over the Shares as cached here.
+pub type ShareIndex = homestead_model::names::ShareIndex<CachedShare>;
 use homestead_model::identity::Identities;
 use index::ProfileIndex;
 use store::{CompactStore, compact_store};
