@@ -82,18 +82,19 @@ pub struct Controllers {
     pub backlogs: (Backlog<User>, Backlog<CachedShare>),
 }
 
-/// A Controller over the statuses of `K` (Profiles or DirectoryGroups: few objects), one
+/// A Controller over the statuses of `K` (Profiles or DirectoryGroups: few objects) in `cache`,
+/// the cache of the managed watch of `K` ([`managed_watches`]), which wakes it through
+/// `touched` for every object it sees come, change or go, its first list included; one
 /// reconcile at a time, debounced by [`STATUS_DEBOUNCE`] so a bulk import of Users costs a few
-/// status writes, not one per User, and run for every object every [`RESYNC`]. Its cache is
-/// trimmed as every other ([`cached_watch`]): a DirectoryGroup's `managedFields` name each of
-/// its members (a map per member, kept whole by kube-runtime's own watch: some 3 KiB a group of
-/// 50, 60 KiB one of 1,000).
-fn status_controller<K>(client: &Client, watch: &Watch) -> Controller<K>
+/// status writes, not one per User, and run for every object every [`RESYNC`]. It has no watch
+/// nor cache of its own: a second copy of every DirectoryGroup held 1.8 MiB at 1,200 groups
+/// (docs/performance.md, "At scale").
+fn status_controller<K>(cache: Store<K>, touched: UnboundedReceiver<ObjectRef<K>>) -> Controller<K>
 where
     K: Watched,
 {
-    let (store, events) = cached_watch(client, watch, trim_object::<K>);
-    Controller::for_stream(events.touched_objects(), store)
+    Controller::for_stream(futures::stream::empty(), cache)
+        .reconcile_on(touched)
         .with_config(
             controller::Config::default()
                 .concurrency(1)
@@ -136,12 +137,13 @@ struct ManagedEvents {
 /// of the creates `recent` remembers and each watch's first list ([`after_first_list`]; the
 /// groups' first list only teaches the [`GroupMemberships`] it creates); a Profile's change
 /// also wakes every DirectoryGroup's status (through `wake_groups`) and every Share (through
-/// `wake_all_shares`).
+/// `wake_all_shares`). Every Profile and DirectoryGroup the watches see come, change or go, the
+/// first lists included, wakes its own status (through `statuses`).
 fn managed_watches(
     client: &Client,
     recent: &Recent,
-    wake_groups: UnboundedSender<()>,
-    wake_all_shares: UnboundedSender<()>,
+    (wake_groups, wake_all_shares): (UnboundedSender<()>, UnboundedSender<()>),
+    statuses: StatusWakes,
 ) -> Managed {
     let (namespaces, namespace_events) = namespace_watch(client, recent);
     let (role_bindings, role_binding_events) = role_binding_watch(client, recent);
@@ -153,12 +155,12 @@ fn managed_watches(
         &declared::NETWORK_POLICIES,
         trim_object::<NetworkPolicy>,
     );
-    let (profiles, profile_events) = profile_watch(client, wake_groups);
+    let (profiles, profile_events) = profile_watch(client, wake_groups, statuses.profiles);
     let profile_events = profile_events.inspect(move |_| {
         let _ = wake_all_shares.unbounded_send(());
     });
     let memberships = GroupMemberships::default();
-    let (groups, group_events) = group_watch(client, memberships.clone());
+    let (groups, group_events) = group_watch(client, memberships.clone(), statuses.groups);
     Managed {
         namespaces,
         role_bindings,
@@ -181,6 +183,23 @@ fn managed_watches(
             groups: group_events.boxed(),
             memberships,
         },
+    }
+}
+
+/// The senders the managed watches of Profiles and DirectoryGroups wake their status
+/// Controllers through ([`status_controller`]).
+struct StatusWakes {
+    profiles: UnboundedSender<ObjectRef<Profile>>,
+    groups: UnboundedSender<ObjectRef<DirectoryGroup>>,
+}
+
+/// Sends every object `event` brings (come, changed, gone, or listed) to `wake`.
+fn wake_touched<K: Watched>(event: &watcher::Event<K>, wake: &UnboundedSender<ObjectRef<K>>) {
+    if let watcher::Event::Apply(object)
+    | watcher::Event::InitApply(object)
+    | watcher::Event::Delete(object) = event
+    {
+        let _ = wake.unbounded_send(ObjectRef::from_obj(object));
     }
 }
 
@@ -300,7 +319,13 @@ pub fn controllers(
         &share_backlog,
     );
     let (wake_groups, group_triggers) = futures::channel::mpsc::unbounded();
-    let managed = managed_watches(client, recent, wake_groups, wake_all_shares);
+    let (wake_profiles, profile_triggers) = futures::channel::mpsc::unbounded();
+    let (wake_group_status, group_status_triggers) = futures::channel::mpsc::unbounded();
+    let statuses = StatusWakes {
+        profiles: wake_profiles.clone(),
+        groups: wake_group_status,
+    };
+    let managed = managed_watches(client, recent, (wake_groups, wake_all_shares), statuses);
     let (retained, wake_retained) = retained_controller(client);
     let (workspaces, wake_workspaces) = workspace_controller(
         client,
@@ -308,7 +333,6 @@ pub fn controllers(
         managed.groups.clone(),
         (share_index.clone(), wake_share.clone()),
     );
-    let (wake_profiles, profile_triggers) = futures::channel::mpsc::unbounded();
     let (wake_users, identity_triggers) = futures::channel::mpsc::unbounded();
     let identities = Identities::default();
     let (users, user_events) = user_watch(
@@ -320,6 +344,7 @@ pub fn controllers(
         (share_index.clone(), wake_share.clone()),
         (&user_backlog, wake_workspaces.clone()),
     );
+    let status_caches = (managed.profiles.clone(), managed.groups.clone());
     let caches = Caches {
         namespaces: managed.namespaces,
         role_bindings: managed.role_bindings,
@@ -351,9 +376,8 @@ pub fn controllers(
         caches,
         users,
         retained,
-        profile_statuses: status_controller(client, &declared::PROFILE_STATUSES)
-            .reconcile_on(profile_triggers),
-        group_statuses: status_controller(client, &declared::GROUP_STATUSES)
+        profile_statuses: status_controller(status_caches.0, profile_triggers),
+        group_statuses: status_controller(status_caches.1, group_status_triggers)
             .reconcile_all_on(group_triggers),
         shares,
         workspaces,
@@ -743,11 +767,13 @@ fn user_of_role_binding(
 fn profile_watch(
     client: &Client,
     wake_groups: UnboundedSender<()>,
+    wake_status: UnboundedSender<ObjectRef<Profile>>,
 ) -> (
     Store<Profile>,
     impl futures::Stream<Item = Result<Profile, watcher::Error>> + Send + 'static,
 ) {
     let (profiles, events) = cached_watch(client, &declared::PROFILES, trim_object::<Profile>);
+    let events = events.inspect_ok(move |event| wake_touched(event, &wake_status));
     let events = changes_of(
         events,
         |p: &Profile| fingerprint(&p.metadata.generation),
@@ -766,11 +792,13 @@ fn profile_watch(
 fn group_watch(
     client: &Client,
     memberships: GroupMemberships,
+    wake_status: UnboundedSender<ObjectRef<DirectoryGroup>>,
 ) -> (
     Store<DirectoryGroup>,
     impl futures::Stream<Item = Result<DirectoryGroup, watcher::Error>> + Send + 'static,
 ) {
     let (groups, events) = cached_watch(client, &declared::GROUPS, trim_object::<DirectoryGroup>);
+    let events = events.inspect_ok(move |event| wake_touched(event, &wake_status));
     let events = events.map_ok(|event| match event {
         watcher::Event::Delete(mut group) => {
             group.spec.members.clear();

@@ -194,6 +194,7 @@ pub const PROFILES: Watch = Watch {
     selects: Selects::Every,
     keeps: Keeps::Cache(Cache::Profiles),
     wakes: &[
+        Wakes::ProfileStatus,
         Wakes::Users,
         Wakes::AllShares,
         Wakes::GroupStatuses,
@@ -205,21 +206,12 @@ pub const GROUPS: Watch = Watch {
     kind: "DirectoryGroup",
     selects: Selects::Every,
     keeps: Keeps::Cache(Cache::Groups),
-    wakes: &[Wakes::Users, Wakes::Shares, Wakes::Workspaces],
-};
-/// Every Profile, for the Controller of Profile statuses.
-pub const PROFILE_STATUSES: Watch = Watch {
-    kind: "Profile",
-    selects: Selects::Every,
-    keeps: Keeps::Controller,
-    wakes: &[Wakes::ProfileStatus],
-};
-/// Every DirectoryGroup, for the Controller of DirectoryGroup statuses.
-pub const GROUP_STATUSES: Watch = Watch {
-    kind: "DirectoryGroup",
-    selects: Selects::Every,
-    keeps: Keeps::Controller,
-    wakes: &[Wakes::GroupStatus],
+    wakes: &[
+        Wakes::GroupStatus,
+        Wakes::Users,
+        Wakes::Shares,
+        Wakes::Workspaces,
+    ],
 };
 /// Every Share: the Share Controller's own watch.
 pub const SHARES: Watch = Watch {
@@ -256,7 +248,7 @@ pub const TOTALS: Watch = Watch {
 };
 
 /// Every watch the operator runs, in the order docs/development.md lists them.
-pub const WATCHES: [Watch; 16] = [
+pub const WATCHES: [Watch; 14] = [
     USERS,
     NAMESPACES,
     ROLE_BINDINGS,
@@ -271,8 +263,6 @@ pub const WATCHES: [Watch; 16] = [
     WORKSPACES,
     WORKSPACE_SIBLINGS,
     TOTALS,
-    PROFILE_STATUSES,
-    GROUP_STATUSES,
 ];
 
 /// The caches readiness waits for: those of [`WATCHES`] (each once).
