@@ -4,6 +4,7 @@
 //! commands (`homestead-admin`; also `kubectl homestead ...` when installed as
 //! `kubectl-homestead`).
 
+mod apiserver;
 mod cli;
 mod connections;
 mod homes;
