@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use axum_server::tls_rustls::RustlsConfig;
 use homestead_directory::scim::metrics::Connections;
 use homestead_reconciler::runtime::lists;
+use kube::Client;
 use prometheus::{IntCounter, IntGauge, Registry};
 use tokio_util::sync::CancellationToken;
 
@@ -55,10 +56,9 @@ pub async fn run(args: HomesApiArgs) -> anyhow::Result<()> {
     let server = Server::bind(args.metrics_address).await?;
     let server = tokio::spawn(server.serve(health.clone(), shutdown.clone()));
 
-    let kube_config = kube::Config::infer()
+    let client = Client::try_default()
         .await
-        .context("loading the Kubernetes client configuration")?;
-    let client = crate::apiserver::client(&kube_config).context("connecting to the API server")?;
+        .context("loading the kubeconfig")?;
     let auth = homestead_homes_api::authentication(&client).await?;
     let config = homestead_homes_api::tls_config(&auth, &args.tls_cert, &args.tls_key)?;
     // Before any watch starts: how they receive their initial state (docs/performance.md).

@@ -4,7 +4,6 @@
 //! commands (`homestead-admin`; also `kubectl homestead ...` when installed as
 //! `kubectl-homestead`).
 
-mod apiserver;
 mod cli;
 mod connections;
 mod homes;

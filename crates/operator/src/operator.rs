@@ -12,7 +12,6 @@ use kube::Client;
 use prometheus::Registry;
 use tokio_util::sync::CancellationToken;
 
-use crate::apiserver;
 use crate::cli::Cli;
 use crate::leadership::Leadership;
 use crate::server::{Health, Server};
@@ -104,7 +103,7 @@ type ContextParts = (Client, Config, String, Metrics, Option<Arc<Fence>>);
 
 /// A client from the in-cluster or kubeconfig configuration whose requests carry the user agent
 /// `homestead/<version> (<identity>)`, so audit logs tell the replicas apart, each counted in
-/// `homestead_api_requests_total{verb, code}` of `metrics`, over [`apiserver::service`].
+/// `homestead_api_requests_total{verb, code}` of `metrics`.
 ///
 /// # Errors
 /// When no configuration is found or the client cannot be built.
@@ -116,12 +115,10 @@ async fn client(identity: &str, metrics: &Metrics) -> anyhow::Result<Client> {
     let agent = axum::http::HeaderValue::from_str(&agent).context("user agent")?;
     config.headers.push((axum::http::header::USER_AGENT, agent));
     let counted = CountRequests::new(metrics.api_requests.clone());
-    let service = apiserver::service(&config).context("connecting to the Kubernetes API server")?;
-    Ok(
-        kube::client::ClientBuilder::new(service, config.default_namespace.clone())
-            .with_layer(&counted)
-            .build(),
-    )
+    Ok(kube::client::ClientBuilder::try_from(config)
+        .context("connecting to the Kubernetes API server")?
+        .with_layer(&counted)
+        .build())
 }
 
 /// Runs every controller ([`Runtime`]) until `stop` is cancelled, marking the operator ready
