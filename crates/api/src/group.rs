@@ -73,10 +73,9 @@ impl DirectoryGroup {
         self.spec.has_member(name) && self.admits(user)
     }
 
-    /// The writer's half of [`DirectoryGroup::counts_member`], for a caller who knows from
-    /// elsewhere (an index of members) that the group names `user`: true when the group has no
-    /// label `homestead.dev/writer`, or `user` has the same.
-    pub fn admits(&self, user: &User) -> bool {
+    /// The writer's half of [`DirectoryGroup::counts_member`]: true when the group has no label
+    /// `homestead.dev/writer`, or `user` has the same.
+    fn admits(&self, user: &User) -> bool {
         fn writer(labels: Option<&std::collections::BTreeMap<String, String>>) -> Option<&String> {
             labels?.get(LABEL_WRITER)
         }

@@ -19,7 +19,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use homestead_api::{DirectoryGroup, Share, User, Workspace};
 use homestead_model::watched::Watched;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -32,10 +32,9 @@ use tokio::sync::watch;
 
 pub use routes::Homes;
 
-/// Keeps the reflector cache `writer` of every `K` from a watch, in a task of its own: each
-/// event goes whole to `observe` (the indexes, which keep what they need of it: a group's
-/// members), then each object is cut down by `trim` (what the homes API never reads:
-/// `managedFields` above all) and taken into the cache, and `changes` is bumped.
+/// Keeps the reflector cache `writer` of every `K` from a watch, each object cut down by `trim`
+/// first (what the homes API never reads: `managedFields` above all), in a task of its own that
+/// gives each event, once the cache took it in, to `observe`, and bumps `changes`.
 fn keep<K: Watched>(
     (client, initial): (&Client, &watcher::Config),
     writer: reflector::store::Writer<K>,
@@ -44,11 +43,13 @@ fn keep<K: Watched>(
     observe: impl Fn(&watcher::Event<K>) + Send + 'static,
 ) {
     let stream = watcher(Api::<K>::all(client.clone()), initial.clone())
-        .inspect_ok(move |event| observe(event))
         .modify(trim)
         .default_backoff()
         .reflect(writer);
-    tokio::spawn(stream.for_each(move |_| {
+    tokio::spawn(stream.for_each(move |event| {
+        if let Ok(event) = &event {
+            observe(event);
+        }
         changes.send_modify(|count| *count += 1);
         async {}
     }));

@@ -45,8 +45,7 @@ pub struct Homes {
     pub users: Store<User>,
     /// Every Share.
     pub shares: Store<Share>,
-    /// Every DirectoryGroup, without its members ([`crate::trim::group`]: they are in
-    /// the index of groups by member).
+    /// Every DirectoryGroup.
     pub groups: Store<DirectoryGroup>,
     /// Every Workspace.
     pub workspaces: Store<Workspace>,
@@ -125,13 +124,13 @@ impl Homes {
         self.shares_by_grantee.observe(event);
     }
 
-    /// Takes a watch event of the DirectoryGroups into the index of groups by member (before
-    /// [`crate::trim::group`] drops the members).
+    /// Takes a watch event of the DirectoryGroups' cache into the index of groups by member.
     pub fn observe_group(&self, event: &watcher::Event<DirectoryGroup>) {
         self.groups_by_member.observe(event);
     }
 
-    /// Takes a watch event of the Workspaces into the index of Workspaces by owner and admin.
+    /// Takes a watch event of the Workspaces' cache into the index of Workspaces by owner and
+    /// admin.
     pub fn observe_workspace(&self, event: &watcher::Event<Workspace>) {
         self.workspaces_by_name.observe(event);
     }
@@ -165,14 +164,17 @@ impl Homes {
             return (Person::default(), Vec::new());
         };
         let name = user.name_any();
-        // The groups that count the caller: those naming them (the index), whose writer admits
-        // them (docs/security.md, "Membership by identity").
+        // The groups that count the caller (docs/security.md, "Membership by identity"): among
+        // those the index says name them, each as cached counts them, members and writer read
+        // from one object. During a re-list the index runs ahead of the cache, which swaps in
+        // the listed objects at the end: a group the cache does not yet show naming the caller
+        // does not count them yet.
         let groups: Vec<Arc<DirectoryGroup>> = self
             .groups_by_member
             .of_user(&name, None)
             .iter()
             .filter_map(|group| self.groups.get(group))
-            .filter(|group| group.admits(&user))
+            .filter(|group| group.counts_member(&user))
             .collect();
         let index = &self.shares_by_grantee;
         let refs: HashSet<ObjectRef<Share>> = index
@@ -646,6 +648,11 @@ mod tests {
 
     /// The routes, the front-proxy CA's client certificate for `name`, and the CA's PEM.
     fn serve(name: &str) -> (Router, Vec<u8>) {
+        serve_with(name, teams().0)
+    }
+
+    /// [`serve`] with `cached` as the cache of groups (the index still sees [`teams`]).
+    fn serve_with(name: &str, cached: Vec<DirectoryGroup>) -> (Router, Vec<u8>) {
         let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         let ca = rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().unwrap())
@@ -680,7 +687,7 @@ mod tests {
             vec![share_to_bob()],
         );
         let (groups, workspaces) = teams();
-        let trimmed = groups.iter().cloned().map(|mut group| {
+        let trimmed = cached.into_iter().map(|mut group| {
             crate::trim::group(&mut group);
             group
         });
@@ -796,6 +803,19 @@ mod tests {
             .collect();
         // Not the SCIM team's workspace: its writer counts only the Users it owns.
         assert_eq!(names, ["user-dan", "ws-lab"]);
+
+        // A re-list in progress: the index already names dan in `team`, the cache still holds
+        // the group as it was, without him. Until the cache shows it, he is not in.
+        let before = DirectoryGroup::test("team", "Team").with_members(&["eve"]);
+        let (app, proxy) = serve_with("front-proxy-client", vec![before]);
+        let (_, dan) = ask(&app, HOMES, Some(&proxy), "dan@example.com", false).await;
+        let names: Vec<&str> = dan["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["user-dan"]);
     }
 
     #[tokio::test]

@@ -9,8 +9,8 @@
 //! quota and the `Ready` condition's status and reason; of a Share, its name, namespace,
 //! creation, generation, `spec.to`, `spec.role`, `spec.expiresAt` and the `Ready` condition; of a
 //! Workspace, its name, creation, generation, `spec.owner`, `spec.admins`, `spec.members` and
-//! its status's namespace and `Ready` condition; of a DirectoryGroup, its name, writer label and
-//! status (its members are read from the index of groups by member, which took them first).
+//! its status's namespace and `Ready` condition; of a DirectoryGroup, its name, writer label,
+//! members and status.
 
 use homestead_api::{CONDITION_READY, DirectoryGroup, Share, User, Workspace};
 use homestead_model::trim::{trim, trim_user};
@@ -61,12 +61,10 @@ pub fn workspace(workspace: &mut Workspace) {
     }
 }
 
-/// Trims a DirectoryGroup to what the homes API reads (module docs): its members go, once the
-/// index of groups by member took them in ([`crate::routes::Homes::observe_group`]).
+/// Trims a DirectoryGroup to what the homes API reads (module docs).
 pub fn group(group: &mut DirectoryGroup) {
     trim(&mut group.metadata);
     group.metadata.annotations = None;
-    group.spec.members = Vec::new();
 }
 
 #[cfg(test)]
@@ -146,14 +144,16 @@ mod tests {
         group(&mut g2);
         share(&mut s2);
         workspace(&mut w2);
-        assert!(g2.admits(&u2), "the writer labels stay");
+        assert!(
+            g2.counts_member(&u2),
+            "the writer labels and the members stay"
+        );
         let mut made_by_hr = u2.clone();
         made_by_hr.metadata.labels = None;
         assert!(
-            !g2.admits(&made_by_hr),
-            "a SCIM group admits only SCIM's Users"
+            !g2.counts_member(&made_by_hr),
+            "a SCIM group counts only SCIM's Users"
         );
-        assert!(g2.spec.members.is_empty(), "the members are the index's");
         let after = homes_of(&u2, &[&g2], &[&s2], &[&w2], now());
         assert_eq!(before, after);
         assert_eq!(before.len(), 3, "own home, the share, the team: {before:?}");

@@ -2,7 +2,8 @@
 //! watch); the Namespaces, ResourceQuotas, LimitRanges and NetworkPolicies labelled as
 //! Homestead's; every RoleBinding, since revoking access means removing the ones a person made
 //! too; Namespaces handed over for adoption and retained ones; Profiles, DirectoryGroups and
-//! Shares (and Profiles and DirectoryGroups again for their status Controllers). A watch that
+//! Shares (the Profile and DirectoryGroup watches also wake their status Controllers, which
+//! read the same caches). A watch that
 //! keeps a cache (kube-runtime's reflector, or for Namespaces and RoleBindings a compact one of
 //! our own, `store.rs`) feeds it and the triggers alike, except for changes no reconcile needs to
 //! see: a change to a User's status alone (Homestead's own) or to what the cache drops of it, a
