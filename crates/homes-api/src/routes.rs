@@ -744,18 +744,22 @@ mod tests {
 
     const HOMES: &str = "/apis/homes.homestead.dev/v1alpha1/homes";
 
+    /// The names of the homes in a list.
+    fn names(list: &serde_json::Value) -> Vec<&str> {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["metadata"]["name"].as_str().unwrap())
+            .collect()
+    }
+
     #[tokio::test]
     async fn each_person_sees_their_own_homes_through_the_front_proxy_only() {
         let (app, proxy) = serve("front-proxy-client");
         let (code, bob) = ask(&app, HOMES, Some(&proxy), "bob@example.com", false).await;
         assert_eq!(code, StatusCode::OK);
-        let names: Vec<&str> = bob["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| h["metadata"]["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(names, ["user-alice", "user-bob"]);
+        assert_eq!(names(&bob), ["user-alice", "user-bob"]);
         let (_, alice) = ask(&app, HOMES, Some(&proxy), "alice@example.com", true).await;
         assert_eq!(alice["kind"], "Table");
         assert_eq!(alice["rows"].as_array().unwrap().len(), 1);
@@ -795,27 +799,15 @@ mod tests {
         let (app, proxy) = serve("front-proxy-client");
         let (code, dan) = ask(&app, HOMES, Some(&proxy), "dan@example.com", false).await;
         assert_eq!(code, StatusCode::OK);
-        let names: Vec<&str> = dan["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| h["metadata"]["name"].as_str().unwrap())
-            .collect();
         // Not the SCIM team's workspace: its writer counts only the Users it owns.
-        assert_eq!(names, ["user-dan", "ws-lab"]);
+        assert_eq!(names(&dan), ["user-dan", "ws-lab"]);
 
         // A re-list in progress: the index already names dan in `team`, the cache still holds
         // the group as it was, without him. Until the cache shows it, he is not in.
         let before = DirectoryGroup::test("team", "Team").with_members(&["eve"]);
         let (app, proxy) = serve_with("front-proxy-client", vec![before]);
         let (_, dan) = ask(&app, HOMES, Some(&proxy), "dan@example.com", false).await;
-        let names: Vec<&str> = dan["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| h["metadata"]["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(names, ["user-dan"]);
+        assert_eq!(names(&dan), ["user-dan"]);
     }
 
     #[tokio::test]
