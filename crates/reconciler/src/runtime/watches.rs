@@ -137,13 +137,13 @@ struct ManagedEvents {
 /// Starts the watches of [`Managed`], each as [`declared`] describes it, leaving out the echoes
 /// of the creates `recent` remembers and each watch's first list ([`after_first_list`]; the
 /// groups' first list only teaches the [`GroupMemberships`] it creates); a Profile's change
-/// also wakes every DirectoryGroup's status (through `wake_groups`) and every Share (through
+/// also wakes every DirectoryGroup's status (through `statuses`) and every Share (through
 /// `wake_all_shares`). Every Profile and DirectoryGroup the watches see come, change or go, the
 /// first lists included, wakes its own status (through `statuses`).
 fn managed_watches(
     client: &Client,
     recent: &Recent,
-    (wake_groups, wake_all_shares): (UnboundedSender<()>, UnboundedSender<()>),
+    wake_all_shares: UnboundedSender<()>,
     statuses: StatusWakes,
 ) -> Managed {
     let (namespaces, namespace_events) = namespace_watch(client, recent);
@@ -156,7 +156,7 @@ fn managed_watches(
         &declared::NETWORK_POLICIES,
         trim_object::<NetworkPolicy>,
     );
-    let (profiles, profile_events) = profile_watch(client, wake_groups, statuses.profiles);
+    let (profiles, profile_events) = profile_watch(client, statuses.all_groups, statuses.profiles);
     let profile_events = profile_events.inspect(move |_| {
         let _ = wake_all_shares.unbounded_send(());
     });
@@ -187,11 +187,48 @@ fn managed_watches(
     }
 }
 
-/// The senders the managed watches of Profiles and DirectoryGroups wake their status
-/// Controllers through ([`status_controller`]).
+/// The senders the watches wake the status Controllers through ([`status_controller`]): a
+/// Profile's status, a DirectoryGroup's, every DirectoryGroup's (a Profile changed).
 struct StatusWakes {
     profiles: UnboundedSender<ObjectRef<Profile>>,
     groups: UnboundedSender<ObjectRef<DirectoryGroup>>,
+    all_groups: UnboundedSender<()>,
+}
+
+/// The receiving ends of [`StatusWakes`], in its order.
+type StatusTriggers = (
+    UnboundedReceiver<ObjectRef<Profile>>,
+    UnboundedReceiver<ObjectRef<DirectoryGroup>>,
+    UnboundedReceiver<()>,
+);
+
+/// The wakes of the status Controllers and their triggers.
+fn status_wakes() -> (StatusWakes, StatusTriggers) {
+    let (profiles, profile_triggers) = futures::channel::mpsc::unbounded();
+    let (groups, group_triggers) = futures::channel::mpsc::unbounded();
+    let (all_groups, all_group_triggers) = futures::channel::mpsc::unbounded();
+    let wakes = StatusWakes {
+        profiles,
+        groups,
+        all_groups,
+    };
+    (
+        wakes,
+        (profile_triggers, group_triggers, all_group_triggers),
+    )
+}
+
+/// The Profile and DirectoryGroup status Controllers over the caches of `managed`, woken by
+/// `triggers`.
+fn status_controllers(
+    managed: &Managed,
+    triggers: StatusTriggers,
+) -> (Controller<Profile>, Controller<DirectoryGroup>) {
+    let (profiles, groups, all_groups) = triggers;
+    (
+        status_controller(managed.profiles.clone(), profiles),
+        status_controller(managed.groups.clone(), groups).reconcile_all_on(all_groups),
+    )
 }
 
 /// Sends every object `event` brings (come, changed, gone, or listed) to `wake`.
@@ -319,14 +356,9 @@ pub fn controllers(
         (share_wakes, all_share_wakes),
         &share_backlog,
     );
-    let (wake_groups, group_triggers) = futures::channel::mpsc::unbounded();
-    let (wake_profiles, profile_triggers) = futures::channel::mpsc::unbounded();
-    let (wake_group_status, group_status_triggers) = futures::channel::mpsc::unbounded();
-    let statuses = StatusWakes {
-        profiles: wake_profiles.clone(),
-        groups: wake_group_status,
-    };
-    let managed = managed_watches(client, recent, (wake_groups, wake_all_shares), statuses);
+    let (statuses, status_triggers) = status_wakes();
+    let wake_profiles = statuses.profiles.clone();
+    let managed = managed_watches(client, recent, wake_all_shares, statuses);
     let (retained, wake_retained) = retained_controller(client);
     let (workspaces, wake_workspaces) = workspace_controller(
         client,
@@ -345,7 +377,7 @@ pub fn controllers(
         (share_index.clone(), wake_share.clone()),
         (&user_backlog, wake_workspaces.clone()),
     );
-    let status_caches = (managed.profiles.clone(), managed.groups.clone());
+    let (profile_statuses, group_statuses) = status_controllers(&managed, status_triggers);
     let caches = Caches {
         namespaces: managed.namespaces,
         role_bindings: managed.role_bindings,
@@ -377,9 +409,8 @@ pub fn controllers(
         caches,
         users,
         retained,
-        profile_statuses: status_controller(status_caches.0, profile_triggers),
-        group_statuses: status_controller(status_caches.1, group_status_triggers)
-            .reconcile_all_on(group_triggers),
+        profile_statuses,
+        group_statuses,
         shares,
         workspaces,
         totals: total_controller(client),
