@@ -16,7 +16,7 @@ use axum::routing::get;
 use homestead_api::User;
 use homestead_reconciler::Metrics;
 use homestead_reconciler::act::fence::Fence;
-use kube::runtime::reflector::Store;
+use homestead_reconciler::state::store::CompactStore;
 use prometheus::{Encoder, Registry, TextEncoder};
 use tokio_util::sync::CancellationToken;
 
@@ -31,7 +31,7 @@ pub struct Health {
     /// The operator's metrics, which `/metrics` brings up to date before a scrape; `None` for
     /// another server (the homes API's) that only serves its registry.
     metrics: Option<Metrics>,
-    users: Arc<OnceLock<Store<User>>>,
+    users: Arc<OnceLock<CompactStore<User>>>,
     shares: Arc<OnceLock<ShareMetrics>>,
     fence: Arc<OnceLock<Arc<Fence>>>,
 }
@@ -64,7 +64,7 @@ impl Health {
     }
 
     /// Gives `/metrics` the User cache, from which it computes `homestead_users`.
-    pub fn set_user_store(&self, store: Store<User>) {
+    pub fn set_user_store(&self, store: CompactStore<User>) {
         let _ = self.users.set(store);
     }
 
@@ -84,7 +84,7 @@ impl Health {
 async fn metrics(State(health): State<Health>) -> impl IntoResponse {
     if let Some(metrics) = &health.metrics {
         if let Some(store) = health.users.get() {
-            metrics.observe_users(&store.state());
+            metrics.observe_users(|count| store.for_each(|user| count(&user)));
         }
         if let Some(observe) = health.shares.get() {
             observe();

@@ -312,7 +312,7 @@ pub(crate) mod test {
                     profiles,
                     groups,
                     identities: homestead_model::identity::Identities::default(),
-                    users: reflector::store().0,
+                    users: crate::state::store::compact_store().0,
                     index: crate::state::index::ProfileIndex::default(),
                     shares: reflector::store().0,
                     share_index: crate::state::ShareIndex::default(),

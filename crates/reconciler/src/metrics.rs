@@ -437,13 +437,14 @@ impl Metrics {
         Ok(())
     }
 
-    /// Sets `homestead_users` and `homestead_users_expiring` from the Users in the
-    /// controller's cache.
-    pub fn observe_users(&self, users: &[Arc<User>]) {
+    /// Sets `homestead_users` and `homestead_users_expiring` from the Users `visit` counts:
+    /// it is handed a function to call with each User in the controller's cache (which
+    /// decodes them one at a time, `state::users`).
+    pub fn observe_users(&self, visit: impl FnOnce(&mut dyn FnMut(&User))) {
         let now = k8s_openapi::jiff::Timestamp::now();
         let mut expiring = [0; EXPIRY_WINDOWS.len()];
-        let mut by_reason: HashMap<(&str, &str), i64> = HashMap::new();
-        for user in users {
+        let mut by_reason: HashMap<(String, String), i64> = HashMap::new();
+        visit(&mut |user: &User| {
             if let Some(until) = &user.spec.valid_until {
                 let left = until.0.duration_since(now).as_secs();
                 for (count, (_, window)) in expiring.iter_mut().zip(EXPIRY_WINDOWS) {
@@ -452,24 +453,26 @@ impl Metrics {
                     }
                 }
             }
-            let key = match user.ready_condition() {
+            let (ready, reason) = match user.ready_condition() {
                 Some(c) if c.status == "True" || c.status == "False" => {
                     (c.status.as_str(), c.reason.as_str())
                 }
                 Some(c) => ("Unknown", c.reason.as_str()),
                 None => ("Unknown", NO_REASON),
             };
-            *by_reason.entry(key).or_default() += 1;
-        }
+            *by_reason
+                .entry((ready.to_owned(), reason.to_owned()))
+                .or_default() += 1;
+        });
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         for (ready, reason) in seen.iter() {
-            if !by_reason.contains_key(&(ready.as_str(), reason.as_str())) {
+            if !by_reason.contains_key(&(ready.clone(), reason.clone())) {
                 self.users.with_label_values(&[ready, reason]).set(0);
             }
         }
         for ((ready, reason), count) in by_reason {
-            self.users.with_label_values(&[ready, reason]).set(count);
-            seen.insert((ready.to_owned(), reason.to_owned()));
+            self.users.with_label_values(&[&ready, &reason]).set(count);
+            seen.insert((ready, reason));
         }
         for (count, (label, _)) in expiring.into_iter().zip(EXPIRY_WINDOWS) {
             self.expiring.with_label_values(&[label]).set(count);
@@ -583,17 +586,14 @@ mod tests {
                 - SignedDuration::from_secs(60);
             User::test("u").with_spec(json!({ "validUntil": at.to_string() }))
         };
-        let users: Vec<Arc<User>> = [
+        let users = [
             in_days(1),
             in_days(5),
             in_days(20),
             in_days(-3),
             User::test("v"),
-        ]
-        .into_iter()
-        .map(Arc::new)
-        .collect();
-        metrics.observe_users(&users);
+        ];
+        metrics.observe_users(|count| users.iter().for_each(count));
         let count = |w: &str| metrics.expiring.with_label_values(&[w]).get();
         assert_eq!((count("1d"), count("7d"), count("30d")), (1, 2, 3));
     }
@@ -620,20 +620,17 @@ mod tests {
         let metrics = Metrics::new(&Registry::new()).unwrap();
         let count =
             |ready: &str, reason: &str| metrics.users.with_label_values(&[ready, reason]).get();
-        let users: Vec<Arc<User>> = [
+        let users = [
             with_ready(1, Some(("True", "Provisioned"))),
             with_ready(1, Some(("True", "Provisioned"))),
             with_ready(1, Some(("False", "RoleNotAllowed"))),
             with_ready(1, None),
-        ]
-        .into_iter()
-        .map(Arc::new)
-        .collect();
-        metrics.observe_users(&users);
+        ];
+        metrics.observe_users(|count| users.iter().for_each(count));
         assert_eq!(count("True", "Provisioned"), 2);
         assert_eq!(count("False", "RoleNotAllowed"), 1);
         assert_eq!(count("Unknown", NO_REASON), 1);
-        metrics.observe_users(&users[..2]);
+        metrics.observe_users(|count| users[..2].iter().for_each(count));
         assert_eq!(
             count("False", "RoleNotAllowed"),
             0,

@@ -12,6 +12,8 @@ use http::{Method, Request, Response, StatusCode};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::client::Body;
 use kube::runtime::controller::Action;
+
+use crate::flows::requeue::Requeue;
 use serde_json::{Value, json};
 
 use crate::context::test::{ApiServer, Writers};
@@ -102,7 +104,7 @@ async fn run(
     server: ApiServer,
     user: User,
     script: Vec<Expect>,
-) -> (crate::Result<Action>, Vec<Value>) {
+) -> (crate::Result<Requeue>, Vec<Value>) {
     let ctx = ctx.into();
     let server = tokio::spawn(serve(server, script));
     let result = tokio::time::timeout(Duration::from_secs(5), reconcile(Arc::new(user), ctx))
@@ -214,7 +216,7 @@ async fn failed_event_publish_does_not_fail_the_reconcile() {
     let (result, sent) = run(ctx.clone(), server, alice, script).await;
     assert_eq!(
         result.expect("Events are best effort"),
-        Action::await_change()
+        Requeue::on_change()
     );
     assert_eq!(sent[1]["reason"], "Provisioned");
     assert!(ctx.cluster().events().drained(Duration::from_secs(5)).await);
@@ -240,7 +242,7 @@ async fn not_found_on_delete_counts_as_deleted() {
     let (result, sent) = run(ctx, server, frank, script).await;
     assert_eq!(
         result.expect("a binding already gone is revoked"),
-        Action::await_change()
+        Requeue::on_change()
     );
     assert_eq!(sent[1]["status"]["conditions"][0]["reason"], "Suspended");
     // One Event: the transition to Suspended, naming the revocation.
@@ -277,7 +279,7 @@ async fn conflict_on_create_leaves_the_other_namespace_alone() {
     ];
     script.extend(status_write_and_event(&alice));
     let (result, sent) = run(ctx, server, alice, script).await;
-    assert_eq!(result.unwrap(), Action::await_change());
+    assert_eq!(result.unwrap(), Requeue::on_change());
     assert_eq!(
         sent[0]["metadata"]["name"], "user-alice",
         "the create carried the namespace"
@@ -352,11 +354,7 @@ async fn failures_back_off_per_user_and_a_success_resets_it() {
         .get();
     assert_eq!(errors, 4);
     let action = error_policy(Arc::new(User::test("bob")), &error, ctx.clone());
-    assert_ne!(
-        action,
-        Action::await_change(),
-        "a failure is always retried"
-    );
+    assert_ne!(action, Requeue::on_change(), "a failure is always retried");
     assert_eq!(ctx.backoffs().failing(), 2);
 
     // A successful reconcile of alice (converged: no request at all) forgets her failures.
@@ -370,7 +368,7 @@ async fn failures_back_off_per_user_and_a_success_resets_it() {
     .with_role("admin");
     converged.status = Some(desired_status(&converged, &outcome, Time(Timestamp::now())));
     let (result, sent) = run(ctx.clone(), server, converged, vec![]).await;
-    assert_eq!(result.unwrap(), Action::await_change());
+    assert_eq!(result.unwrap(), Requeue::on_change());
     assert!(sent.is_empty(), "a converged User costs no request");
     assert_eq!(ctx.backoffs().failing(), 1, "only bob is still backing off");
 }
@@ -431,7 +429,7 @@ async fn offboarding_retains_a_namespace_that_has_become_reserved() {
         expect(Method::PATCH, "/users/alice", StatusCode::OK, json!(alice)),
     ];
     let (result, sent) = run(ctx, server, alice, script).await;
-    assert_eq!(result.unwrap(), Action::await_change());
+    assert_eq!(result.unwrap(), Requeue::on_change());
     assert_eq!(
         (sent[2]["type"].as_str(), sent[2]["reason"].as_str()),
         (Some("Warning"), Some("ReservedNamespace"))
@@ -468,7 +466,7 @@ async fn a_replica_that_cannot_confirm_the_lease_writes_nothing() {
     // A new User: provisioning would write a finalizer, a Namespace, a RoleBinding, a status.
     let fresh = User::test("alice");
     let (result, sent) = run(ctx, server, fresh, vec![]).await;
-    assert_eq!(result.unwrap(), Action::requeue(Duration::from_secs(5)));
+    assert_eq!(result.unwrap(), Requeue::after(Duration::from_secs(5)));
     assert!(sent.is_empty(), "a fenced replica made requests: {sent:?}");
 }
 
@@ -597,7 +595,7 @@ async fn a_binding_created_moments_ago_is_not_created_again_but_looked_at_again_
     let action = result.expect("nothing failed");
     assert_ne!(
         action,
-        Action::await_change(),
+        Requeue::on_change(),
         "a binding deleted before the cache caught up must not wait for the resync"
     );
     assert_eq!(sent.len(), 1, "no second create of the binding");
@@ -691,7 +689,7 @@ async fn an_offboarding_whose_namespace_the_watch_saw_go_asks_nothing_more() {
     )];
     let ctx = Arc::new(ctx);
     let (result, sent) = run(ctx.clone(), server, alice.clone(), script).await;
-    assert_eq!(result.unwrap(), Action::await_change());
+    assert_eq!(result.unwrap(), Requeue::on_change());
     // The finalizer helper's JSON patch removes the finalizer.
     let ops = sent[0].as_array().expect("a JSON patch");
     assert!(
@@ -713,7 +711,7 @@ async fn an_offboarding_whose_namespace_the_watch_saw_go_asks_nothing_more() {
     ];
     let (ctx, server, _writers) = Context::test();
     let (result, _) = run(ctx, server, alice, script).await;
-    assert_eq!(result.unwrap(), Action::await_change());
+    assert_eq!(result.unwrap(), Requeue::on_change());
 }
 
 /// The script of a reconcile of `alice` that deletes Homestead's RoleBinding, then writes her

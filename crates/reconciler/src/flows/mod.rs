@@ -4,6 +4,7 @@
 //!
 //! - [`reconcile()`](reconcile::reconcile): the User Controller's entry point (the finalizer
 //!   helper) and its error policy.
+//! - [`requeue`]: when a User is reconciled again, as its flows answer.
 //! - [`provision`]: a live User (namespace, guards, access, status).
 //! - [`offboard`]: a deleted User (Delete, Retain, uninstall) and retained namespaces.
 //! - [`statuses`]: the Profile and DirectoryGroup status controllers.
@@ -18,6 +19,7 @@ pub mod handover;
 pub mod offboard;
 pub mod provision;
 pub mod reconcile;
+pub mod requeue;
 pub mod share;
 pub mod statuses;
 pub mod total;

@@ -17,6 +17,7 @@ use crate::act::access::{revoke, revoke_all};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::flows::handover::{Handed, hand_over};
+use crate::flows::requeue::Requeue;
 use crate::flows::total::release_slice;
 use crate::plan::desired::{Traits, retained_namespace};
 use crate::plan::ownership::is_owned_by;
@@ -39,7 +40,7 @@ use homestead_api::Reason;
 /// # Errors
 /// [`Error::NamespaceTerminating`] while a `Delete` offboarding waits for the Namespace (the
 /// finalizer must stay); [`Error::Kube`] when a request fails.
-pub async fn offboard(user: &User, ctx: &Context) -> Result<Action> {
+pub async fn offboard(user: &User, ctx: &Context) -> Result<Requeue> {
     let began = Instant::now();
     let owned = |ns: &CachedNamespace| is_owned_by(&ns.facts, user);
     let (cluster, caches) = (ctx.cluster(), ctx.caches());
@@ -60,7 +61,7 @@ pub async fn offboard(user: &User, ctx: &Context) -> Result<Action> {
         // `Terminating` Event said what offboarding does; the log and
         // `homestead_offboarding_duration_seconds` record the end.
         tracing::info!(user = %user.name_any(), namespace = %name, "offboarding complete: no namespace of this User remains");
-        return Ok(Action::await_change());
+        return Ok(Requeue::on_change());
     };
     if cluster.deleted_moments_ago(&namespace) || namespace.metadata.deletion_timestamp.is_some() {
         // Deleted moments ago by this replica (the watches have not caught up; their echoes
@@ -105,7 +106,7 @@ pub async fn offboard(user: &User, ctx: &Context) -> Result<Action> {
                 cluster.record(user, change, note);
             }
             match hand_over(user, ctx, Some(&name)).await? {
-                Handed::Done { own_home: true } => Ok(Action::await_change()),
+                Handed::Done { own_home: true } => Ok(Requeue::on_change()),
                 Handed::Done { own_home: false } | Handed::Fallback => {
                     retain_namespace(user, ctx, &namespace, uninstalling).await
                 }
@@ -128,7 +129,7 @@ async fn wait_for_deletion(
     ctx: &Context,
     namespace: &CachedNamespace,
     changes: Vec<(Change, String)>,
-) -> Result<Action> {
+) -> Result<Requeue> {
     let name = namespace.name_any();
     let message = terminating_message(&name, namespace.status.as_ref());
     let outcome = Outcome::new(name.clone(), Reason::Terminating, message).with_changes(changes);
@@ -144,7 +145,7 @@ async fn retain_namespace(
     ctx: &Context,
     namespace: &CachedNamespace,
     uninstalling: bool,
-) -> Result<Action> {
+) -> Result<Requeue> {
     let name = namespace.name_any();
     // The Namespace keeps what its Profile gave it (Pod Security, labels); without the Profile,
     // what the User and the operator's flags say.
@@ -169,7 +170,7 @@ async fn retain_namespace(
     };
     let note = format!("offboarding ({why}): access revoked, namespace {name:?} and its data kept");
     ctx.cluster().record(user, Change::NamespaceRetained, note);
-    Ok(Action::await_change())
+    Ok(Requeue::on_change())
 }
 
 /// The standing revocation rule for retained Namespaces (docs: "Revocation is a standing

@@ -13,7 +13,6 @@ use homestead_api::{
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::DeleteParams;
-use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
@@ -23,6 +22,7 @@ use crate::act::access::{self, Grant};
 use crate::act::guards::{Managed, ensure};
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::flows::requeue::Requeue;
 use crate::flows::total::ensure_slice;
 use crate::plan::desired::{
     LIMIT_RANGE_NAME, NETWORK_POLICY_NAME, QUOTA_NAME, ROLE_BINDING_NAME, desired_limit_range,
@@ -58,7 +58,7 @@ pub const TERMINATING_RECHECK: Duration = Duration::from_secs(30);
 /// # Errors
 /// [`crate::Error::Kube`] when a request fails; nothing already written is undone, and the
 /// next reconcile continues from there.
-pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
+pub async fn provision(user: &User, ctx: &Context) -> Result<Requeue> {
     let expiry = Expiry::of(user, Timestamp::now(), ctx.config().expiry_warning);
     if expiry == Expiry::Passed && user.spec.on_expiry == OnExpiry::Delete {
         return expire_by_deletion(user, ctx).await;
@@ -107,7 +107,7 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
                 .into_iter()
                 .flatten()
                 .min();
-            Ok(next.map_or_else(Action::await_change, Action::requeue))
+            Ok(Requeue::from(next))
         }
         Ok(Step::Wait(outcome)) => {
             // The Profile stays recorded through a wait or a failure: a person's workspaces
@@ -116,7 +116,7 @@ pub async fn provision(user: &User, ctx: &Context) -> Result<Action> {
                 .with_changes(changes)
                 .with_profile(resolved.applied.clone());
             let unconfirmed = ctx.cluster().write_status(completed, outcome).await?;
-            Ok(Action::requeue(
+            Ok(Requeue::after(
                 unconfirmed.map_or(TERMINATING_RECHECK, |left| left.min(TERMINATING_RECHECK)),
             ))
         }
@@ -381,7 +381,7 @@ async fn finish_adoption(
 
 /// `validUntil` passed with `onExpiry: Delete`: deletes the User, whose finalizer then
 /// offboards the person per `deletionPolicy`; an Event says why.
-async fn expire_by_deletion(user: &User, ctx: &Context) -> Result<Action> {
+async fn expire_by_deletion(user: &User, ctx: &Context) -> Result<Requeue> {
     let until = user.spec.valid_until.as_ref().map(|t| t.0.to_string());
     info!(user = %user.name_any(), "validUntil passed: deleting the User");
     ctx.cluster()
@@ -396,7 +396,7 @@ async fn expire_by_deletion(user: &User, ctx: &Context) -> Result<Action> {
     );
     ctx.cluster()
         .publish(user, EventType::Normal, Change::Expired.as_str(), note);
-    Ok(Action::await_change())
+    Ok(Requeue::on_change())
 }
 
 /// The `Ready=False` message for a failed request: what failed, the API server's answer, and
@@ -446,7 +446,7 @@ pub(crate) async fn refuse(
     namespace: String,
     refusal: &Refusal,
     expiry: Expiry,
-) -> Result<Action> {
+) -> Result<Requeue> {
     refuse_after(user, ctx, namespace, refusal, expiry, Vec::new()).await
 }
 
@@ -458,7 +458,7 @@ async fn refuse_after(
     refusal: &Refusal,
     expiry: Expiry,
     mut changes: Changes,
-) -> Result<Action> {
+) -> Result<Requeue> {
     let reason = refusal.reason();
     info!(user = %user.name_any(), %reason, "refusing to provision");
     let why = match (revocation(user, expiry == Expiry::Passed), refusal) {
@@ -479,7 +479,7 @@ async fn refuse_after(
         .with_expiring(expiry.condition(user));
     let unconfirmed = ctx.cluster().write_status(user, outcome).await?;
     let next = [unconfirmed, expiry.recheck()].into_iter().flatten().min();
-    Ok(next.map_or_else(Action::await_change, Action::requeue))
+    Ok(Requeue::from(next))
 }
 
 /// Suspension or expiry: removes every RoleBinding in the User's `namespace` that the cache

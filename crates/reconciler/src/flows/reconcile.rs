@@ -1,6 +1,7 @@
-//! The kube-runtime reconciler: [`reconcile`], whose single top-level action is the finalizer
+//! The User reconciler: [`reconcile`], whose single top-level action is kube-runtime's finalizer
 //! helper (provisioning on `Event::Apply`, offboarding on `Event::Cleanup`), and
-//! [`error_policy`], which decides the retry after a failure.
+//! [`error_policy`], which decides the retry after a failure; both say when to run again as a
+//! [`Requeue`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use tracing::{debug, instrument};
 
 use super::offboard::offboard;
 use super::provision::{TERMINATING_RECHECK, provision};
+use super::requeue::Requeue;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::metrics::ReconcileResult;
@@ -25,34 +27,46 @@ use crate::metrics::ReconcileResult;
 /// Namespace is a normal outcome: `Ok` with a requeue after 30 s (the Namespace watch usually
 /// triggers sooner), not an error.
 ///
-/// Returns the next [`Action`]: a resync after 300 s when converged or refused.
+/// Returns when to run again without a watch event ([`Requeue`]): the earliest recheck the
+/// flow asked for (an expiry, a write the cache does not show yet, a terminating Namespace);
+/// none after adding or removing the finalizer, whose own watch event runs the next pass.
 ///
 /// # Errors
 /// [`Error`] when an API request fails; the controller then calls [`error_policy`].
 #[instrument(skip_all, fields(user = %user.name_any()))]
-pub async fn reconcile(user: Arc<User>, ctx: Arc<Context>) -> Result<Action> {
+pub async fn reconcile(user: Arc<User>, ctx: Arc<Context>) -> Result<Requeue> {
     if !ctx.ready_to_write().await {
         // Not (or no longer) the leader: touch nothing, not even the finalizer.
-        return Ok(Action::requeue(Duration::from_secs(5)));
+        return Ok(Requeue::after(Duration::from_secs(5)));
     }
     let metrics = ctx.metrics();
     let timer = metrics.duration.start_timer();
     metrics.in_flight.inc();
     let reference = ObjectRef::from_obj(user.as_ref());
     let users: Api<User> = Api::all(ctx.cluster().client().clone());
-    let result = finalizer(&users, FINALIZER, user, |event| async {
-        match event {
-            Finalizer::Apply(user) => provision(&user, &ctx).await,
+    // The helper wants kube-runtime's `Action`, which cannot be read back: the flow's own
+    // answer is kept here, and stays `on_change` when the helper only added or removed the
+    // finalizer.
+    let mut next = Requeue::on_change();
+    let flow_next = &mut next;
+    let ctx_of_flow = &ctx;
+    let result = finalizer(&users, FINALIZER, user, move |event| async move {
+        let ctx = ctx_of_flow;
+        let requeue = match event {
+            Finalizer::Apply(user) => provision(&user, ctx).await,
             Finalizer::Cleanup(user) => {
-                let done = offboard(&user, &ctx).await;
+                let done = offboard(&user, ctx).await;
                 if done.is_ok() {
                     ctx.metrics().observe_offboarded(&user);
                 }
                 done
             }
-        }
+        }?;
+        *flow_next = requeue;
+        Ok(Action::from(requeue))
     })
     .await
+    .map(|_| next)
     .map_err(|e| Error::Finalizer(Box::new(e)));
     timer.observe_duration();
     metrics.in_flight.dec();
@@ -61,7 +75,7 @@ pub async fn reconcile(user: Arc<User>, ctx: Arc<Context>) -> Result<Action> {
             // Every pass while the namespace controller empties it ends here (a dozen per
             // offboarded User); the status and the Terminating Event already say so.
             debug!(%namespace, "waiting for the namespace to be deleted");
-            Ok(Action::requeue(TERMINATING_RECHECK))
+            Ok(Requeue::after(TERMINATING_RECHECK))
         }
         None => Err(e),
     });
@@ -78,6 +92,6 @@ pub async fn reconcile(user: Arc<User>, ctx: Arc<Context>) -> Result<Action> {
 /// Decides the retry after a failed reconcile: per-User exponential backoff with jitter (1 s,
 /// 2 s, 4 s, ... up to 5 min; see [`crate::error::Backoffs`]). Counts the error by
 /// [`Error::metric_label`] and logs it as a warning.
-pub fn error_policy(user: Arc<User>, error: &Error, ctx: Arc<Context>) -> Action {
-    Action::requeue(ctx.retry_delay(&user, error))
+pub fn error_policy(user: Arc<User>, error: &Error, ctx: Arc<Context>) -> Requeue {
+    Requeue::after(ctx.retry_delay(&user, error))
 }

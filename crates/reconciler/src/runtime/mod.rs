@@ -13,6 +13,7 @@
 //! (docs/development.md, "Layers").
 
 pub mod backlog;
+pub mod keyed;
 pub mod lists;
 pub mod watches;
 pub mod workspaces;
@@ -26,7 +27,6 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::Reporter;
-use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
@@ -46,8 +46,10 @@ use crate::flows::workspace::{reconcile_workspace, workspace_error};
 use crate::metrics::Metrics;
 use crate::plan::config::Config;
 use crate::runtime::backlog::Backlog;
+use crate::runtime::keyed::Keyed;
 use crate::state::cache::CachedShare;
 use crate::state::index::ProfileIndex;
+use crate::state::store::CompactStore;
 
 /// What the runtime is started with: everything the operator's flags and leader election
 /// decide.
@@ -71,7 +73,7 @@ pub struct Settings {
 /// Every controller Homestead runs, built and not yet running (see the module docs).
 pub struct Runtime {
     ctx: Arc<Context>,
-    users: Controller<User>,
+    users: Keyed<User>,
     retained: Controller<Namespace>,
     profile_statuses: Controller<homestead_api::Profile>,
     group_statuses: Controller<homestead_api::DirectoryGroup>,
@@ -141,7 +143,7 @@ impl Runtime {
     }
 
     /// The cache of Users (for `/readyz` and the metrics of Users).
-    pub fn users(&self) -> Store<User> {
+    pub fn users(&self) -> CompactStore<User> {
         self.users.store()
     }
 
@@ -219,22 +221,13 @@ impl Runtime {
                 forget_if_gone(&share_backlog, &result);
                 async move { log_controller_error(result) }
             });
-        let started = user_backlog.clone();
-        let users = self
-            .users
-            .graceful_shutdown_on(shutdown())
-            .run(
-                move |user, ctx| {
-                    started.started(&user.name_any(), None);
-                    reconcile(user, ctx)
-                },
-                error_policy,
-                ctx.clone(),
-            )
-            .for_each(move |result| {
-                forget_if_gone(&user_backlog, &result);
-                async move { log_controller_error(result) }
-            });
+        let users = self.users.run(
+            reconcile,
+            error_policy,
+            ctx.clone(),
+            move |name| user_backlog.started(name, None),
+            shutdown(),
+        );
         let workspaces = run_workspaces(self.workspaces, shutdown(), ctx.clone());
         let totals = run_totals(self.totals, shutdown(), ctx.clone());
         futures::join!(

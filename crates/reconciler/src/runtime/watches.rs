@@ -34,13 +34,14 @@ use crate::plan::ownership::user_of;
 use crate::plan::share::share_of_binding;
 use crate::plan::status;
 use crate::runtime::backlog::Backlog;
+use crate::runtime::keyed::Keyed;
 use crate::runtime::workspaces::WorkspaceWakes;
 use crate::state::Caches;
 use crate::state::ShareIndex;
 use crate::state::cache::{CachedNamespace, CachedRoleBinding, CachedShare};
 use crate::state::declared::{self, Watch};
 use crate::state::index::ProfileIndex;
-use crate::state::store::{Compact, CompactStore, compact_store};
+use crate::state::store::{Compact, CompactStore, compact_store, key};
 use homestead_api::{DirectoryGroup, LABEL_ADOPT_FOR, Profile, User};
 use homestead_model::identity::Identities;
 use homestead_model::trim::{trim, trim_user};
@@ -58,7 +59,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 /// The Controllers and caches the operator runs.
 pub struct Controllers {
     /// The Controller over Users.
-    pub users: Controller<User>,
+    pub users: Keyed<User>,
     /// The Controller over retained Namespaces (labelled `homestead.dev/retained-from`), which
     /// keeps every RoleBinding out of them ([`keep_retained_revoked`](crate::flows::offboard::keep_retained_revoked)).
     pub retained: Controller<Namespace>,
@@ -263,19 +264,26 @@ struct Wakers {
 /// for every User once every [`RESYNC`], a batch at a time (`paced_resync`).
 fn user_controller(
     (users, user_events): (
-        Store<User>,
+        CompactStore<User>,
         impl futures::Stream<Item = Result<User, watcher::Error>> + Send + 'static,
     ),
     concurrency: u16,
     (caches, events): (&Caches, ManagedEvents),
     wakers: Wakers,
     triggers: (&Client, UnboundedReceiver<ObjectRef<User>>, &Backlog<User>),
-) -> Controller<User> {
+) -> Keyed<User> {
     let (client, identity_triggers, backlog) = triggers;
     let (members, in_groups) = (caches.index.clone(), caches.groups.clone());
     let (memberships, known_users) = (events.memberships, users.clone());
     let (group_shares, wake_group_shares) = (caches.share_index.clone(), wakers.share.clone());
-    let resync = paced_resync(users.clone(), RESYNC);
+    let every_user = users.clone();
+    let resync = paced_resync(
+        move || {
+            let keys = every_user.keys();
+            keys.iter().map(|name| ObjectRef::new(name)).collect()
+        },
+        RESYNC,
+    );
     let (retained, wake_retained) = wakers.retained;
     let ws = wakers.workspaces;
     let of_binding = user_of_role_binding(
@@ -286,9 +294,8 @@ fn user_controller(
     );
     let (ws_of_profile, ws_of_group) = (ws.clone(), ws.clone());
     let (ws_of_quota, ws_of_limits, ws_of_isolation) = (ws.clone(), ws.clone(), ws.clone());
-    Controller::for_stream(user_events, users)
-        .with_config(controller::Config::default().concurrency(concurrency))
-        .trigger_backoff(EachWatchOnItsOwn)
+    Keyed::new(users, concurrency)
+        .watches_stream(user_events, |user| Some(ObjectRef::from_obj(&user)))
         .watches_stream(events.namespaces, move |ns| {
             if let Some(workspace) = ns.workspace() {
                 ws.workspace(&workspace.name);
@@ -540,7 +547,8 @@ fn share_controller(
     backlog: &Backlog<CachedShare>,
 ) -> Controller<CachedShare> {
     let (store, events) = share_watch(client, index, backlog);
-    let resync = paced_resync(store.clone(), RESYNC);
+    let cache = store.clone();
+    let resync = paced_resync(move || references(&cache), RESYNC);
     Controller::for_stream(events, store)
         .with_config(controller::Config::default().concurrency(concurrency))
         .reconcile_on(backlog.requests())
@@ -568,7 +576,8 @@ fn share_watch(
     )
     .modify(trim_object::<CachedShare>);
     let (cached, indexed, backlog) = (store.clone(), index.clone(), backlog.clone());
-    let events = relist_in_place(events, store.clone())
+    let cache = store.clone();
+    let events = relist_in_place(events, move |seen| unlisted(&cache, seen))
         .map_ok(move |event| {
             let changed = match &event {
                 watcher::Event::Apply(share) | watcher::Event::InitApply(share) => cached
@@ -623,10 +632,10 @@ fn user_watch(
     (shares, wake_shares): (ShareIndex, UnboundedSender<ObjectRef<CachedShare>>),
     (backlog, workspaces): (&Backlog<User>, WorkspaceWakes),
 ) -> (
-    Store<User>,
+    CompactStore<User>,
     impl futures::Stream<Item = Result<User, watcher::Error>> + Send + 'static,
 ) {
-    let (users, mut writer) = reflector::store();
+    let (users, mut writer) = compact_store::<User>();
     let user_events = watcher(
         Api::<User>::all(client.clone()),
         config_of(&declared::USERS).any_semantic(),
@@ -636,7 +645,10 @@ fn user_watch(
     let default_profile = config.default_profile.clone();
     let cached = users.clone();
     let backlog = backlog.clone();
-    let user_events = relist_in_place(user_events, users.clone())
+    let listed = users.clone();
+    let user_events = relist_in_place(user_events, move |seen| {
+        listed.filtered(|_, name| !seen.contains(name))
+    })
         .inspect(move |event| {
             let Ok(event) = event else { return };
             for profile in indexed.observe(default_profile.as_deref(), event) {
@@ -647,9 +659,16 @@ fn user_watch(
             }
         })
         .map_ok(move |event| {
-            let trigger = triggers_reconcile(&cached, &event);
-            let total_only = only_total_changed(&cached, &event);
-            writer.apply_watcher_event(&event);
+            let before = match &event {
+                watcher::Event::Apply(user) | watcher::Event::InitApply(user) => {
+                    cached.get(None, &user.name_any())
+                }
+                _ => None,
+            };
+            let trigger = triggers_reconcile(before.as_ref(), &event);
+            let total_only = only_total_changed(before.as_ref(), &event);
+            // `relist_in_place` already turned a re-list into updates and deletions.
+            writer.apply(&event);
             // After the cache has the change: the Shares it concerns read it there. Not on the
             // first list (`relist_in_place` turns re-lists into `Apply`): the Share Controller
             // lists every Share then (why: `after_first_list`).
@@ -871,11 +890,11 @@ fn users_of_profile(
 /// judged against the User's cached version from before the event).
 /// Whether `event` changes nothing of its User but `status.total` (docs/quota.md), which the
 /// slices' Controller writes as use moves: no Share or Workspace reads it, so none is woken.
-fn only_total_changed(cached: &Store<User>, event: &watcher::Event<User>) -> bool {
+fn only_total_changed(before: Option<&User>, event: &watcher::Event<User>) -> bool {
     let watcher::Event::Apply(user) = event else {
         return false;
     };
-    let Some(before) = cached.get(&ObjectRef::from_obj(user)) else {
+    let Some(before) = before else {
         return false;
     };
     let without_total = |u: &User| {
@@ -885,14 +904,14 @@ fn only_total_changed(cached: &Store<User>, event: &watcher::Event<User>) -> boo
     };
     before.metadata == user.metadata
         && before.spec == user.spec
-        && without_total(&before) == without_total(user)
+        && without_total(before) == without_total(user)
         && before.status.as_ref().map(|s| &s.total) != user.status.as_ref().map(|s| &s.total)
 }
 
-fn triggers_reconcile(cached: &Store<User>, event: &watcher::Event<User>) -> bool {
+fn triggers_reconcile(before: Option<&User>, event: &watcher::Event<User>) -> bool {
     match event {
         watcher::Event::Apply(user) | watcher::Event::InitApply(user) => {
-            status::triggers_reconcile(cached.get(&ObjectRef::from_obj(user)).as_deref(), user)
+            status::triggers_reconcile(before, user)
         }
         _ => false,
     }
@@ -946,23 +965,38 @@ const RESYNC_BATCH: usize = 64;
 /// 51 MiB at the first resync and stayed there (docs/performance.md, Memory). Paced, the queue
 /// holds a batch or two.
 fn paced_resync<K: Watched>(
-    cache: Store<K>,
+    cached: impl Fn() -> Vec<ObjectRef<K>> + Send + Sync + 'static,
     period: Duration,
 ) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
     let start = tokio::time::Instant::now() + period;
+    let cached = std::sync::Arc::new(cached);
     futures::stream::unfold(start, move |start| {
-        let cache = cache.clone();
+        let cached = cached.clone();
         async move {
             tokio::time::sleep_until(start).await;
-            let objects: Vec<ObjectRef<K>> = cache
-                .state()
-                .iter()
-                .map(|o| ObjectRef::from_obj(o.as_ref()))
-                .collect();
-            Some((paced(objects, period * 9 / 10), start + period))
+            Some((paced(cached(), period * 9 / 10), start + period))
         }
     })
     .flatten()
+}
+
+/// A reference to every object of `cache`.
+fn references<K: Watched>(cache: &Store<K>) -> Vec<ObjectRef<K>> {
+    cache
+        .state()
+        .iter()
+        .map(|o| ObjectRef::from_obj(o.as_ref()))
+        .collect()
+}
+
+/// A copy of every object of `cache` whose [`key`] is not in `listed`.
+fn unlisted<K: Watched>(cache: &Store<K>, listed: &HashSet<String>) -> Vec<K> {
+    cache
+        .state()
+        .iter()
+        .filter(|o| !listed.contains(&key(o.meta().namespace.as_deref(), &o.name_any())))
+        .map(|o| o.as_ref().clone())
+        .collect()
 }
 
 /// `objects`, [`RESYNC_BATCH`] at a time, the batches evenly spread over `span` (the first at
@@ -1083,14 +1117,14 @@ where
 /// thousands who have no User here; each would be a request kube-runtime drops as not found.
 fn users_of_group_change(
     memberships: &GroupMemberships,
-    users: &Store<User>,
+    users: &CompactStore<User>,
     group: &DirectoryGroup,
 ) -> Vec<ObjectRef<User>> {
     memberships
         .affected(group)
         .into_iter()
+        .filter(|user| users.contains(None, user))
         .map(|user| ObjectRef::new(&user))
-        .filter(|user| users.get(user).is_some())
         .collect()
 }
 
@@ -1101,26 +1135,6 @@ fn fingerprint(value: &impl serde::Serialize) -> u64 {
         .unwrap_or_default()
         .hash(&mut hasher);
     hasher.finish()
-}
-
-/// The Controller's backoff over all its triggers at once: no pause. kube-runtime applies
-/// `trigger_backoff` to the merged stream of every trigger, so one failing watch paused all of
-/// them, the User watch included: after an API server restart, eight watches failing one after
-/// another (each resuming from a resourceVersion the new watch cache no longer has) held a new
-/// User back for about a minute. Each watch backs off on its own instead ([`watch_backoff`]).
-struct EachWatchOnItsOwn;
-
-impl Iterator for EachWatchOnItsOwn {
-    type Item = Duration;
-
-    /// Always zero, never `None` (which would end the Controller's trigger stream).
-    fn next(&mut self) -> Option<Duration> {
-        Some(Duration::ZERO)
-    }
-}
-
-impl Backoff for EachWatchOnItsOwn {
-    fn reset(&mut self) {}
 }
 
 /// The watcher configuration of `watch`: its label selector ([`declared::Selects`]), its
@@ -1169,7 +1183,8 @@ where
 {
     let (store, writer) = reflector::store();
     let events = watcher(Api::all(client.clone()), config_of(watch)).modify(trim);
-    let stream = relist_in_place(events, store.clone())
+    let cache = store.clone();
+    let stream = relist_in_place(events, move |seen| unlisted(&cache, seen))
         .reflect(writer)
         .backoff(watch_backoff());
     (store, stream)
@@ -1214,21 +1229,15 @@ where
 /// first list still goes through unchanged, so [`Store::wait_until_ready`] means what it says.
 fn relist_in_place<K, S>(
     events: S,
-    store: Store<K>,
+    unlisted: impl Fn(&HashSet<String>) -> Vec<K> + Send + 'static,
 ) -> impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
 where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
     S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
 {
     // `None` until the first list is done; then the keys listed so far by the current re-list.
-    let mut relisted: Option<HashSet<ObjectRef<K>>> = None;
-    let key = |o: &K| {
-        let name = ObjectRef::new(&o.name_any());
-        match o.meta().namespace.as_deref() {
-            Some(namespace) => name.within(namespace),
-            None => name,
-        }
-    };
+    let mut relisted: Option<HashSet<String>> = None;
+    let key = |o: &K| key(o.meta().namespace.as_deref(), &o.name_any());
     events.flat_map(move |event| {
         let out = match (event, relisted.as_mut()) {
             (Ok(watcher::Event::InitDone), None) => {
@@ -1245,11 +1254,9 @@ where
                 vec![Ok(watcher::Event::Apply(o))]
             }
             (Ok(watcher::Event::InitDone), Some(seen)) => {
-                let gone = store
-                    .state()
+                let gone = unlisted(seen)
                     .into_iter()
-                    .filter(|o| !seen.contains(&key(o)))
-                    .map(|o| Ok(watcher::Event::Delete(o.as_ref().clone())))
+                    .map(|o| Ok(watcher::Event::Delete(o)))
                     .collect();
                 *seen = HashSet::new();
                 gone
@@ -1287,7 +1294,7 @@ mod tests {
         }
         let period = Duration::from_secs(100);
         let started = tokio::time::Instant::now();
-        let mut resync = std::pin::pin!(paced_resync(users, period));
+        let mut resync = std::pin::pin!(paced_resync(move || references(&users), period));
         let mut round = Vec::new();
         for _ in 0..130 {
             let user = resync.next().await.unwrap();
@@ -1364,9 +1371,9 @@ mod tests {
 
     #[test]
     fn a_group_change_queues_only_its_members_who_are_users() {
-        let (users, mut writer) = reflector::store::<User>();
-        writer.apply_watcher_event(&watcher::Event::Apply(User::test("ada")));
-        writer.apply_watcher_event(&watcher::Event::Apply(User::test("bob")));
+        let (users, mut writer) = compact_store::<User>();
+        writer.apply(&watcher::Event::Apply(User::test("ada")));
+        writer.apply(&watcher::Event::Apply(User::test("bob")));
         let memberships = GroupMemberships::default();
         let queued = |group: &DirectoryGroup| {
             let mut names: Vec<String> = users_of_group_change(&memberships, &users, group)

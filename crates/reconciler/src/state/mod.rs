@@ -9,6 +9,7 @@ pub mod cache;
 pub mod declared;
 pub mod index;
 pub mod store;
+pub mod users;
 
 use std::sync::Arc;
 
@@ -47,8 +48,8 @@ pub struct Caches {
     pub(crate) groups: Store<DirectoryGroup>,
     /// Which User holds each identity, from the User watch.
     pub(crate) identities: Identities,
-    /// Every User (the Controller over Users' own cache).
-    pub(crate) users: Store<User>,
+    /// Every User (the Controller over Users' own cache), packed ([`users`]).
+    pub(crate) users: CompactStore<User>,
     /// Which Users use which Profile, from the User watch.
     pub(crate) index: ProfileIndex,
     /// Every Share (the Controller over Shares' own cache).
@@ -72,7 +73,7 @@ impl Caches {
             profiles: reflector::store().0,
             groups: reflector::store().0,
             identities: Identities::default(),
-            users: reflector::store().0,
+            users: compact_store().0,
             index: ProfileIndex::default(),
             shares: reflector::store().0,
             share_index: ShareIndex::default(),
@@ -104,7 +105,7 @@ impl Caches {
             Cache::NetworkPolicies => wait_until_ready(&self.network_policies).await,
             Cache::Profiles => wait_until_ready(&self.profiles).await,
             Cache::Groups => wait_until_ready(&self.groups).await,
-            Cache::Users => wait_until_ready(&self.users).await,
+            Cache::Users => self.users.wait_until_ready().await,
             Cache::Shares => wait_until_ready(&self.shares).await,
             Cache::Workspaces => wait_until_ready(&self.workspaces).await,
         }
@@ -155,7 +156,7 @@ impl Caches {
         let names = self.index.users_of(profile);
         names
             .iter()
-            .filter_map(|user| self.users.get(&ObjectRef::new(user)))
+            .filter_map(|user| self.users.get(None, user).map(Arc::new))
             .collect()
     }
 
@@ -182,7 +183,7 @@ impl Caches {
 
     /// The User `name`, if cached.
     pub fn user(&self, name: &str) -> Option<Arc<User>> {
-        self.users.get(&ObjectRef::new(name))
+        self.users.get(None, name).map(Arc::new)
     }
 
     /// Every cached Share.
@@ -256,7 +257,7 @@ mod tests {
         let (network_policies, mut network_policy_writer) = reflector::store();
         let (profiles, mut profile_writer) = reflector::store();
         let (groups, mut group_writer) = reflector::store::<DirectoryGroup>();
-        let (users, mut user_writer) = reflector::store();
+        let (users, mut user_writer) = compact_store::<User>();
         let (shares, mut share_writer) = reflector::store();
         let (workspaces, mut workspace_writer) = reflector::store();
         let caches = Caches {
@@ -282,7 +283,8 @@ mod tests {
         listed(&mut limit_range_writer);
         listed(&mut network_policy_writer);
         listed(&mut profile_writer);
-        listed(&mut user_writer);
+        user_writer.apply(&Event::Init);
+        user_writer.apply(&Event::InitDone);
         listed(&mut share_writer);
         listed(&mut workspace_writer);
         let wait = std::time::Duration::from_secs(60);

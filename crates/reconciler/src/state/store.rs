@@ -51,10 +51,18 @@ struct Shared<C: Compact> {
 
 /// The key of an object: `namespace/name`, or `name` for a cluster-scoped kind (`/` is in
 /// no Kubernetes name, so keys of one namespace sort together).
-fn key(namespace: Option<&str>, name: &str) -> String {
+pub(crate) fn key(namespace: Option<&str>, name: &str) -> String {
     match namespace {
         Some(namespace) => format!("{namespace}/{name}"),
         None => name.to_owned(),
+    }
+}
+
+/// The namespace (`None` for a cluster-scoped kind) and name a [`key`] names.
+fn split(key: &str) -> (Option<&str>, &str) {
+    match key.split_once('/') {
+        Some((namespace, name)) => (Some(namespace), name),
+        None => (None, key),
     }
 }
 
@@ -105,6 +113,46 @@ impl<C: Compact> CompactStore<C> {
         let entries = self.entries();
         let entry = entries.get(key(namespace, name).as_str())?;
         Some(C::from_record(namespace, name, &entry.record))
+    }
+
+    /// The object under `key` (`namespace/name`, or `name` for a cluster-scoped kind), if the
+    /// cache has it.
+    pub fn get_by_key(&self, key: &str) -> Option<C> {
+        let entries = self.entries();
+        let entry = entries.get(key)?;
+        let (namespace, name) = split(key);
+        Some(C::from_record(namespace, name, &entry.record))
+    }
+
+    /// Whether the cache has the object `name` (in `namespace`, for a namespaced kind).
+    pub fn contains(&self, namespace: Option<&str>, name: &str) -> bool {
+        self.entries().contains_key(key(namespace, name).as_str())
+    }
+
+    /// The key of every object the cache has, in order.
+    pub fn keys(&self) -> Vec<Box<str>> {
+        self.entries().keys().cloned().collect()
+    }
+
+    /// Calls `visit` with every object the cache has, in key order, each rebuilt from its
+    /// record in turn (one at a time: the cache is not copied). Watch events wait meanwhile.
+    pub fn for_each(&self, mut visit: impl FnMut(C)) {
+        for (key, entry) in self.entries().iter() {
+            let (namespace, name) = split(key);
+            visit(C::from_record(namespace, name, &entry.record));
+        }
+    }
+
+    /// The objects the cache has whose namespace and name `pick` accepts, in key order.
+    pub fn filtered(&self, mut pick: impl FnMut(Option<&str>, &str) -> bool) -> Vec<C> {
+        let mut picked = Vec::new();
+        for (key, entry) in self.entries().iter() {
+            let (namespace, name) = split(key);
+            if pick(namespace, name) {
+                picked.push(C::from_record(namespace, name, &entry.record));
+            }
+        }
+        picked
     }
 
     /// The names of every object the cache has in `namespace`, in order.
@@ -178,10 +226,7 @@ impl<C: Compact + Clone> CompactWriter<C> {
         self.entries().retain(|key, entry| {
             let listed = entry.list == list;
             if !listed {
-                let (namespace, name) = match key.split_once('/') {
-                    Some((namespace, name)) => (Some(namespace), name),
-                    None => (None, &**key),
-                };
+                let (namespace, name) = split(key);
                 gone.push(C::from_record(namespace, name, &entry.record));
             }
             listed
