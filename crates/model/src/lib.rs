@@ -12,14 +12,20 @@
 //!   and the homes API's caller alike.
 //! - [`workspace`]: who may use a workspace, and how: its owner (a User or a DirectoryGroup).
 //! - [`trim`]: what a cache keeps of an object; [`watched`]: what a watched kind must be.
+//! - [`store`]: a cache that keeps a compact record of each object ([`store::CompactStore`]);
+//!   [`packed`]: Users and Shares kept as their JSON in one: the operator's and the homes API's
+//!   caches alike.
 //!
-//! Pure: no client, no `async`, no controller. Imports `homestead-api`, the Kubernetes types and
-//! kube-runtime's watch events.
+//! No client, no controller; the one `async` is a cache's wait for its first list. Imports
+//! `homestead-api`, the Kubernetes types, kube-runtime's watch events and tokio's `watch`
+//! channel.
 
 pub mod homes;
 pub mod identity;
 pub mod names;
+pub mod packed;
 pub mod roles;
+pub mod store;
 pub mod trim;
 pub mod via;
 pub mod watched;

@@ -14,9 +14,9 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use homestead_api::User;
+use homestead_model::store::CompactStore;
 use homestead_reconciler::Metrics;
 use homestead_reconciler::act::fence::Fence;
-use homestead_reconciler::state::store::CompactStore;
 use prometheus::{Encoder, Registry, TextEncoder};
 use tokio_util::sync::CancellationToken;
 

@@ -222,8 +222,8 @@ pub(crate) mod test {
     use crate::act::fence::Fence;
     use crate::act::recent::Recent;
     use crate::state::cache::{CachedNamespace, CachedRoleBinding};
-    use crate::state::store::{CompactWriter, compact_store};
     use homestead_api::{DirectoryGroup, Profile};
+    use homestead_model::store::{CompactWriter, compact_store};
     use k8s_openapi::api::core::v1::{LimitRange, ResourceQuota};
     use k8s_openapi::api::networking::v1::NetworkPolicy;
     use kube::runtime::events::Reporter;
@@ -312,7 +312,7 @@ pub(crate) mod test {
                     profiles,
                     groups,
                     identities: homestead_model::identity::Identities::default(),
-                    users: crate::state::store::compact_store().0,
+                    users: homestead_model::store::compact_store().0,
                     index: crate::state::index::ProfileIndex::default(),
                     shares: reflector::store().0,
                     share_index: crate::state::ShareIndex::default(),

@@ -36,7 +36,7 @@ use kube::runtime::watcher;
 use tokio::time::Instant;
 
 use crate::flows::requeue::Requeue;
-use crate::state::store::{Compact, CompactStore, key};
+use homestead_model::store::{Compact, CompactStore, key};
 
 /// An object's key in the queue and in its cache: `namespace/name`, or `name` for a
 /// cluster-scoped kind.
@@ -142,16 +142,7 @@ where
         let (mut ready, mut stopping) = (false, false);
         let full = |running: usize| concurrency > 0 && running >= usize::from(concurrency);
         std::future::poll_fn(|cx| {
-            while let Poll::Ready(Some((key, delay))) = running.poll_next_unpin(cx) {
-                active.remove(&key);
-                if let Some(delay) = delay {
-                    let run_at = Instant::now() + delay;
-                    let _ = requeue.unbounded_send(ScheduleRequest {
-                        message: key,
-                        run_at,
-                    });
-                }
-            }
+            ended(cx, &mut running, &mut active, &requeue);
             stopping = stopping || shutdown.as_mut().poll(cx).is_ready();
             if stopping {
                 return if running.is_empty() {
@@ -194,6 +185,26 @@ where
             }
         })
         .await;
+    }
+}
+
+/// Takes the reconciles that ended out of `running` and `active`, queueing each object again
+/// after the delay its reconcile asked for.
+fn ended(
+    cx: &mut std::task::Context<'_>,
+    running: &mut FuturesUnordered<Run>,
+    active: &mut HashSet<Key>,
+    requeue: &futures::channel::mpsc::UnboundedSender<ScheduleRequest<Key>>,
+) {
+    while let Poll::Ready(Some((key, delay))) = running.poll_next_unpin(cx) {
+        active.remove(&key);
+        if let Some(delay) = delay {
+            let run_at = Instant::now() + delay;
+            let _ = requeue.unbounded_send(ScheduleRequest {
+                message: key,
+                run_at,
+            });
+        }
     }
 }
 
@@ -251,9 +262,9 @@ fn key_of<K: kube::runtime::reflector::Lookup>(object: &ObjectRef<K>) -> Key {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::store::{CompactWriter, compact_store};
     use futures::channel::mpsc::{UnboundedSender, unbounded};
     use homestead_api::User;
+    use homestead_model::store::{CompactWriter, compact_store};
     use std::sync::Mutex;
     use std::time::Duration;
     use tokio_util::sync::CancellationToken;

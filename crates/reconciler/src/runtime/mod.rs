@@ -49,7 +49,7 @@ use crate::runtime::backlog::Backlog;
 use crate::runtime::keyed::Keyed;
 use crate::state::cache::CachedShare;
 use crate::state::index::ProfileIndex;
-use crate::state::store::CompactStore;
+use homestead_model::store::CompactStore;
 
 /// What the runtime is started with: everything the operator's flags and leader election
 /// decide.

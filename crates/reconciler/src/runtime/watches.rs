@@ -41,9 +41,9 @@ use crate::state::ShareIndex;
 use crate::state::cache::{CachedNamespace, CachedRoleBinding, CachedShare};
 use crate::state::declared::{self, Watch};
 use crate::state::index::ProfileIndex;
-use crate::state::store::{Compact, CompactStore, compact_store, key};
 use homestead_api::{DirectoryGroup, LABEL_ADOPT_FOR, Profile, User};
 use homestead_model::identity::Identities;
+use homestead_model::store::{Compact, CompactStore, compact_store, key};
 use homestead_model::trim::{trim, trim_user};
 use homestead_model::watched::Watched;
 use k8s_openapi::api::core::v1::{LimitRange, Namespace, ResourceQuota};
@@ -649,54 +649,54 @@ fn user_watch(
     let user_events = relist_in_place(user_events, move |seen| {
         listed.filtered(|_, name| !seen.contains(name))
     })
-        .inspect(move |event| {
-            let Ok(event) = event else { return };
-            for profile in indexed.observe(default_profile.as_deref(), event) {
-                let _ = wake_profiles.unbounded_send(profile);
+    .inspect(move |event| {
+        let Ok(event) = event else { return };
+        for profile in indexed.observe(default_profile.as_deref(), event) {
+            let _ = wake_profiles.unbounded_send(profile);
+        }
+        for user in identities.observe(event) {
+            let _ = wake_users.unbounded_send(ObjectRef::new(&user));
+        }
+    })
+    .map_ok(move |event| {
+        let before = match &event {
+            watcher::Event::Apply(user) | watcher::Event::InitApply(user) => {
+                cached.get(None, &user.name_any())
             }
-            for user in identities.observe(event) {
-                let _ = wake_users.unbounded_send(ObjectRef::new(&user));
+            _ => None,
+        };
+        let trigger = triggers_reconcile(before.as_ref(), &event);
+        let total_only = only_total_changed(before.as_ref(), &event);
+        // `relist_in_place` already turned a re-list into updates and deletions.
+        writer.apply(&event);
+        // After the cache has the change: the Shares it concerns read it there. Not on the
+        // first list (`relist_in_place` turns re-lists into `Apply`): the Share Controller
+        // lists every Share then (why: `after_first_list`).
+        if let watcher::Event::Apply(user) | watcher::Event::Delete(user) = &event
+            && !total_only
+        {
+            let home = user.status.as_ref().and_then(|s| s.namespace.as_deref());
+            for share in shares.of_user(&user.name_any(), home) {
+                let _ = wake_shares.unbounded_send(share);
             }
-        })
-        .map_ok(move |event| {
-            let before = match &event {
-                watcher::Event::Apply(user) | watcher::Event::InitApply(user) => {
-                    cached.get(None, &user.name_any())
-                }
-                _ => None,
-            };
-            let trigger = triggers_reconcile(before.as_ref(), &event);
-            let total_only = only_total_changed(before.as_ref(), &event);
-            // `relist_in_place` already turned a re-list into updates and deletions.
-            writer.apply(&event);
-            // After the cache has the change: the Shares it concerns read it there. Not on the
-            // first list (`relist_in_place` turns re-lists into `Apply`): the Share Controller
-            // lists every Share then (why: `after_first_list`).
-            if let watcher::Event::Apply(user) | watcher::Event::Delete(user) = &event
-                && !total_only
-            {
-                let home = user.status.as_ref().and_then(|s| s.namespace.as_deref());
-                for share in shares.of_user(&user.name_any(), home) {
-                    let _ = wake_shares.unbounded_send(share);
-                }
-            }
-            // Not on the first list: the Workspace Controller lists every Workspace then.
-            if let watcher::Event::Apply(user) | watcher::Event::Delete(user) = &event
-                && !total_only
-            {
-                workspaces.of_user(&user.name_any());
-            }
-            (event, trigger)
-        })
-        .backoff(watch_backoff())
-        .try_filter_map(move |(event, trigger)| {
-            if let watcher::Event::Apply(user) | watcher::Event::InitApply(user) = event
-                && trigger
-            {
-                backlog.push(&ObjectRef::from_obj(&user));
-            }
-            std::future::ready(Ok(None))
-        });
+        }
+        // Not on the first list: the Workspace Controller lists every Workspace then.
+        if let watcher::Event::Apply(user) | watcher::Event::Delete(user) = &event
+            && !total_only
+        {
+            workspaces.of_user(&user.name_any());
+        }
+        (event, trigger)
+    })
+    .backoff(watch_backoff())
+    .try_filter_map(move |(event, trigger)| {
+        if let watcher::Event::Apply(user) | watcher::Event::InitApply(user) = event
+            && trigger
+        {
+            backlog.push(&ObjectRef::from_obj(&user));
+        }
+        std::future::ready(Ok(None))
+    });
     (users, user_events)
 }
 

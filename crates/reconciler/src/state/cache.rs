@@ -25,7 +25,7 @@ use serde::Deserialize;
 
 use crate::plan::facts::{Facts, print};
 use crate::plan::share::{Recorded, compact_uid, status_print, uid_string};
-use crate::state::store::Compact;
+use homestead_model::store::Compact;
 
 /// The metadata a cached object keeps: name, namespace, and the resourceVersion (which the
 /// watch reads and [`homestead_model::trim`] then drops).
@@ -162,7 +162,7 @@ impl CachedRoleBinding {
     }
 }
 
-/// What [`crate::state::store::CompactStore`] keeps of a Namespace: no `ObjectMeta`, the name is the
+/// What [`homestead_model::store::CompactStore`] keeps of a Namespace: no `ObjectMeta`, the name is the
 /// store's key.
 pub struct NamespaceRecord {
     uid: Option<Box<str>>,
@@ -207,7 +207,7 @@ impl Compact for CachedNamespace {
     }
 }
 
-/// What [`crate::state::store::CompactStore`] keeps of a RoleBinding: no `ObjectMeta`, the namespace
+/// What [`homestead_model::store::CompactStore`] keeps of a RoleBinding: no `ObjectMeta`, the namespace
 /// and name are the store's key.
 pub struct RoleBindingRecord {
     facts: Facts,

@@ -1,6 +1,7 @@
 //! State: what this replica knows of the cluster, from its watches. The caches reconciles read
 //! instead of the API server ([`Caches`], one facade over every store), the compact forms
-//! Namespaces and RoleBindings are kept in ([`cache`], [`store`]), and the indexes the watches keep
+//! Namespaces and RoleBindings are kept in ([`cache`], in the model's
+//! [`homestead_model::store`], where Users are kept packed), and the indexes the watches keep
 //! beside them: which User holds each identity ([`homestead_model::identity`]), which Users use
 //! each Profile ([`index`]) and which Shares name each grantee ([`ShareIndex`], the model's). State imports only
 //! [`crate::plan`] and the model (docs/development.md, "Layers").
@@ -8,8 +9,6 @@
 pub mod cache;
 pub mod declared;
 pub mod index;
-pub mod store;
-pub mod users;
 
 use std::sync::Arc;
 
@@ -25,8 +24,8 @@ use declared::Cache;
 /// The one index of Shares ([`homestead_model::names`]), over the Shares as cached here.
 pub type ShareIndex = homestead_model::names::ShareIndex<CachedShare>;
 use homestead_model::identity::Identities;
+use homestead_model::store::{CompactStore, compact_store};
 use index::ProfileIndex;
-use store::{CompactStore, compact_store};
 
 /// The reflector caches reconciles read instead of the API server wherever possible, in the
 /// compact forms of [`cache`].
@@ -48,7 +47,7 @@ pub struct Caches {
     pub(crate) groups: Store<DirectoryGroup>,
     /// Which User holds each identity, from the User watch.
     pub(crate) identities: Identities,
-    /// Every User (the Controller over Users' own cache), packed ([`users`]).
+    /// Every User (the Controller over Users' own cache), packed ([`homestead_model::packed`]).
     pub(crate) users: CompactStore<User>,
     /// Which Users use which Profile, from the User watch.
     pub(crate) index: ProfileIndex,

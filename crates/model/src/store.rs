@@ -1,20 +1,21 @@
-//! The caches of Namespaces and RoleBindings: at one or more of each per User they are the
-//! operator's largest, after the User cache itself (docs/performance.md, Memory).
+//! Compact caches: the operator's of Users, Namespaces and RoleBindings (one or more of each per
+//! User: its largest) and the homes API's of Users and Shares (docs/performance.md, Memory).
 //!
 //! kube-runtime's reflector [`kube::runtime::reflector::Store`] keeps each object as an
-//! `Arc<K>` under an `ObjectRef<K>`: for the compact forms of [`crate::state::cache`] that is still
-//! about 470 bytes of `ObjectMeta` (fifteen fields, all but three empty) and 96 bytes of key
-//! per object, 0.8 KiB a Namespace and 0.7 KiB a RoleBinding in a heap profile at 10,000 Users.
-//! A [`CompactStore`] keeps a [`Compact::Record`] instead (what reconciles read, no
-//! `ObjectMeta`) under one `namespace/name` string, in a B-tree, so the RoleBindings of one
-//! Namespace are a range rather than a scan of every binding in the cluster.
+//! `Arc<K>` under an `ObjectRef<K>`: for the reconciler's compact Namespaces and RoleBindings
+//! that is still about 470 bytes of `ObjectMeta` (fifteen fields, all but three empty) and 96
+//! bytes of key per object, 0.8 KiB a Namespace and 0.7 KiB a RoleBinding in a heap profile at
+//! 10,000 Users, and 1.6 KiB a User. A [`CompactStore`] keeps a [`Compact::Record`] instead
+//! (what readers need, no `ObjectMeta`; for Users and Shares their packed JSON,
+//! [`crate::packed`]) under one `namespace/name` string, in a B-tree, so the RoleBindings of
+//! one Namespace are a range rather than a scan of every binding in the cluster.
 //!
 //! Guarantees, as the reflector's: the store applies watch events in order; after its first
 //! complete list it is ready ([`CompactStore::wait_until_ready`]); a re-list updates it in
 //! place, and what the re-list no longer lists is removed and handed back to the caller as a
 //! deletion ([`CompactWriter::apply`]), so the watch that feeds the Controller's triggers
 //! learns of it too. Readers get a whole object back ([`Compact::from_record`]), rebuilt from
-//! the record: the same value the watch delivered, less what [`homestead_model::trim`] dropped.
+//! the record: the same value the watch delivered, less what [`crate::trim`] dropped.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -51,7 +52,7 @@ struct Shared<C: Compact> {
 
 /// The key of an object: `namespace/name`, or `name` for a cluster-scoped kind (`/` is in
 /// no Kubernetes name, so keys of one namespace sort together).
-pub(crate) fn key(namespace: Option<&str>, name: &str) -> String {
+pub fn key(namespace: Option<&str>, name: &str) -> String {
     match namespace {
         Some(namespace) => format!("{namespace}/{name}"),
         None => name.to_owned(),
@@ -167,12 +168,6 @@ impl<C: Compact> CompactStore<C> {
             .collect()
     }
 
-    /// How many objects the cache has (tests).
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.entries().len()
-    }
-
     /// Returns once the cache has seen its first complete list (at once after that).
     pub async fn wait_until_ready(&self) {
         let mut ready = self.shared.ready.subscribe();
@@ -234,8 +229,7 @@ impl<C: Compact + Clone> CompactWriter<C> {
         gone
     }
 
-    /// Puts `object` into the cache, as an `Apply` watch event would (tests).
-    #[cfg(test)]
+    /// Puts `object` into the cache, as an `Apply` watch event would (tests of readers).
     pub fn insert(&mut self, object: impl Into<C>) {
         self.apply(&watcher::Event::Apply(object.into()));
     }
@@ -244,23 +238,21 @@ impl<C: Compact + Clone> CompactWriter<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::cache::CachedRoleBinding;
-    use k8s_openapi::api::rbac::v1::RoleBinding;
+    use homestead_api::Share;
     use serde_json::json;
 
-    fn binding(namespace: &str, name: &str, role: &str) -> CachedRoleBinding {
-        let binding: RoleBinding = serde_json::from_value(json!({
-            "metadata": { "name": name, "namespace": namespace, "labels": { "a": "b" } },
-            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role },
-            "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "ada" }],
+    fn share(namespace: &str, name: &str, role: &str) -> Share {
+        serde_json::from_value(json!({
+            "metadata": { "name": name, "namespace": namespace },
+            "spec": { "to": [{ "user": "ada" }], "role": role, "reason": "pairing",
+                      "expiresAt": "2027-01-01T00:00:00Z" },
         }))
-        .unwrap();
-        binding.into()
+        .unwrap()
     }
 
     #[tokio::test]
     async fn objects_come_back_as_they_went_in_and_a_namespace_is_a_range() {
-        let (store, mut writer) = compact_store::<CachedRoleBinding>();
+        let (store, mut writer) = compact_store::<Share>();
         let ready = tokio::spawn({
             let store = store.clone();
             async move { store.wait_until_ready().await }
@@ -272,7 +264,7 @@ mod tests {
             ("user-ab", "z"),
             ("user-", "w"),
         ] {
-            writer.apply(&watcher::Event::InitApply(binding(ns, name, "edit")));
+            writer.apply(&watcher::Event::InitApply(share(ns, name, "edit")));
         }
         assert!(
             !ready.is_finished(),
@@ -282,33 +274,47 @@ mod tests {
         ready.await.unwrap();
         assert_eq!(
             store.get(Some("user-a"), "x"),
-            Some(binding("user-a", "x", "edit"))
+            Some(share("user-a", "x", "edit"))
         );
+        assert_eq!(
+            store.get_by_key("user-a/x"),
+            Some(share("user-a", "x", "edit"))
+        );
+        assert!(store.contains(Some("user-ab"), "z"));
         assert_eq!(store.get(Some("user-ab"), "x"), None);
         assert_eq!(store.names_in("user-a"), ["x", "y"]);
         assert_eq!(store.names_in("user-ab"), ["z"]);
         assert_eq!(store.names_in("user"), Vec::<String>::new());
-        writer.apply(&watcher::Event::Apply(binding("user-a", "x", "view")));
-        assert_eq!(store.get(Some("user-a"), "x").unwrap().role, "view");
-        writer.apply(&watcher::Event::Delete(binding("user-a", "x", "view")));
+        writer.apply(&watcher::Event::Apply(share("user-a", "x", "view")));
+        assert_eq!(store.get(Some("user-a"), "x").unwrap().spec.role, "view");
+        writer.apply(&watcher::Event::Delete(share("user-a", "x", "view")));
         assert_eq!(store.names_in("user-a"), ["y"]);
-        assert_eq!(store.len(), 3);
+        let mut names = Vec::new();
+        store.for_each(|s| names.push(s.metadata.name.unwrap()));
+        assert_eq!(names, ["w", "y", "z"], "in key order");
+        let picked = store.filtered(|namespace, _| namespace == Some("user-ab"));
+        assert_eq!(picked, [share("user-ab", "z", "edit")]);
+        assert_eq!(store.keys().len(), 3);
     }
 
     #[test]
     fn a_relist_removes_what_it_no_longer_lists_and_hands_it_back() {
-        let (store, mut writer) = compact_store::<CachedRoleBinding>();
+        let (store, mut writer) = compact_store::<Share>();
         writer.apply(&watcher::Event::Init);
-        writer.apply(&watcher::Event::InitApply(binding("user-a", "x", "edit")));
-        writer.apply(&watcher::Event::InitApply(binding("user-b", "y", "edit")));
+        writer.apply(&watcher::Event::InitApply(share("user-a", "x", "edit")));
+        writer.apply(&watcher::Event::InitApply(share("user-b", "y", "edit")));
         writer.apply(&watcher::Event::InitDone);
         // The watch breaks; the re-list sees only y, changed.
         writer.apply(&watcher::Event::Init);
-        writer.apply(&watcher::Event::InitApply(binding("user-b", "y", "view")));
-        assert_eq!(store.len(), 2, "updated in place: nothing removed mid-list");
+        writer.apply(&watcher::Event::InitApply(share("user-b", "y", "view")));
+        assert_eq!(
+            store.keys().len(),
+            2,
+            "updated in place: nothing removed mid-list"
+        );
         let gone = writer.apply(&watcher::Event::InitDone);
-        assert_eq!(gone, [binding("user-a", "x", "edit")]);
+        assert_eq!(gone, [share("user-a", "x", "edit")]);
         assert_eq!(store.get(Some("user-a"), "x"), None);
-        assert_eq!(store.get(Some("user-b"), "y").unwrap().role, "view");
+        assert_eq!(store.get(Some("user-b"), "y").unwrap().spec.role, "view");
     }
 }
