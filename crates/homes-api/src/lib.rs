@@ -21,6 +21,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use futures::StreamExt;
 use homestead_api::{DirectoryGroup, Share, User, Workspace};
+use homestead_model::store::compact_store;
 use homestead_model::watched::Watched;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
@@ -32,22 +33,23 @@ use tokio::sync::watch;
 
 pub use routes::Homes;
 
-/// Keeps the reflector cache `writer` of every `K` from a watch, each object cut down by `trim`
-/// first (what the homes API never reads: `managedFields` above all), in a task of its own that
-/// gives each event, once the cache took it in, to `observe`, and bumps `changes`.
+/// Keeps a cache of every `K` from a watch (`cache` takes in each event: a reflector's writer,
+/// or a compact cache's), each object cut down by `trim` first (what the homes API never reads:
+/// `managedFields` above all), in a task of its own that gives each event, once the cache took
+/// it in, to `observe`, and bumps `changes`.
 fn keep<K: Watched>(
     (client, initial): (&Client, &watcher::Config),
-    writer: reflector::store::Writer<K>,
+    mut cache: impl FnMut(&watcher::Event<K>) + Send + 'static,
     trim: fn(&mut K),
     changes: Arc<watch::Sender<u64>>,
     observe: impl Fn(&watcher::Event<K>) + Send + 'static,
 ) {
     let stream = watcher(Api::<K>::all(client.clone()), initial.clone())
         .modify(trim)
-        .default_backoff()
-        .reflect(writer);
+        .default_backoff();
     tokio::spawn(stream.for_each(move |event| {
         if let Ok(event) = &event {
+            cache(event);
             observe(event);
         }
         changes.send_modify(|count| *count += 1);
@@ -106,10 +108,12 @@ pub async fn start(
 ) -> anyhow::Result<Arc<Homes>> {
     let watches = (client, &initial);
     let changes = Arc::new(watch::Sender::new(1));
-    let (users, users_writer) = reflector::store::<User>();
-    let (shares, shares_writer) = reflector::store::<Share>();
-    let (groups, groups_writer) = reflector::store::<DirectoryGroup>();
-    let (workspaces, workspaces_writer) = reflector::store::<Workspace>();
+    // Users and Shares packed (`homestead_model::packed`): a re-list updates them in place, and
+    // the indexes drop what it no longer lists themselves.
+    let (users, mut users_writer) = compact_store::<User>();
+    let (shares, mut shares_writer) = compact_store::<Share>();
+    let (groups, mut groups_writer) = reflector::store::<DirectoryGroup>();
+    let (workspaces, mut workspaces_writer) = reflector::store::<Workspace>();
     let homes = Arc::new(Homes::new(
         auth,
         users,
@@ -121,7 +125,9 @@ pub async fn start(
     let observer = homes.clone();
     keep(
         watches,
-        users_writer,
+        move |e| {
+            users_writer.apply(e);
+        },
         trim::user,
         changes.clone(),
         move |e| {
@@ -131,7 +137,9 @@ pub async fn start(
     let observer = homes.clone();
     keep(
         watches,
-        shares_writer,
+        move |e| {
+            shares_writer.apply(e);
+        },
         trim::share,
         changes.clone(),
         move |e| {
@@ -141,7 +149,7 @@ pub async fn start(
     let observer = homes.clone();
     keep(
         watches,
-        groups_writer,
+        move |e| groups_writer.apply_watcher_event(e),
         trim::group,
         changes.clone(),
         move |e| observer.observe_group(e),
@@ -149,14 +157,15 @@ pub async fn start(
     let observer = homes.clone();
     keep(
         watches,
-        workspaces_writer,
+        move |e| workspaces_writer.apply_watcher_event(e),
         trim::workspace,
         changes,
         move |e| observer.observe_workspace(e),
     );
+    // A compact cache cannot fail to become ready: it waits for its watch's first list.
+    homes.users.wait_until_ready().await;
+    homes.shares.wait_until_ready().await;
     for ready in [
-        homes.users.wait_until_ready().await.is_ok(),
-        homes.shares.wait_until_ready().await.is_ok(),
         homes.groups.wait_until_ready().await.is_ok(),
         homes.workspaces.wait_until_ready().await.is_ok(),
     ] {

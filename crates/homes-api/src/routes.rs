@@ -32,6 +32,7 @@ use crate::openapi;
 use crate::resource::{self, Merged, Person};
 use homestead_model::identity::Identities;
 use homestead_model::names::NameIndex;
+use homestead_model::store::CompactStore;
 
 /// How long a watch runs when the client names no `timeoutSeconds` (kube-apiserver's default
 /// `--min-request-timeout`), and the longest it may ask for.
@@ -41,10 +42,10 @@ const WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
 pub struct Homes {
     /// The front-proxy settings.
     pub auth: RequestHeaderAuth,
-    /// Every User.
-    pub users: Store<User>,
-    /// Every Share.
-    pub shares: Store<Share>,
+    /// Every User, packed ([`homestead_model::packed`]).
+    pub users: CompactStore<User>,
+    /// Every Share, packed.
+    pub shares: CompactStore<Share>,
     /// Every DirectoryGroup.
     pub groups: Store<DirectoryGroup>,
     /// Every Workspace.
@@ -93,8 +94,8 @@ impl Homes {
     /// list's `resourceVersion` is never empty or `0`, which mean "from the start" to a watch).
     pub fn new(
         auth: RequestHeaderAuth,
-        users: Store<User>,
-        shares: Store<Share>,
+        users: CompactStore<User>,
+        shares: CompactStore<Share>,
         groups: Store<DirectoryGroup>,
         workspaces: Store<Workspace>,
         changes: Arc<watch::Sender<u64>>,
@@ -158,7 +159,7 @@ impl Homes {
         let Some(user) = self
             .identities
             .holder(&caller.username)
-            .and_then(|holder| self.users.get(&ObjectRef::new(&holder.name)))
+            .and_then(|holder| self.users.get(None, &holder.name))
             .filter(|holder| holder.spec.identity.username == caller.username)
         else {
             return (Person::default(), Vec::new());
@@ -182,7 +183,10 @@ impl Homes {
             .into_iter()
             .chain(groups.iter().flat_map(|g| index.of_group(&g.name_any())))
             .collect();
-        let shares: Vec<Arc<Share>> = refs.iter().filter_map(|r| self.shares.get(r)).collect();
+        let shares: Vec<Share> = refs
+            .iter()
+            .filter_map(|r| self.shares.get(r.namespace.as_deref(), &r.name))
+            .collect();
         // The workspaces the caller owns or administers, and those their groups own.
         let index = &self.workspaces_by_name;
         let refs: HashSet<ObjectRef<Workspace>> = index
@@ -193,7 +197,7 @@ impl Homes {
         let workspaces: Vec<Arc<Workspace>> =
             refs.iter().filter_map(|r| self.workspaces.get(r)).collect();
         let groups: Vec<&DirectoryGroup> = groups.iter().map(AsRef::as_ref).collect();
-        let shares: Vec<&Share> = shares.iter().map(AsRef::as_ref).collect();
+        let shares: Vec<&Share> = shares.iter().collect();
         let workspaces: Vec<&Workspace> = workspaces.iter().map(AsRef::as_ref).collect();
         let person = Person {
             profile: user
@@ -234,13 +238,7 @@ impl Homes {
             .owner
             .clone();
         match (owner.user, owner.group) {
-            (Some(person), _) => {
-                self.users
-                    .get(&ObjectRef::new(&person))?
-                    .status
-                    .clone()?
-                    .total
-            }
+            (Some(person), _) => self.users.get(None, &person)?.status.clone()?.total,
             (None, Some(group)) => {
                 self.groups
                     .get(&ObjectRef::new(&group))?
@@ -580,6 +578,14 @@ mod tests {
         reader
     }
 
+    fn packed<K: homestead_model::store::Compact + Clone>(objects: Vec<K>) -> CompactStore<K> {
+        let (reader, mut writer) = homestead_model::store::compact_store();
+        for object in objects {
+            writer.insert(object);
+        }
+        reader
+    }
+
     fn user(name: &str) -> User {
         let mut user = User::test(name)
             .with_username(&format!("{name}@example.com"))
@@ -693,8 +699,8 @@ mod tests {
         });
         let homes = Homes::new(
             RequestHeaderAuth::from_config_map(&data).unwrap(),
-            store(users.clone()),
-            store(shares.clone()),
+            packed(users.clone()),
+            packed(shares.clone()),
             store(trimmed.collect()),
             store(workspaces.clone()),
             Arc::new(watch::Sender::new(1)),
