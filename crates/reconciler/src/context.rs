@@ -314,7 +314,7 @@ pub(crate) mod test {
                     identities: homestead_model::identity::Identities::default(),
                     users: homestead_model::store::compact_store().0,
                     index: crate::state::index::ProfileIndex::default(),
-                    shares: reflector::store().0,
+                    shares: homestead_model::store::compact_store().0,
                     share_index: crate::state::ShareIndex::default(),
                     workspaces: reflector::store().0,
                 },

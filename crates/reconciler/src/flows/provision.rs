@@ -512,7 +512,7 @@ fn ungoverned(caches: &Caches, namespace: &str, governed: TenantRoleBindings) ->
         .into_iter()
         .filter(|name| name != ROLE_BINDING_NAME)
         .filter(|name| {
-            share_of_binding(name).is_none_or(|share| caches.share(namespace, share).is_none())
+            share_of_binding(name).is_none_or(|share| !caches.has_share(namespace, share))
         })
         .filter(|name| {
             governed == TenantRoleBindings::Forbid

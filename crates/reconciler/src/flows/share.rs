@@ -11,7 +11,6 @@ use homestead_api::{CONDITION_READY, LABEL_USER, LABEL_WORKSPACE, ShareReason, S
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use tracing::{instrument, warn};
 
@@ -19,6 +18,7 @@ use super::offboard::NOT_LEADER_RECHECK;
 use super::provision::RESYNC;
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::flows::requeue::Requeue;
 use crate::plan::facts::print;
 use crate::plan::ownership::is_owned_by;
 use crate::plan::share::{
@@ -30,16 +30,16 @@ use crate::state::cache::{CachedNamespace, CachedShare, CachedShareStatus};
 
 /// Reconciles one Share once every cache has synced (see the module docs).
 ///
-/// Returns the next [`Action`]: a look again at `expiresAt` (plus a second) when that is within
-/// the 300 s resync; otherwise the paced resync of every Share comes first
-/// ([`Action::await_change`], so no Share holds a timer in the Controller for weeks).
+/// Returns when to run again ([`Requeue`]): a look again at `expiresAt` (plus a second) when
+/// that is within the 300 s resync; otherwise the paced resync of every Share comes first
+/// ([`Requeue::on_change`], so no Share holds a timer in the Controller for weeks).
 ///
 /// # Errors
 /// [`Error`] when an API request fails; the controller then calls [`share_error`].
 #[instrument(skip_all, fields(share = %share.name_any(), namespace = share.namespace().unwrap_or_default()))]
-pub async fn reconcile_share(share: Arc<CachedShare>, ctx: Arc<Context>) -> Result<Action> {
+pub async fn reconcile_share(share: Arc<CachedShare>, ctx: Arc<Context>) -> Result<Requeue> {
     if !ctx.ready_to_write().await {
-        return Ok(Action::requeue(NOT_LEADER_RECHECK));
+        return Ok(Requeue::after(NOT_LEADER_RECHECK));
     }
     let now = Timestamp::now();
     let caches = ctx.caches();
@@ -101,14 +101,14 @@ pub async fn reconcile_share(share: Arc<CachedShare>, ctx: Arc<Context>) -> Resu
         .reset(&ObjectRef::from_obj(share.as_ref()));
     // Due within a resync: woken at expiresAt; later, the paced resync comes first.
     Ok(match decision.recheck {
-        Some(left) if left < RESYNC => Action::requeue(left + Duration::from_secs(1)),
-        _ => Action::await_change(),
+        Some(left) if left < RESYNC => Requeue::after(left + Duration::from_secs(1)),
+        _ => Requeue::on_change(),
     })
 }
 
 /// After a failed reconcile of a Share: counts it in `homestead_share_errors_total`, logs it,
 /// and retries with the Share's backoff (1 s doubling to 5 min, with jitter).
-pub fn share_error(share: Arc<CachedShare>, error: &Error, ctx: Arc<Context>) -> Action {
+pub fn share_error(share: Arc<CachedShare>, error: &Error, ctx: Arc<Context>) -> Requeue {
     ctx.metrics().share.errors.inc();
     let delay = ctx
         .share_backoffs()
@@ -119,7 +119,7 @@ pub fn share_error(share: Arc<CachedShare>, error: &Error, ctx: Arc<Context>) ->
         retry_in_seconds = delay.as_secs_f64(),
         "reconciling a share failed: {error}"
     );
-    Action::requeue(delay)
+    Requeue::after(delay)
 }
 
 /// The label and name of a home's holder, which its Share bindings carry

@@ -616,7 +616,7 @@ fn ungoverned(caches: &Caches, namespace: &str, governed: TenantRoleBindings) ->
         .filter(|n| n != WORKSPACE_ADMINS_BINDING && n != WORKSPACE_MEMBERS_BINDING)
         .filter(|n| {
             !n.starts_with(SHARE_BINDING_PREFIX)
-                || share_of_binding(n).is_none_or(|share| caches.share(namespace, share).is_none())
+                || share_of_binding(n).is_none_or(|share| !caches.has_share(namespace, share))
         })
         .filter(|n| {
             governed == TenantRoleBindings::Forbid

@@ -101,13 +101,13 @@ impl<K: Lookup<DynamicType = ()>> Backlog<K> {
         }
     }
 
-    /// Reports that the Controller began a reconcile of the object named `name` in `namespace`
-    /// (`None` for cluster-scoped kinds), or dropped its request because the object was gone:
-    /// its request no longer counts against the window.
-    pub fn started(&self, name: &str, namespace: Option<&str>) {
-        let key = key(name, namespace);
+    /// Reports that the Controller began a reconcile of the object under `key` (`namespace/name`,
+    /// or `name` for a cluster-scoped kind: the key of a Controller over keys, `runtime::keyed`),
+    /// or dropped its request because the object was gone: its request no longer counts
+    /// against the window.
+    pub fn started(&self, key: &str) {
         let mut shared = self.lock();
-        if shared.outstanding.remove(&key) {
+        if shared.outstanding.remove(key) {
             shared.wake();
         }
     }
@@ -207,11 +207,11 @@ mod tests {
             "two outstanding: the window is full"
         );
         assert_eq!(backlog.len(), (2, 2));
-        backlog.started("b", None);
+        backlog.started("b");
         assert_eq!(poll(&mut requests).as_deref(), Some("c"));
         assert_eq!(poll(&mut requests), None);
-        backlog.started("a", None);
-        backlog.started("c", None);
+        backlog.started("a");
+        backlog.started("c");
         assert_eq!(poll(&mut requests).as_deref(), Some("d"));
         assert_eq!(poll(&mut requests), None, "nothing left");
         assert_eq!(backlog.len(), (0, 1));
@@ -245,10 +245,10 @@ mod tests {
         backlog.push(&user("b"));
         assert_eq!(poll(&mut requests).as_deref(), Some("a"));
         // A reconcile of b from another trigger, or of a namespaced object of the same name.
-        backlog.started("b", None);
-        backlog.started("a", Some("user-a"));
+        backlog.started("b");
+        backlog.started("user-a/a");
         assert_eq!(poll(&mut requests), None);
-        backlog.started("a", None);
+        backlog.started("a");
         assert_eq!(poll(&mut requests).as_deref(), Some("b"));
     }
 
@@ -267,12 +267,12 @@ mod tests {
             (first.name.as_str(), first.namespace.as_deref()),
             ("review", Some("user-alice"))
         );
-        backlog.started("review", Some("user-bob"));
+        backlog.started("user-bob/review");
         assert!(
             requests.poll_next_unpin(cx).is_pending(),
             "bob's has not started"
         );
-        backlog.started("review", Some("user-alice"));
+        backlog.started("user-alice/review");
         let Poll::Ready(Some(second)) = requests.poll_next_unpin(cx) else {
             panic!("the second Share is handed over once the first started");
         };
@@ -302,7 +302,7 @@ mod tests {
         }
         for i in 0..10 * KEEP_CAPACITY {
             assert_eq!(poll(&mut requests), Some(format!("u{i}")));
-            backlog.started(&format!("u{i}"), None);
+            backlog.started(&format!("u{i}"));
         }
         assert_eq!(poll(&mut requests), None);
         let shared = backlog.lock();
@@ -325,7 +325,7 @@ mod tests {
         let starter = backlog.clone();
         let next = tokio::spawn(async move { requests.next().await.map(|o| o.name) });
         tokio::task::yield_now().await;
-        starter.started("a", None);
+        starter.started("a");
         let next = tokio::time::timeout(std::time::Duration::from_secs(5), next)
             .await
             .expect("woken once a started")

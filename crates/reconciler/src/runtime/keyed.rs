@@ -1,11 +1,13 @@
 //! A Controller over keys: kube-runtime's [`scheduler`] and the same rules as its Controller,
-//! with the objects in a [`CompactStore`] rather than a reflector store of whole objects.
+//! with the objects in a [`CompactStore`] rather than a reflector store of whole objects. The
+//! Controllers over Users and over Shares are these.
 //!
 //! kube-runtime's `Controller` reconciles only what its own `Store<K>` holds, an `Arc` of each
-//! whole typed object under an `ObjectRef` key, and its runner is private. At 10,000 Users that
-//! store was the operator's largest (15.7 MiB live, docs/performance.md "At scale"). A
-//! [`Keyed`] Controller queues `namespace/name` strings, decodes the one object a reconcile is
-//! about to run on from the compact cache, and otherwise behaves as kube-runtime's:
+//! whole typed object under an `ObjectRef` key, and its runner is private. At 10,000 Users and
+//! 10,000 Shares those two stores were the operator's largest (15.7 and 10.6 MiB live,
+//! docs/performance.md "At scale"). A [`Keyed`] Controller queues `namespace/name` strings,
+//! rebuilds the one object a reconcile is about to run on from the compact cache, and otherwise
+//! behaves as kube-runtime's:
 //!
 //! - every trigger becomes a request for its object, due at once; requests for one object
 //!   merge in the scheduler, and a later one never delays an earlier;
@@ -100,6 +102,18 @@ where
         <K as kube::runtime::reflector::Lookup>::DynamicType: Send,
     {
         self.triggers.push(requests.map(|o| Ok(key_of(&o))).boxed());
+        self
+    }
+
+    /// Reconciles every object the cache has for each item of `trigger`.
+    #[must_use]
+    pub fn reconcile_all_on(mut self, trigger: impl Stream<Item = ()> + Send + 'static) -> Self {
+        let store = self.store.clone();
+        let every = trigger.flat_map(move |()| {
+            let keys = store.keys().into_iter().map(|key| Ok(Key::from(key)));
+            futures::stream::iter(keys.collect::<Vec<_>>())
+        });
+        self.triggers.push(every.boxed());
         self
     }
 
@@ -277,6 +291,7 @@ mod tests {
     /// its log, the keys `started` reported, and the cache's writer.
     struct Harness {
         triggers: UnboundedSender<ObjectRef<User>>,
+        all: UnboundedSender<()>,
         log: Log,
         started: Arc<Mutex<Vec<String>>>,
         writer: CompactWriter<User>,
@@ -300,9 +315,12 @@ mod tests {
             writer.apply(&watcher::Event::InitDone);
         }
         let (triggers, requests) = unbounded();
+        let (all, every) = unbounded();
         let (log, started) = (Log::default(), Arc::new(Mutex::new(Vec::new())));
         let stop = CancellationToken::new();
-        let keyed = Keyed::new(store, concurrency).reconcile_on(requests);
+        let keyed = Keyed::new(store, concurrency)
+            .reconcile_on(requests)
+            .reconcile_all_on(every);
         let (reconciles, taken, shutdown) = (log.clone(), started.clone(), stop.clone());
         let run = tokio::spawn(async move {
             keyed
@@ -325,6 +343,7 @@ mod tests {
         });
         Harness {
             triggers,
+            all,
             log,
             started,
             writer,
@@ -364,6 +383,16 @@ mod tests {
         h.trigger("ada");
         settle(Duration::from_secs(30)).await;
         assert_eq!(h.log(), ["+ada", "-ada", "+ada", "-ada"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_trigger_of_all_reconciles_every_cached_object_once() {
+        let h = harness(&["a", "b", "c"], true, 0, Duration::from_secs(1), done);
+        h.all.unbounded_send(()).unwrap();
+        settle(Duration::from_secs(5)).await;
+        let mut log = h.log();
+        log.sort();
+        assert_eq!(log, ["+a", "+b", "+c", "-a", "-b", "-c"]);
     }
 
     #[tokio::test(start_paused = true)]

@@ -4,9 +4,10 @@
 //!
 //! - [`watches`]: what is watched, which watch events trigger which reconcile and which are
 //!   echoes of Homestead's own writes, and the caches the watches fill.
-//! - [`Runtime`]: the [`Context`] built from those caches and the User, retained-Namespace,
-//!   Profile-status and DirectoryGroup-status Controllers, the Controller over slices of total
-//!   quotas, run with graceful shutdown; the
+//! - [`keyed`]: the Controller over keys that Users and Shares run on (their caches compact).
+//! - [`Runtime`]: the [`Context`] built from those caches and the User, Share, Workspace,
+//!   retained-Namespace, Profile-status and DirectoryGroup-status Controllers, the Controller
+//!   over slices of total quotas, run with graceful shutdown; the
 //!   count of retained namespaces; the Events drained on the way out.
 //!
 //! The runtime is the top layer: it may import every other, and nothing imports it
@@ -24,11 +25,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use homestead_api::User;
 use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::Reporter;
 use kube::runtime::watcher;
-use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::act::Cluster;
@@ -77,7 +78,7 @@ pub struct Runtime {
     retained: Controller<Namespace>,
     profile_statuses: Controller<homestead_api::Profile>,
     group_statuses: Controller<homestead_api::DirectoryGroup>,
-    shares: Controller<crate::state::cache::CachedShare>,
+    shares: Keyed<CachedShare>,
     workspaces: Controller<homestead_api::Workspace>,
     totals: Controller<k8s_openapi::api::core::v1::ResourceQuota>,
     backlogs: (Backlog<User>, Backlog<CachedShare>),
@@ -168,11 +169,12 @@ impl Runtime {
                 });
                 (owner, ready.map(|c| c.reason.as_str()))
             }));
-            let shares = store.state();
-            metrics.observe_shares(shares.iter().map(|share| {
+            let mut shares = Vec::new();
+            store.for_each(|share| {
                 let ready = share.status.as_ref().and_then(|s| s.ready.as_ref());
-                (ready.map(|c| c.reason.to_string()), share.spec.expires_at.0)
-            }));
+                shares.push((ready.map(|c| c.reason.to_string()), share.spec.expires_at.0));
+            });
+            metrics.observe_shares(shares);
         }
     }
 
@@ -205,27 +207,18 @@ impl Runtime {
             .for_each(|result| async move { log_controller_error(result) });
         let retained = run_retained(self.retained, shutdown(), ctx.clone());
         let (user_backlog, share_backlog) = self.backlogs;
-        let started = share_backlog.clone();
-        let shares = self
-            .shares
-            .graceful_shutdown_on(shutdown())
-            .run(
-                move |share, ctx| {
-                    started.started(&share.name_any(), share.namespace().as_deref());
-                    reconcile_share(share, ctx)
-                },
-                share_error,
-                ctx.clone(),
-            )
-            .for_each(move |result| {
-                forget_if_gone(&share_backlog, &result);
-                async move { log_controller_error(result) }
-            });
+        let shares = self.shares.run(
+            reconcile_share,
+            share_error,
+            ctx.clone(),
+            move |key| share_backlog.started(key),
+            shutdown(),
+        );
         let users = self.users.run(
             reconcile,
             error_policy,
             ctx.clone(),
-            move |name| user_backlog.started(name, None),
+            move |name| user_backlog.started(name),
             shutdown(),
         );
         let workspaces = run_workspaces(self.workspaces, shutdown(), ctx.clone());
@@ -317,19 +310,6 @@ const RETAINED_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long a stopping operator waits for its queued Events to be published (seconds); well
 /// within the 30 s a kubelet grants before SIGKILL.
 const EVENT_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Reports to `backlog` a request the Controller dropped because its object was gone from the
-/// cache when its turn came: it no longer counts against the Backlog's window.
-fn forget_if_gone<K, T>(
-    backlog: &Backlog<K>,
-    result: &Result<T, controller::Error<crate::Error, watcher::Error>>,
-) where
-    K: kube::runtime::reflector::Lookup<DynamicType = ()>,
-{
-    if let Err(controller::Error::ObjectNotFound(object)) = result {
-        backlog.started(&object.name, object.namespace.as_deref());
-    }
-}
 
 /// Logs what the Controller reports besides reconcile results: a failed reconcile was already
 /// logged once by `error_policy`; watch and queue errors (the API server unreachable, a

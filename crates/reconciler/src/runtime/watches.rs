@@ -72,7 +72,7 @@ pub struct Controllers {
     /// The Controller over Shares: triggered by a Share's spec, its RoleBinding, every change
     /// of its home's owner and of its grantees (Users, and DirectoryGroups' members), and every
     /// change of a Profile's spec (all Shares: a limit may have changed).
-    pub shares: Controller<CachedShare>,
+    pub shares: Keyed<CachedShare>,
     /// The Controller over Workspaces ([`super::workspaces`]).
     pub workspaces: Controller<homestead_api::Workspace>,
     /// The Controller over the slices of total quotas ([`total_controller`]).
@@ -277,13 +277,7 @@ fn user_controller(
     let (memberships, known_users) = (events.memberships, users.clone());
     let (group_shares, wake_group_shares) = (caches.share_index.clone(), wakers.share.clone());
     let every_user = users.clone();
-    let resync = paced_resync(
-        move || {
-            let keys = every_user.keys();
-            keys.iter().map(|name| ObjectRef::new(name)).collect()
-        },
-        RESYNC,
-    );
+    let resync = paced_resync(move || compact_references(&every_user), RESYNC);
     let (retained, wake_retained) = wakers.retained;
     let ws = wakers.workspaces;
     let of_binding = user_of_role_binding(
@@ -545,12 +539,12 @@ fn share_controller(
         futures::channel::mpsc::UnboundedReceiver<()>,
     ),
     backlog: &Backlog<CachedShare>,
-) -> Controller<CachedShare> {
+) -> Keyed<CachedShare> {
     let (store, events) = share_watch(client, index, backlog);
     let cache = store.clone();
-    let resync = paced_resync(move || references(&cache), RESYNC);
-    Controller::for_stream(events, store)
-        .with_config(controller::Config::default().concurrency(concurrency))
+    let resync = paced_resync(move || compact_references(&cache), RESYNC);
+    Keyed::new(store, concurrency)
+        .watches_stream(events, |share| Some(ObjectRef::from_obj(&share)))
         .reconcile_on(backlog.requests())
         .reconcile_on(wakes)
         .reconcile_on(resync)
@@ -566,10 +560,10 @@ fn share_watch(
     index: &ShareIndex,
     backlog: &Backlog<CachedShare>,
 ) -> (
-    Store<CachedShare>,
+    CompactStore<CachedShare>,
     impl futures::Stream<Item = Result<CachedShare, watcher::Error>> + Send + 'static,
 ) {
-    let (store, mut writer) = reflector::store();
+    let (store, mut writer) = compact_store::<CachedShare>();
     let events = watcher(
         Api::<CachedShare>::all(client.clone()),
         config_of(&declared::SHARES),
@@ -577,27 +571,33 @@ fn share_watch(
     .modify(trim_object::<CachedShare>);
     let (cached, indexed, backlog) = (store.clone(), index.clone(), backlog.clone());
     let cache = store.clone();
-    let events = relist_in_place(events, move |seen| unlisted(&cache, seen))
-        .map_ok(move |event| {
-            let changed = match &event {
-                watcher::Event::Apply(share) | watcher::Event::InitApply(share) => cached
-                    .get(&ObjectRef::from_obj(share))
-                    .is_none_or(|old| old.metadata.generation != share.metadata.generation),
-                watcher::Event::Delete(_) => true,
-                watcher::Event::Init | watcher::Event::InitDone => false,
-            };
-            writer.apply_watcher_event(&event);
-            indexed.observe(&event);
-            if let watcher::Event::Apply(share)
-            | watcher::Event::InitApply(share)
-            | watcher::Event::Delete(share) = &event
-                && changed
-            {
-                backlog.push(&ObjectRef::from_obj(share));
+    let events = relist_in_place(events, move |seen| {
+        cache.filtered(|namespace, name| !seen.contains(&key(namespace, name)))
+    })
+    .map_ok(move |event| {
+        let changed = match &event {
+            watcher::Event::Apply(share) | watcher::Event::InitApply(share) => {
+                let (namespace, name) = share.namespace_and_name();
+                cached
+                    .get(namespace, name)
+                    .is_none_or(|old| old.metadata.generation != share.metadata.generation)
             }
-        })
-        .backoff(watch_backoff())
-        .try_filter_map(|()| std::future::ready(Ok(None)));
+            watcher::Event::Delete(_) => true,
+            watcher::Event::Init | watcher::Event::InitDone => false,
+        };
+        // `relist_in_place` already turned a re-list into updates and deletions.
+        writer.apply(&event);
+        indexed.observe(&event);
+        if let watcher::Event::Apply(share)
+        | watcher::Event::InitApply(share)
+        | watcher::Event::Delete(share) = &event
+            && changed
+        {
+            backlog.push(&ObjectRef::from_obj(share));
+        }
+    })
+    .backoff(watch_backoff())
+    .try_filter_map(|()| std::future::ready(Ok(None)));
     (store, events)
 }
 
@@ -980,13 +980,16 @@ fn paced_resync<K: Watched>(
     .flatten()
 }
 
-/// A reference to every object of `cache`.
-fn references<K: Watched>(cache: &Store<K>) -> Vec<ObjectRef<K>> {
-    cache
-        .state()
-        .iter()
-        .map(|o| ObjectRef::from_obj(o.as_ref()))
-        .collect()
+/// A reference to every object of `cache`, from its keys alone.
+fn compact_references<K>(cache: &CompactStore<K>) -> Vec<ObjectRef<K>>
+where
+    K: Compact + Watched,
+{
+    let reference = |key: &str| match key.split_once('/') {
+        Some((namespace, name)) => ObjectRef::new(name).within(namespace),
+        None => ObjectRef::new(key),
+    };
+    cache.keys().iter().map(|key| reference(key)).collect()
 }
 
 /// A copy of every object of `cache` whose [`key`] is not in `listed`.
@@ -1287,14 +1290,13 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_resync_queues_every_user_a_batch_at_a_time_spread_over_its_period() {
-        let (users, mut writer) = reflector::store::<User>();
+        let (users, mut writer) = compact_store::<User>();
         for i in 0..130 {
-            let user = User::test(&format!("u{i:03}"));
-            writer.apply_watcher_event(&watcher::Event::Apply(user));
+            writer.insert(User::test(&format!("u{i:03}")));
         }
         let period = Duration::from_secs(100);
         let started = tokio::time::Instant::now();
-        let mut resync = std::pin::pin!(paced_resync(move || references(&users), period));
+        let mut resync = std::pin::pin!(paced_resync(move || compact_references(&users), period));
         let mut round = Vec::new();
         for _ in 0..130 {
             let user = resync.next().await.unwrap();

@@ -277,6 +277,63 @@ impl homestead_model::names::Names for CachedShare {
     }
 }
 
+/// What the Share cache keeps of a [`CachedShare`]: all of it but its `ObjectMeta` (360 bytes
+/// inline, nearly all empty) and its name and namespace (the cache's key).
+pub struct ShareRecord {
+    /// `metadata.uid`.
+    uid: Option<Box<str>>,
+    /// `metadata.generation`.
+    generation: Option<i64>,
+    /// `metadata.creationTimestamp`.
+    created: Option<Time>,
+    /// The annotation `homestead.dev/created-by`.
+    created_by: Option<Box<str>>,
+    /// The spec, whole.
+    spec: ShareSpec,
+    /// What the status says, if it has one.
+    status: Option<Box<CachedShareStatus>>,
+}
+
+impl Compact for CachedShare {
+    type Record = ShareRecord;
+
+    fn namespace_and_name(&self) -> (Option<&str>, &str) {
+        let meta = &self.metadata;
+        (
+            meta.namespace.as_deref(),
+            meta.name.as_deref().unwrap_or_default(),
+        )
+    }
+
+    fn record(&self) -> ShareRecord {
+        let meta = &self.metadata;
+        ShareRecord {
+            uid: meta.uid.as_deref().map(Into::into),
+            generation: meta.generation,
+            created: meta.creation_timestamp.clone(),
+            created_by: self.created_by.clone(),
+            spec: self.spec.clone(),
+            status: self.status.clone().map(Box::new),
+        }
+    }
+
+    fn from_record(namespace: Option<&str>, name: &str, record: &ShareRecord) -> Self {
+        Self {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: namespace.map(str::to_owned),
+                uid: record.uid.as_deref().map(str::to_owned),
+                generation: record.generation,
+                creation_timestamp: record.created.clone(),
+                ..ObjectMeta::default()
+            },
+            created_by: record.created_by.clone(),
+            spec: record.spec.clone(),
+            status: record.status.as_deref().cloned(),
+        }
+    }
+}
+
 /// What [`CachedShare`] keeps of a Share's status.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CachedShareStatus {

@@ -51,8 +51,8 @@ pub struct Caches {
     pub(crate) users: CompactStore<User>,
     /// Which Users use which Profile, from the User watch.
     pub(crate) index: ProfileIndex,
-    /// Every Share (the Controller over Shares' own cache).
-    pub(crate) shares: Store<CachedShare>,
+    /// Every Share (the Controller over Shares' own cache), compact ([`cache::ShareRecord`]).
+    pub(crate) shares: CompactStore<CachedShare>,
     /// Which Shares name each grantee and are in each namespace, from the Share watch.
     pub(crate) share_index: ShareIndex,
     /// Every Workspace (the Controller over Workspaces' own cache).
@@ -74,7 +74,7 @@ impl Caches {
             identities: Identities::default(),
             users: compact_store().0,
             index: ProfileIndex::default(),
-            shares: reflector::store().0,
+            shares: compact_store().0,
             share_index: ShareIndex::default(),
             workspaces: reflector::store().0,
         }
@@ -105,7 +105,7 @@ impl Caches {
             Cache::Profiles => wait_until_ready(&self.profiles).await,
             Cache::Groups => wait_until_ready(&self.groups).await,
             Cache::Users => self.users.wait_until_ready().await,
-            Cache::Shares => wait_until_ready(&self.shares).await,
+            Cache::Shares => self.shares.wait_until_ready().await,
             Cache::Workspaces => wait_until_ready(&self.workspaces).await,
         }
     }
@@ -177,17 +177,17 @@ impl Caches {
 
     /// The Share `namespace/name`, if cached.
     pub fn share(&self, namespace: &str, name: &str) -> Option<Arc<CachedShare>> {
-        self.shares.get(&ObjectRef::new(name).within(namespace))
+        self.shares.get(Some(namespace), name).map(Arc::new)
+    }
+
+    /// Whether the Share `namespace/name` is cached.
+    pub fn has_share(&self, namespace: &str, name: &str) -> bool {
+        self.shares.contains(Some(namespace), name)
     }
 
     /// The User `name`, if cached.
     pub fn user(&self, name: &str) -> Option<Arc<User>> {
         self.users.get(None, name).map(Arc::new)
-    }
-
-    /// Every cached Share.
-    pub fn shares(&self) -> Vec<Arc<CachedShare>> {
-        self.shares.state()
     }
 
     /// Which Shares name each grantee and are in each namespace.
@@ -257,7 +257,7 @@ mod tests {
         let (profiles, mut profile_writer) = reflector::store();
         let (groups, mut group_writer) = reflector::store::<DirectoryGroup>();
         let (users, mut user_writer) = compact_store::<User>();
-        let (shares, mut share_writer) = reflector::store();
+        let (shares, mut share_writer) = compact_store::<CachedShare>();
         let (workspaces, mut workspace_writer) = reflector::store();
         let caches = Caches {
             namespaces,
@@ -284,7 +284,8 @@ mod tests {
         listed(&mut profile_writer);
         user_writer.apply(&Event::Init);
         user_writer.apply(&Event::InitDone);
-        listed(&mut share_writer);
+        share_writer.apply(&Event::Init);
+        share_writer.apply(&Event::InitDone);
         listed(&mut workspace_writer);
         let wait = std::time::Duration::from_secs(60);
         assert!(
