@@ -162,10 +162,9 @@ pub async fn start(
         changes,
         move |e| observer.observe_workspace(e),
     );
-    // A compact cache cannot fail to become ready: it waits for its watch's first list.
-    homes.users.wait_until_ready().await;
-    homes.shares.wait_until_ready().await;
     for ready in [
+        homes.users.wait_until_ready().await.is_ok(),
+        homes.shares.wait_until_ready().await.is_ok(),
         homes.groups.wait_until_ready().await.is_ok(),
         homes.workspaces.wait_until_ready().await.is_ok(),
     ] {

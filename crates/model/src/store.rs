@@ -46,8 +46,6 @@ struct Entry<R> {
 struct Shared<C: Compact> {
     /// Records by [`key`].
     entries: RwLock<BTreeMap<Box<str>, Entry<C::Record>>>,
-    /// Whether the first list is complete.
-    ready: tokio::sync::watch::Sender<bool>,
 }
 
 /// The key of an object: `namespace/name`, or `name` for a cluster-scoped kind (`/` is in
@@ -70,19 +68,37 @@ fn split(key: &str) -> (Option<&str>, &str) {
 /// A reader of a compact cache; cheap to clone (all clones read one cache).
 pub struct CompactStore<C: Compact> {
     shared: Arc<Shared<C>>,
+    /// Whether the first list is complete; closed once the writer is gone.
+    ready: tokio::sync::watch::Receiver<bool>,
 }
 
 impl<C: Compact> Clone for CompactStore<C> {
     fn clone(&self) -> Self {
         Self {
             shared: self.shared.clone(),
+            ready: self.ready.clone(),
         }
     }
 }
 
+/// The writer of a compact cache was dropped before the cache's first complete list (its watch
+/// task ended or panicked): the cache will never be ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriterDropped;
+
+impl std::fmt::Display for WriterDropped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the cache's writer stopped before its first list")
+    }
+}
+
+impl std::error::Error for WriterDropped {}
+
 /// The one writer of a compact cache: applies the watch's events to it.
 pub struct CompactWriter<C: Compact> {
     shared: Arc<Shared<C>>,
+    /// Tells the readers the first list is complete.
+    ready: tokio::sync::watch::Sender<bool>,
     /// The number of the current (or last) list.
     list: u32,
 }
@@ -91,13 +107,18 @@ pub struct CompactWriter<C: Compact> {
 pub fn compact_store<C: Compact>() -> (CompactStore<C>, CompactWriter<C>) {
     let shared = Arc::new(Shared {
         entries: RwLock::new(BTreeMap::new()),
-        ready: tokio::sync::watch::channel(false).0,
     });
+    let (ready, listed) = tokio::sync::watch::channel(false);
     (
         CompactStore {
             shared: shared.clone(),
+            ready: listed,
         },
-        CompactWriter { shared, list: 0 },
+        CompactWriter {
+            shared,
+            ready,
+            list: 0,
+        },
     )
 }
 
@@ -136,11 +157,14 @@ impl<C: Compact> CompactStore<C> {
     }
 
     /// Calls `visit` with every object the cache has, in key order, each rebuilt from its
-    /// record in turn (one at a time: the cache is not copied). Watch events wait meanwhile.
+    /// record in turn (one at a time: the cache is not copied, and the writer waits only for
+    /// one object's lookup at a time, not for the whole walk). An object removed during the
+    /// walk is skipped.
     pub fn for_each(&self, mut visit: impl FnMut(C)) {
-        for (key, entry) in self.entries().iter() {
-            let (namespace, name) = split(key);
-            visit(C::from_record(namespace, name, &entry.record));
+        for key in self.keys() {
+            if let Some(object) = self.get_by_key(&key) {
+                visit(object);
+            }
         }
     }
 
@@ -169,10 +193,16 @@ impl<C: Compact> CompactStore<C> {
     }
 
     /// Returns once the cache has seen its first complete list (at once after that).
-    pub async fn wait_until_ready(&self) {
-        let mut ready = self.shared.ready.subscribe();
-        // The sender lives as long as this reader: waiting cannot fail.
-        let _ = ready.wait_for(|ready| *ready).await;
+    ///
+    /// # Errors
+    /// [`WriterDropped`] when the writer is gone before that (its watch stopped).
+    pub async fn wait_until_ready(&self) -> Result<(), WriterDropped> {
+        let mut ready = self.ready.clone();
+        ready
+            .wait_for(|ready| *ready)
+            .await
+            .map(|_| ())
+            .map_err(|_| WriterDropped)
     }
 }
 
@@ -208,7 +238,7 @@ impl<C: Compact + Clone> CompactWriter<C> {
             }
             watcher::Event::InitDone => {
                 let gone = self.remove_unlisted();
-                self.shared.ready.send_replace(true);
+                self.ready.send_replace(true);
                 gone
             }
         }
@@ -255,7 +285,7 @@ mod tests {
         let (store, mut writer) = compact_store::<Share>();
         let ready = tokio::spawn({
             let store = store.clone();
-            async move { store.wait_until_ready().await }
+            async move { store.wait_until_ready().await.unwrap() }
         });
         writer.apply(&watcher::Event::Init);
         for (ns, name) in [

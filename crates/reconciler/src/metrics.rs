@@ -439,7 +439,7 @@ impl Metrics {
 
     /// Sets `homestead_users` and `homestead_users_expiring` from the Users `visit` counts:
     /// it is handed a function to call with each User in the controller's cache (which
-    /// decodes them one at a time, `state::users`).
+    /// decodes them one at a time, `homestead_model::packed`).
     pub fn observe_users(&self, visit: impl FnOnce(&mut dyn FnMut(&User))) {
         let now = k8s_openapi::jiff::Timestamp::now();
         let mut expiring = [0; EXPIRY_WINDOWS.len()];

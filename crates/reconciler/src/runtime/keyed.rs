@@ -151,7 +151,9 @@ where
         )));
         let mut running: FuturesUnordered<Run> = FuturesUnordered::new();
         let mut active: HashSet<Key> = HashSet::new();
-        let mut listed = std::pin::pin!(store.wait_until_ready().fuse());
+        // A cache whose writer is gone never lists: nothing runs then.
+        let listed = store.wait_until_ready().map(|listed| listed.is_ok());
+        let mut listed = std::pin::pin!(listed.fuse());
         let mut shutdown = std::pin::pin!(shutdown.fuse());
         let (mut ready, mut stopping) = (false, false);
         let full = |running: usize| concurrency > 0 && running >= usize::from(concurrency);
@@ -165,7 +167,7 @@ where
                     Poll::Pending
                 };
             }
-            ready = ready || listed.as_mut().poll(cx).is_ready();
+            ready = ready || matches!(listed.as_mut().poll(cx), Poll::Ready(true));
             loop {
                 if !ready || full(running.len()) {
                     // Take in triggers (they drive the watches) and hold whatever is due.

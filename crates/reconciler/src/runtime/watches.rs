@@ -43,6 +43,7 @@ use crate::state::declared::{self, Watch};
 use crate::state::index::ProfileIndex;
 use homestead_api::{DirectoryGroup, LABEL_ADOPT_FOR, Profile, User};
 use homestead_model::identity::Identities;
+use homestead_model::packed::as_kept;
 use homestead_model::store::{Compact, CompactStore, compact_store, key};
 use homestead_model::trim::{trim, trim_user};
 use homestead_model::watched::Watched;
@@ -640,7 +641,7 @@ fn user_watch(
         Api::<User>::all(client.clone()),
         config_of(&declared::USERS).any_semantic(),
     )
-    .modify(trim_user);
+    .modify(trim_and_keep);
     let indexed = index.clone();
     let default_profile = config.default_profile.clone();
     let cached = users.clone();
@@ -698,6 +699,13 @@ fn user_watch(
         std::future::ready(Ok(None))
     });
     (users, user_events)
+}
+
+/// [`trim_user`], then the User as its packed cache gives it back ([`as_kept`]), so each event is
+/// compared with the cached User alike.
+fn trim_and_keep(user: &mut User) {
+    trim_user(user);
+    *user = as_kept(user);
 }
 
 /// The watch of Homestead's Namespaces (`managed`) into its compact cache, with the deletions

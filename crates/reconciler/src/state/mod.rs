@@ -97,15 +97,15 @@ impl Caches {
     /// grantee) are fed by the watches of Users and Shares, so they are complete when those are.
     pub async fn wait_for(&self, cache: Cache) {
         match cache {
-            Cache::Namespaces => self.namespaces.wait_until_ready().await,
-            Cache::RoleBindings => self.role_bindings.wait_until_ready().await,
+            Cache::Namespaces => wait_until_listed(&self.namespaces).await,
+            Cache::RoleBindings => wait_until_listed(&self.role_bindings).await,
             Cache::Quotas => wait_until_ready(&self.quotas).await,
             Cache::LimitRanges => wait_until_ready(&self.limit_ranges).await,
             Cache::NetworkPolicies => wait_until_ready(&self.network_policies).await,
             Cache::Profiles => wait_until_ready(&self.profiles).await,
             Cache::Groups => wait_until_ready(&self.groups).await,
-            Cache::Users => self.users.wait_until_ready().await,
-            Cache::Shares => self.shares.wait_until_ready().await,
+            Cache::Users => wait_until_listed(&self.users).await,
+            Cache::Shares => wait_until_listed(&self.shares).await,
             Cache::Workspaces => wait_until_ready(&self.workspaces).await,
         }
     }
@@ -212,6 +212,14 @@ where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
     store.get(&ObjectRef::new(name).within(namespace))
+}
+
+/// Waits until the compact cache `store` has seen its first complete list; forever when its
+/// writer is gone first (its watch stopped): nothing may judge from a cache that never listed.
+async fn wait_until_listed<C: homestead_model::store::Compact>(store: &CompactStore<C>) {
+    if store.wait_until_ready().await.is_err() {
+        std::future::pending::<()>().await;
+    }
 }
 
 /// Waits until `store` has seen its first complete list.
