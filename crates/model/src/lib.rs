@@ -13,8 +13,8 @@
 //! - [`workspace`]: who may use a workspace, and how: its owner (a User or a DirectoryGroup).
 //! - [`trim`]: what a cache keeps of an object; [`watched`]: what a watched kind must be.
 //! - [`store`]: a cache that keeps a compact record of each object ([`store::CompactStore`]);
-//!   [`packed`]: Users and Shares kept as their JSON in one: the operator's and the homes API's
-//!   caches alike.
+//!   [`packed`]: Users and Shares kept as their JSON in one: the operator's User cache and the
+//!   homes API's caches of Users and Shares.
 //!
 //! No client, no controller; the one `async` is a cache's wait for its first list. Imports
 //! `homestead-api`, the Kubernetes types, kube-runtime's watch events and tokio's `watch`

@@ -1,4 +1,4 @@
-//! Compact caches: the operator's of Users, Namespaces and RoleBindings (one or more of each per
+//! Compact caches: the operator's of Users, Shares, Namespaces and RoleBindings (one or more of each per
 //! User: its largest) and the homes API's of Users and Shares (docs/performance.md, Memory).
 //!
 //! kube-runtime's reflector [`kube::runtime::reflector::Store`] keeps each object as an
@@ -15,7 +15,8 @@
 //! place, and what the re-list no longer lists is removed and handed back to the caller as a
 //! deletion ([`CompactWriter::apply`]), so the watch that feeds the Controller's triggers
 //! learns of it too. Readers get a whole object back ([`Compact::from_record`]), rebuilt from
-//! the record: the same value the watch delivered, less what [`crate::trim`] dropped.
+//! the record: the same value the watch delivered, less what [`crate::trim`] dropped (and, for the
+//! packed kinds, its times kept to the second: [`crate::packed::as_kept`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock};

@@ -313,7 +313,7 @@ const EVENT_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Logs what the Controller reports besides reconcile results: a failed reconcile was already
 /// logged once by `error_policy`; watch and queue errors (the API server unreachable, a
-/// forbidden list) are warnings, since they stall every User.
+/// forbidden list) are warnings, since they stall that Controller's objects.
 fn log_controller_error<T>(result: Result<T, controller::Error<crate::Error, watcher::Error>>) {
     match result {
         Ok(_) | Err(controller::Error::ReconcilerFailed(..)) => {}

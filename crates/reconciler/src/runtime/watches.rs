@@ -4,8 +4,8 @@
 //! too; Namespaces handed over for adoption and retained ones; Profiles, DirectoryGroups and
 //! Shares (the Profile and DirectoryGroup watches also wake their status Controllers, which
 //! read the same caches). A watch that
-//! keeps a cache (kube-runtime's reflector, or for Namespaces and RoleBindings a compact one of
-//! our own, `store.rs`) feeds it and the triggers alike, except for changes no reconcile needs to
+//! keeps a cache (kube-runtime's reflector, or for Namespaces, RoleBindings, Users and Shares the
+//! model's compact one, `homestead_model::store`) feeds it and the triggers alike, except for changes no reconcile needs to
 //! see: a change to a User's status alone (Homestead's own) or to what the cache drops of it, a
 //! Profile's status (to all but its status Controller), a quota's usage, the first delivery
 //! of a Namespace or RoleBinding exactly as Homestead created it (the reconcile that created it

@@ -27,8 +27,8 @@ use homestead_model::identity::Identities;
 use homestead_model::store::{CompactStore, compact_store};
 use index::ProfileIndex;
 
-/// The reflector caches reconciles read instead of the API server wherever possible, in the
-/// compact forms of [`cache`].
+/// The caches (reflector or compact) reconciles read instead of the API server wherever
+/// possible, in the compact forms of [`cache`].
 #[derive(Clone)]
 pub struct Caches {
     /// Namespaces labelled as Homestead's (`app.kubernetes.io/managed-by=homestead`).
@@ -225,7 +225,7 @@ async fn wait_until_listed<C: homestead_model::store::Compact>(store: &CompactSt
 /// Waits until `store` has seen its first complete list.
 ///
 /// `Store::wait_until_ready` wakes only the most recent of several concurrent waiters (its
-/// oneshot receiver keeps one waker), and the Controller waits on the User store too; so this
+/// oneshot receiver keeps one waker), and the Workspace and status Controllers wait on them too; so this
 /// polls again every 250 ms instead of relying on a wake-up. Once ready, it returns at once.
 async fn wait_until_ready<K>(store: &Store<K>)
 where
