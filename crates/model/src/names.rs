@@ -10,7 +10,7 @@
 //!
 //! The index also answers which Shares a namespace holds (a home's Shares).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 
@@ -18,6 +18,8 @@ use homestead_api::{DirectoryGroup, Share, Workspace};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
+
+use crate::dense::DenseMap;
 
 /// A kind whose objects name Users and DirectoryGroups (see the module docs): a Share, whole or
 /// as a cache keeps it, a DirectoryGroup, a Workspace.
@@ -103,7 +105,7 @@ struct Index {
     groups: HashMap<Box<str>, Vec<Key>>,
     /// Every object, in `namespace/name` order → what it names as indexed (`true` for a
     /// group), to unindex it.
-    indexed: BTreeMap<Key, Named>,
+    indexed: DenseMap<Key, Named>,
     /// The objects a list in progress has named (from `Init` to `InitDone`): the others are
     /// gone.
     relisted: Option<HashSet<Key>>,
@@ -220,6 +222,7 @@ impl<K: Names> NameIndex<K> {
                 for key in gone {
                     index.remove(&key);
                 }
+                index.indexed.rebuild();
             }
         }
     }

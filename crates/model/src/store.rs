@@ -7,7 +7,7 @@
 //! bytes of key per object, 0.8 KiB a Namespace and 0.7 KiB a RoleBinding in a heap profile at
 //! 10,000 Users, and 1.6 KiB a User. A [`CompactStore`] keeps a [`Compact::Record`] instead
 //! (what readers need, no `ObjectMeta`; for Users and Shares their packed JSON,
-//! [`crate::packed`]) under one `namespace/name` string, in a B-tree, so the RoleBindings of
+//! [`crate::packed`]) under one `namespace/name` string, in a B-tree kept dense ([`crate::dense`]), so the RoleBindings of
 //! one Namespace are a range rather than a scan of every binding in the cluster.
 //!
 //! Guarantees, as the reflector's: the store applies watch events in order; after its first
@@ -18,10 +18,11 @@
 //! the record: the same value the watch delivered, less what [`crate::trim`] dropped (and, for the
 //! packed kinds, its times kept to the second: [`crate::packed::as_kept`]).
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use kube::runtime::watcher;
+
+use crate::dense::DenseMap;
 
 /// A kind whose cache keeps a compact record of each object rather than the object.
 pub trait Compact: Sized {
@@ -45,7 +46,7 @@ struct Entry<R> {
 }
 
 /// Records by [`key`].
-type Entries<R> = BTreeMap<Box<str>, Entry<R>>;
+type Entries<R> = DenseMap<Box<str>, Entry<R>>;
 
 struct Shared<C: Compact> {
     /// Records by [`key`].
@@ -105,14 +106,12 @@ pub struct CompactWriter<C: Compact> {
     ready: tokio::sync::watch::Sender<bool>,
     /// The number of the current (or last) list.
     list: u32,
-    /// Keys added and removed since the map was last rebuilt ([`CompactWriter::rebuild`]).
-    changes: usize,
 }
 
 /// A new, empty cache (not ready until its first complete list): its reader and its writer.
 pub fn compact_store<C: Compact>() -> (CompactStore<C>, CompactWriter<C>) {
     let shared = Arc::new(Shared {
-        entries: RwLock::new(BTreeMap::new()),
+        entries: RwLock::new(DenseMap::default()),
     });
     let (ready, listed) = tokio::sync::watch::channel(false);
     (
@@ -124,7 +123,6 @@ pub fn compact_store<C: Compact>() -> (CompactStore<C>, CompactWriter<C>) {
             shared,
             ready,
             list: 0,
-            changes: 0,
         },
     )
 }
@@ -230,66 +228,36 @@ impl<C: Compact + Clone> CompactWriter<C> {
                 Vec::new()
             }
             watcher::Event::InitApply(object) | watcher::Event::Apply(object) => {
-                // A list's entries are counted by its end, which rebuilds the map anyway.
-                let listing = matches!(event, watcher::Event::InitApply(_));
                 let (namespace, name) = object.namespace_and_name();
                 let entry = Entry {
                     record: object.record(),
                     list: self.list,
                 };
-                let added = self
-                    .entries()
-                    .insert(key(namespace, name).into(), entry)
-                    .is_none();
-                if added && !listing {
-                    self.count_change();
+                let key = key(namespace, name).into();
+                let mut entries = self.entries();
+                if matches!(event, watcher::Event::InitApply(_)) {
+                    // A bulk load: the list's end rebuilds the map.
+                    entries.load(key, entry);
+                } else {
+                    entries.insert(key, entry);
                 }
                 Vec::new()
             }
             watcher::Event::Delete(object) => {
                 let (namespace, name) = object.namespace_and_name();
-                let removed = self
-                    .entries()
-                    .remove(key(namespace, name).as_str())
-                    .is_some();
-                if removed {
-                    self.count_change();
-                }
+                self.entries().remove_entry(key(namespace, name).as_str());
                 Vec::new()
             }
             watcher::Event::InitDone => {
                 let gone = self.remove_unlisted();
-                self.rebuild();
                 self.ready.send_replace(true);
                 gone
             }
         }
     }
 
-    /// Rebuilds the map once the keys added and removed since its last rebuild reach a quarter
-    /// of its size (and 64): each record is then moved about four times over its life, and the
-    /// map stays close to [`CompactWriter::rebuild`]'s density between rebuilds.
-    fn count_change(&mut self) {
-        self.changes += 1;
-        if self.changes >= 64 && self.changes >= self.entries().len() / 4 {
-            self.rebuild();
-        }
-    }
-
-    /// Rebuilds the map with full nodes. A B-tree filled in key order, as a list or a run of
-    /// creations fills it, keeps its nodes about half full (each split leaves two halves behind),
-    /// and a node holds eleven keys and records inline: built anew from its sorted entries
-    /// (`BTreeMap`'s `FromIterator` builds bottom-up), the same map takes 40-45 % less
-    /// (docs/performance.md, "Full B-tree nodes"). Costs one pass and, for that moment, a
-    /// vector of the entries.
-    fn rebuild(&mut self) {
-        let mut entries = self.entries();
-        *entries = std::mem::take(&mut *entries).into_iter().collect();
-        drop(entries);
-        self.changes = 0;
-    }
-
-    /// Removes every record the current list did not see; returns them as objects.
+    /// Removes every record the current list did not see (and rebuilds the map dense); returns
+    /// them as objects.
     fn remove_unlisted(&mut self) -> Vec<C> {
         let list = self.list;
         let mut gone = Vec::new();
@@ -397,7 +365,6 @@ mod tests {
             store.get(Some("user-0999"), "s"),
             Some(share("user-0999", "s", "edit"))
         );
-        assert!(writer.changes < 64 + 501 / 4, "rebuilt as changes accrue");
     }
 
     #[test]
