@@ -14,7 +14,7 @@
 //! - [`trim`]: what a cache keeps of an object; [`watched`]: what a watched kind must be.
 //! - [`store`]: a cache that keeps a compact record of each object ([`store::CompactStore`]);
 //!   [`packed`]: Users and Shares kept as their JSON in one: the operator's User cache and the
-//!   homes API's caches of Users and Shares; [`dense`]: the B-tree under both, and under
+//!   homes API's caches of Users and Shares; [`dense`]: the B-tree under the store, and under
 //!   [`names`], kept with full nodes.
 //!
 //! No client, no controller; the one `async` is a cache's wait for its first list. Imports

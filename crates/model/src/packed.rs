@@ -8,10 +8,10 @@
 //! key, about 1.6 KiB a User in a heap profile at 10,000. A [`Packed`] record is the object's
 //! metadata, spec and status as one JSON array without the name and namespace (the key holds
 //! them) and without what JSON leaves out of empty fields, a few hundred bytes; then LZ4 block
-//! compression (`lz4_flex`) against a dictionary of its kind, one typical object of the kind
-//! packed the same way ([`USER_DICTIONARY`], [`SHARE_DICTIONARY`]), so what every object of a
-//! kind repeats (field names, the finalizer, the shape of a `Ready` condition) is a reference
-//! into the dictionary: 55-65 % fewer bytes. A reader decodes the one object it needs, a few
+//! compression (`lz4_flex`) against a dictionary of its kind, the JSON of one typical object of
+//! the kind ([`USER_DICTIONARY`], [`SHARE_DICTIONARY`]), so what every object of a kind repeats
+//! (field names, a User's finalizer, the shape of a `Ready` condition) is a reference into the
+//! dictionary: the unit test's User, 609 bytes of JSON, is kept in 146. A reader decodes the one object it needs, a few
 //! microseconds against the milliseconds of a request; the operator's Controller over Users runs
 //! on keys, not on the cache's objects. No record outlives its process, so the dictionaries may
 //! change with any release.
