@@ -48,7 +48,7 @@ impl<K: Ord, V> DenseMap<K, V> {
     pub fn insert(&mut self, key: K, value: V) -> Option<V> {
         let old = self.map.insert(key, value);
         if old.is_none() {
-            self.changed(1);
+            self.changed();
         }
         old
     }
@@ -56,15 +56,6 @@ impl<K: Ord, V> DenseMap<K, V> {
     /// Inserts without counting a change: for a bulk load, which ends with [`Self::rebuild`].
     pub fn load(&mut self, key: K, value: V) -> Option<V> {
         self.map.insert(key, value)
-    }
-
-    /// Mutable access to the value under `key`, if any.
-    pub fn get_mut<Q>(&mut self, key: &Q) -> Option<&mut V>
-    where
-        K: std::borrow::Borrow<Q>,
-        Q: Ord + ?Sized,
-    {
-        self.map.get_mut(key)
     }
 
     /// Removes `key`; returns its key and value, if it was there. A removal counts as a change.
@@ -75,7 +66,7 @@ impl<K: Ord, V> DenseMap<K, V> {
     {
         let removed = self.map.remove_entry(key);
         if removed.is_some() {
-            self.changed(1);
+            self.changed();
         }
         removed
     }
@@ -92,8 +83,9 @@ impl<K: Ord, V> DenseMap<K, V> {
         self.changes = 0;
     }
 
-    fn changed(&mut self, count: usize) {
-        self.changes += count;
+    /// Counts one key added or removed; rebuilds once the changes reach a quarter of the map.
+    fn changed(&mut self) {
+        self.changes += 1;
         if self.changes >= Self::MIN_CHANGES && self.changes >= self.map.len() / 4 {
             self.rebuild();
         }

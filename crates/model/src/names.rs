@@ -157,7 +157,12 @@ impl Index {
                 .or_insert_with(|| Vec::with_capacity(1))
                 .push(key.clone());
         }
-        self.indexed.insert(key, named);
+        if self.relisted.is_some() {
+            // A list in progress: its end rebuilds the map.
+            self.indexed.load(key, named);
+        } else {
+            self.indexed.insert(key, named);
+        }
     }
 
     /// The keys of the objects in `namespace`: those from `namespace/` up to the next one.

@@ -11,10 +11,10 @@
 //! compression (`lz4_flex`) against a dictionary of its kind, the JSON of one typical object of
 //! the kind ([`USER_DICTIONARY`], [`SHARE_DICTIONARY`]), so what every object of a kind repeats
 //! (field names, a User's finalizer, the shape of a `Ready` condition) is a reference into the
-//! dictionary: the unit test's User, 609 bytes of JSON, is kept in 146. A reader decodes the one object it needs, a few
-//! microseconds against the milliseconds of a request; the operator's Controller over Users runs
-//! on keys, not on the cache's objects. No record outlives its process, so the dictionaries may
-//! change with any release.
+//! dictionary: the unit test's User, 609 bytes of JSON, is kept in 146. A reader decodes the one
+//! object it needs, a few microseconds against the milliseconds of a request; the operator's
+//! Controller over Users runs on keys, not on the cache's objects. No record outlives its
+//! process, so the dictionaries may change with any release.
 
 use std::sync::LazyLock;
 
