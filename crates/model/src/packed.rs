@@ -1,7 +1,8 @@
 //! Users and Shares as their caches keep them: each as a [`CompactStore`](crate::store)
 //! record of its (trimmed) JSON, compressed, decoded when a reconcile, a trigger or a request
 //! reads it (docs/performance.md, "Memory"). The operator's User cache and the homes API's caches
-//! of Users and Shares are these.
+//! of Users and Shares are these; the operator's Share cache packs its own compact form of a
+//! Share the same way ([`Packed::encode`], against a dictionary of that form).
 //!
 //! kube-runtime's reflector kept each User as an `Arc<User>`: 968 bytes inline (360 of them
 //! `ObjectMeta`, fifteen fields, nearly all empty), its strings, and a 96-byte `ObjectRef`
@@ -49,9 +50,47 @@ fn pack(
     (metadata, spec, status): (&ObjectMeta, &impl Serialize, &impl Serialize),
     dictionary: &[u8],
 ) -> Packed {
-    let json = json_of(metadata, spec, status);
-    let compressed = lz4_flex::block::compress_prepend_size_with_dict(&json, dictionary);
-    Packed(compressed.into_boxed_slice())
+    Packed::compress(&json_of(metadata, spec, status), dictionary)
+}
+
+impl Packed {
+    /// `json` LZ4-compressed against `dictionary`, its length first.
+    fn compress(json: &[u8], dictionary: &[u8]) -> Self {
+        let compressed = lz4_flex::block::compress_prepend_size_with_dict(json, dictionary);
+        Packed(compressed.into_boxed_slice())
+    }
+
+    /// Any record, not only an object's: `value` as JSON, LZ4-compressed against `dictionary`
+    /// (the JSON of a typical value of the same type: what they all repeat is then a reference
+    /// into it). The Share cache of the operator keeps its compact form of a Share this way.
+    ///
+    /// # Panics
+    /// If `value` does not encode as JSON (a map with keys that are not strings): never for the
+    /// records kept here, which came from JSON.
+    pub fn encode(value: &impl Serialize, dictionary: &[u8]) -> Self {
+        let json = serde_json::to_vec(value).expect("a record encodes as JSON");
+        Self::compress(&json, dictionary)
+    }
+
+    /// The value [`Packed::encode`] wrote, against the same `dictionary`.
+    ///
+    /// # Panics
+    /// If the record was not encoded from a `T` against `dictionary`: never in practice, a
+    /// record lives only in the cache of the process that encoded it.
+    pub fn decode<T: DeserializeOwned>(&self, dictionary: &[u8]) -> T {
+        serde_json::from_slice(&self.json(dictionary)).expect("a packed record decodes")
+    }
+
+    /// The record's JSON, decompressed against `dictionary`.
+    fn json(&self, dictionary: &[u8]) -> Vec<u8> {
+        lz4_flex::block::decompress_size_prepended_with_dict(&self.0, dictionary)
+            .expect("a packed record decompresses")
+    }
+
+    /// The bytes it holds on the heap: the compressed JSON and its length (4 bytes).
+    pub fn heap_bytes(&self) -> usize {
+        self.0.len()
+    }
 }
 
 /// The metadata, spec and status [`pack`] wrote (against the same `dictionary`), with the name
@@ -64,10 +103,7 @@ fn unpack<S: DeserializeOwned, T: DeserializeOwned>(
     record: &Packed,
     dictionary: &[u8],
 ) -> (ObjectMeta, S, T) {
-    let json = lz4_flex::block::decompress_size_prepended_with_dict(&record.0, dictionary)
-        .expect("a packed object decompresses");
-    let (mut metadata, spec, status): (ObjectMeta, S, T) =
-        serde_json::from_slice(&json).expect("a packed object decodes");
+    let (mut metadata, spec, status): (ObjectMeta, S, T) = record.decode(dictionary);
     metadata.name = Some(name.to_owned());
     metadata.namespace = namespace.map(str::to_owned);
     (metadata, spec, status)

@@ -221,11 +221,12 @@ pub(crate) mod test {
 
     use crate::act::fence::Fence;
     use crate::act::recent::Recent;
-    use crate::state::cache::{CachedNamespace, CachedRoleBinding};
+    use crate::state::cache::{
+        CachedLimitRange, CachedNamespace, CachedNetworkPolicy, CachedRoleBinding,
+    };
     use homestead_api::{DirectoryGroup, Profile};
     use homestead_model::store::{CompactWriter, compact_store};
-    use k8s_openapi::api::core::v1::{LimitRange, ResourceQuota};
-    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    use k8s_openapi::api::core::v1::ResourceQuota;
     use kube::runtime::events::Reporter;
     use kube::runtime::reflector::{self, store::Writer};
     use kube::runtime::watcher;
@@ -243,8 +244,8 @@ pub(crate) mod test {
         pub namespaces: CompactWriter<CachedNamespace>,
         pub role_bindings: CompactWriter<CachedRoleBinding>,
         pub quotas: Writer<ResourceQuota>,
-        pub limit_ranges: Writer<LimitRange>,
-        pub network_policies: Writer<NetworkPolicy>,
+        pub limit_ranges: CompactWriter<CachedLimitRange>,
+        pub network_policies: CompactWriter<CachedNetworkPolicy>,
         pub profiles: Writer<Profile>,
         pub groups: Writer<DirectoryGroup>,
     }
@@ -283,8 +284,8 @@ pub(crate) mod test {
             let (namespaces, ns_writer) = compact_store();
             let (role_bindings, rb_writer) = compact_store();
             let (quotas, quota_writer) = reflector::store();
-            let (limit_ranges, limit_range_writer) = reflector::store();
-            let (network_policies, network_policy_writer) = reflector::store();
+            let (limit_ranges, limit_range_writer) = compact_store();
+            let (network_policies, network_policy_writer) = compact_store();
             let (profiles, profile_writer) = reflector::store();
             let (groups, group_writer) = reflector::store();
             let registry = prometheus::Registry::new();

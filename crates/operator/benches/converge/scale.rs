@@ -199,7 +199,8 @@ async fn kill(operator: &Operator) {
 
 /// Stops `operator`, starts it again, and waits until it has reconciled nothing for [`QUIET`];
 /// prints the time to its first reconcile, what it wrote in between (every write, the
-/// RoleBindings created or deleted, the status writes), its RSS 10 s later and its peak.
+/// RoleBindings created or deleted, the status writes), its RSS 10 s later (and of it the
+/// pages of files mapped, the binary's and libraries', and its own) and its peak.
 /// Returns the restarted operator.
 async fn restart(plane: &ControlPlane, operator: Operator) -> Operator {
     // Whatever the last phase set off is through before the restart.
@@ -237,7 +238,13 @@ async fn restart(plane: &ControlPlane, operator: Operator) -> Operator {
         memory_mib(operator.pid(), "VmRSS"),
         memory_mib(operator.pid(), "VmHWM"),
     );
-    println!("homestead: RSS after the restart, steady: {steady:.1} MiB (peak {peak:.1} MiB)");
+    let (file, anon) = (
+        memory_mib(operator.pid(), "RssFile"),
+        memory_mib(operator.pid(), "RssAnon"),
+    );
+    println!(
+        "homestead: RSS after the restart, steady: {steady:.1} MiB (peak {peak:.1} MiB): {file:.1} MiB of the binary's and libraries' pages, {anon:.1} MiB its own"
+    );
     figure("restart-steady-mib", steady);
     figure("restart-peak-mib", peak);
     operator

@@ -28,7 +28,7 @@ use crate::plan::desired::{
     LIMIT_RANGE_NAME, NETWORK_POLICY_NAME, QUOTA_NAME, ROLE_BINDING_NAME, desired_limit_range,
     desired_namespace, desired_network_policy, desired_quota,
 };
-use crate::plan::drift::{limit_range_matches, network_policy_matches, quota_matches};
+use crate::plan::drift::quota_matches;
 use crate::plan::expiry::Expiry;
 use crate::plan::ownership::{is_handed_to, is_owned_by};
 use crate::plan::profile::Resolved;
@@ -540,7 +540,7 @@ async fn ensure_guards(resolved: &Resolved, ctx: &Context, namespace: &str) -> R
         cached: caches.limit_range(namespace, LIMIT_RANGE_NAME),
         desired: (resolved.limit_range.as_ref())
             .map(|spec| desired_limit_range(user, namespace, spec)),
-        matches: limit_range_matches,
+        matches: |desired, cached| cached.matches(desired),
         changes: (Change::LimitRangeApplied, Change::LimitRangeRemoved),
         why_removed: "the Profile has none",
     };
@@ -548,7 +548,7 @@ async fn ensure_guards(resolved: &Resolved, ctx: &Context, namespace: &str) -> R
         cached: caches.network_policy(namespace, NETWORK_POLICY_NAME),
         desired: (resolved.isolation.as_deref())
             .map(|allowed| desired_network_policy(user, namespace, allowed)),
-        matches: network_policy_matches,
+        matches: |desired, cached| cached.matches(desired),
         changes: (Change::IsolationApplied, Change::IsolationRemoved),
         why_removed: "the Profile's networkIsolation is None",
     };

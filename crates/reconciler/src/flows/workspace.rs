@@ -36,7 +36,7 @@ use crate::plan::desired::{
     LIMIT_RANGE_NAME, NETWORK_POLICY_NAME, QUOTA_NAME, desired_limit_range, desired_network_policy,
     quota_of,
 };
-use crate::plan::drift::{limit_range_matches, network_policy_matches, quota_matches};
+use crate::plan::drift::quota_matches;
 use crate::plan::facts::Facts;
 use crate::plan::handover::handing_over;
 use crate::plan::ownership::is_owned_by;
@@ -516,7 +516,7 @@ async fn ensure_guards(
             .limit_range
             .as_ref()
             .map(|spec| desired_limit_range(workspace, namespace, spec)),
-        matches: limit_range_matches,
+        matches: |desired, cached| cached.matches(desired),
         changes: (Change::LimitRangeApplied, Change::LimitRangeRemoved),
         why_removed: "the Profile has none",
     };
@@ -526,7 +526,7 @@ async fn ensure_guards(
             .isolation
             .as_deref()
             .map(|allowed| desired_network_policy(workspace, namespace, allowed)),
-        matches: network_policy_matches,
+        matches: |desired, cached| cached.matches(desired),
         changes: (Change::IsolationApplied, Change::IsolationRemoved),
         why_removed: "the Profile's networkIsolation is None",
     };

@@ -6,7 +6,7 @@
 //! applied regardless (see [`crate::flows::provision`]). Quantities are compared exactly
 //! ([`crate::plan::quantity`]), as the API server stores them.
 
-use crate::plan::facts::Facts;
+use crate::plan::facts::{Facts, print};
 use crate::plan::quantity::{nano_value, round_up_to_milli};
 use std::collections::BTreeMap;
 
@@ -48,40 +48,89 @@ pub fn quota_matches(desired: &ResourceQuota, cached: &ResourceQuota) -> bool {
         && metadata_matches(&desired.metadata, &cached.metadata)
 }
 
-/// Whether a cached LimitRange has the desired items (in order, each resource map compared as
-/// the API server stores quantities) and the desired metadata. `desired` comes from
+/// A guard whose cached form keeps a print of its spec instead of the spec ([`Facts`] for its
+/// metadata): a LimitRange, a NetworkPolicy. At 10,000 isolated homes the whole objects were
+/// 10,000 NetworkPolicies in the operator's memory, each some kilobytes as typed structs; their
+/// prints are 8 bytes each. The print of the desired object equals the print of the cached one
+/// exactly when the API server stores the desired spec as it is cached (a 64-bit keyed hash,
+/// [`print`]: nobody can craft a collision).
+pub trait GuardSpec {
+    /// The print of the spec as the API server would store it, for a desired object.
+    fn desired_print(&self) -> u64;
+
+    /// The print of the spec as stored, for an object the watch delivered.
+    fn stored_print(&self) -> u64;
+}
+
+/// The API server stores a NetworkPolicy's spec as Homestead sends it (every field it would
+/// default is sent): a print of the spec's JSON on both sides.
+impl GuardSpec for NetworkPolicy {
+    fn desired_print(&self) -> u64 {
+        self.stored_print()
+    }
+
+    fn stored_print(&self) -> u64 {
+        print(&serde_json::to_vec(&self.spec).unwrap_or_default())
+    }
+}
+
+/// The items in order, each resource map compared as the API server stores quantities
+/// ([`stored_as`]: a desired value rounded up to `1m`, a quantity that does not parse as its
+/// string), a missing map as an empty one. `desired` comes from
 /// [`crate::plan::desired::desired_limit_range`], which applies the server's defaulting.
-pub fn limit_range_matches(desired: &LimitRange, cached: &LimitRange) -> bool {
-    let items = |l: &LimitRange| {
-        l.spec
-            .as_ref()
-            .map(|s| s.limits.clone())
-            .unwrap_or_default()
-    };
-    let (want, have) = (items(desired), items(cached));
-    want.len() == have.len()
-        && want.iter().zip(&have).all(|(w, h)| item_matches(w, h))
-        && metadata_matches(&desired.metadata, &cached.metadata)
+impl GuardSpec for LimitRange {
+    fn desired_print(&self) -> u64 {
+        limit_range_print(self, true)
+    }
+
+    fn stored_print(&self) -> u64 {
+        limit_range_print(self, false)
+    }
 }
 
-fn item_matches(want: &LimitRangeItem, have: &LimitRangeItem) -> bool {
-    let same = |w: &Option<BTreeMap<String, Quantity>>, h: &Option<BTreeMap<String, Quantity>>| {
-        let (w, h) = (w.clone().unwrap_or_default(), h.clone().unwrap_or_default());
-        w.len() == h.len()
-            && w.iter()
-                .all(|(k, v)| h.get(k).is_some_and(|stored| stored_as(v, stored)))
-    };
-    want.type_ == have.type_
-        && same(&want.default, &have.default)
-        && same(&want.default_request, &have.default_request)
-        && same(&want.max, &have.max)
-        && same(&want.min, &have.min)
-        && same(&want.max_limit_request_ratio, &have.max_limit_request_ratio)
+/// A quantity as [`stored_as`] compares it.
+#[derive(Hash)]
+enum Stored<'a> {
+    /// Its value in nano-units.
+    Value(i128),
+    /// A quantity that does not parse, as written.
+    Text(&'a str),
 }
 
-/// Whether a cached NetworkPolicy has exactly the desired spec and the desired metadata.
-pub fn network_policy_matches(desired: &NetworkPolicy, cached: &NetworkPolicy) -> bool {
-    desired.spec == cached.spec && metadata_matches(&desired.metadata, &cached.metadata)
+/// [`GuardSpec`]'s print of a LimitRange; `desired` rounds each value up to `1m`, as the API
+/// server will.
+fn limit_range_print(limits: &LimitRange, desired: bool) -> u64 {
+    fn stored(q: &Quantity, desired: bool) -> Stored<'_> {
+        match nano_value(&q.0) {
+            Some(nano) if desired => Stored::Value(round_up_to_milli(nano)),
+            Some(nano) => Stored::Value(nano),
+            None => Stored::Text(q.0.as_str()),
+        }
+    }
+    fn map(m: &Option<BTreeMap<String, Quantity>>, desired: bool) -> Vec<(&str, Stored<'_>)> {
+        m.iter()
+            .flatten()
+            .map(|(k, v)| (k.as_str(), stored(v, desired)))
+            .collect()
+    }
+    let items: Vec<_> = limits
+        .spec
+        .iter()
+        .flat_map(|s| &s.limits)
+        .map(|item: &LimitRangeItem| {
+            (
+                item.type_.as_str(),
+                [
+                    map(&item.default, desired),
+                    map(&item.default_request, desired),
+                    map(&item.max, desired),
+                    map(&item.min, desired),
+                    map(&item.max_limit_request_ratio, desired),
+                ],
+            )
+        })
+        .collect();
+    print(&items)
 }
 
 /// Whether the API server stores the quantity `desired` as `stored`. It canonicalizes
@@ -159,6 +208,57 @@ mod tests {
             .unwrap()
             .insert("cpu".into(), Quantity("2".into()));
         assert!(!quota_matches(&want, &have));
+    }
+
+    /// A LimitRange of `items`.
+    fn limits(items: serde_json::Value) -> LimitRange {
+        serde_json::from_value(json!({ "metadata": { "name": "l" }, "spec": { "limits": items } }))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_limit_range_prints_alike_exactly_when_the_server_stores_what_is_desired() {
+        let desired = limits(json!([{ "type": "Container",
+            "default": { "memory": "1024Mi", "cpu": "0.1m" }, "max": { "cpu": "2" },
+            "maxLimitRequestRatio": { "cpu": "lots" } }]));
+        let stored = limits(json!([{ "type": "Container",
+            "default": { "cpu": "1m", "memory": "1Gi" }, "max": { "cpu": "2000m" },
+            "defaultRequest": {}, "maxLimitRequestRatio": { "cpu": "lots" } }]));
+        assert_eq!(desired.desired_print(), stored.stored_print());
+        for other in [
+            json!([{ "type": "Container", "default": { "memory": "1Gi", "cpu": "2m" },
+                "max": { "cpu": "2" }, "maxLimitRequestRatio": { "cpu": "lots" } }]),
+            json!([{ "type": "Pod", "default": { "memory": "1Gi", "cpu": "1m" },
+                "max": { "cpu": "2" }, "maxLimitRequestRatio": { "cpu": "lots" } }]),
+            json!([{ "type": "Container", "default": { "memory": "1Gi", "cpu": "1m" },
+                "min": { "cpu": "2" }, "maxLimitRequestRatio": { "cpu": "lots" } }]),
+            json!([{ "type": "Container", "default": { "memory": "1Gi", "cpu": "1m" },
+                "max": { "cpu": "2" }, "maxLimitRequestRatio": { "cpu": "many" } }]),
+            json!([{ "type": "Container", "default": { "memory": "1Gi", "cpu": "1m" },
+                "max": { "cpu": "2" } }]),
+            json!([]),
+        ] {
+            assert_ne!(
+                desired.desired_print(),
+                limits(other.clone()).stored_print(),
+                "{other}"
+            );
+        }
+        // A stored value is compared as stored: `0.1m` is not what the server keeps of `0.1m`.
+        let unrounded = limits(json!([{ "type": "Container", "default": { "cpu": "0.1m" } }]));
+        assert_ne!(unrounded.desired_print(), unrounded.stored_print());
+    }
+
+    #[test]
+    fn a_network_policy_prints_alike_exactly_when_its_spec_is_the_same() {
+        let policy = |spec: serde_json::Value| -> NetworkPolicy {
+            serde_json::from_value(json!({ "metadata": { "name": "p" }, "spec": spec })).unwrap()
+        };
+        let isolated = policy(json!({ "podSelector": {}, "policyTypes": ["Ingress"] }));
+        assert_eq!(isolated.desired_print(), isolated.clone().stored_print());
+        let open = policy(json!({ "podSelector": {}, "policyTypes": ["Ingress"],
+            "ingress": [{}] }));
+        assert_ne!(isolated.desired_print(), open.stored_print());
     }
 
     #[test]

@@ -38,7 +38,10 @@ use crate::runtime::keyed::Keyed;
 use crate::runtime::workspaces::WorkspaceWakes;
 use crate::state::Caches;
 use crate::state::ShareIndex;
-use crate::state::cache::{CachedNamespace, CachedRoleBinding, CachedShare};
+use crate::state::cache::{
+    CachedGuard, CachedLimitRange, CachedNamespace, CachedNetworkPolicy, CachedRoleBinding,
+    CachedShare,
+};
 use crate::state::declared::{self, Watch};
 use crate::state::index::ProfileIndex;
 use homestead_api::{DirectoryGroup, LABEL_ADOPT_FOR, Profile, User};
@@ -47,8 +50,7 @@ use homestead_model::packed::as_kept;
 use homestead_model::store::{Compact, CompactStore, compact_store, key};
 use homestead_model::trim::{trim, trim_user};
 use homestead_model::watched::Watched;
-use k8s_openapi::api::core::v1::{LimitRange, Namespace, ResourceQuota};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::core::v1::{Namespace, ResourceQuota};
 use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -116,8 +118,8 @@ struct Managed {
     namespaces: CompactStore<CachedNamespace>,
     role_bindings: CompactStore<CachedRoleBinding>,
     quotas: Store<ResourceQuota>,
-    limit_ranges: Store<LimitRange>,
-    network_policies: Store<NetworkPolicy>,
+    limit_ranges: CompactStore<CachedLimitRange>,
+    network_policies: CompactStore<CachedNetworkPolicy>,
     profiles: Store<Profile>,
     groups: Store<DirectoryGroup>,
     events: ManagedEvents,
@@ -128,8 +130,8 @@ struct ManagedEvents {
     namespaces: BoxStream<'static, Result<CachedNamespace, watcher::Error>>,
     role_bindings: BoxStream<'static, Result<CachedRoleBinding, watcher::Error>>,
     quotas: BoxStream<'static, Result<ResourceQuota, watcher::Error>>,
-    limit_ranges: BoxStream<'static, Result<LimitRange, watcher::Error>>,
-    network_policies: BoxStream<'static, Result<NetworkPolicy, watcher::Error>>,
+    limit_ranges: BoxStream<'static, Result<CachedLimitRange, watcher::Error>>,
+    network_policies: BoxStream<'static, Result<CachedNetworkPolicy, watcher::Error>>,
     profiles: BoxStream<'static, Result<Profile, watcher::Error>>,
     groups: BoxStream<'static, Result<DirectoryGroup, watcher::Error>>,
     /// Every group's members as the group watch last showed them, its first list included.
@@ -152,12 +154,9 @@ fn managed_watches(
     let (role_bindings, role_binding_events) = role_binding_watch(client, recent);
     let (quotas, quota_events) = quota_watch(client);
     let (limit_ranges, limit_range_events) =
-        cached_watch(client, &declared::LIMIT_RANGES, trim_object::<LimitRange>);
-    let (network_policies, network_policy_events) = cached_watch(
-        client,
-        &declared::NETWORK_POLICIES,
-        trim_object::<NetworkPolicy>,
-    );
+        compact_watch::<CachedLimitRange>(client, &declared::LIMIT_RANGES);
+    let (network_policies, network_policy_events) =
+        compact_watch::<CachedNetworkPolicy>(client, &declared::NETWORK_POLICIES);
     let (profiles, profile_events) = profile_watch(client, statuses.all_groups, statuses.profiles);
     let profile_events = profile_events.inspect(move |_| {
         let _ = wake_all_shares.unbounded_send(());
@@ -288,7 +287,9 @@ fn user_controller(
         (wakers.share, ws.clone()),
     );
     let (ws_of_profile, ws_of_group) = (ws.clone(), ws.clone());
-    let (ws_of_quota, ws_of_limits, ws_of_isolation) = (ws.clone(), ws.clone(), ws.clone());
+    let ws_of_quota = ws.clone();
+    let of_limits = holder_of_guard(caches.namespaces.clone(), ws.clone());
+    let of_isolation = holder_of_guard(caches.namespaces.clone(), ws.clone());
     Keyed::new(users, concurrency)
         .watches_stream(user_events, |user| Some(ObjectRef::from_obj(&user)))
         .watches_stream(events.namespaces, move |ns| {
@@ -307,14 +308,8 @@ fn user_controller(
             ws_of_quota.of_object(&o);
             user_of(&o)
         })
-        .watches_stream(events.limit_ranges, move |o| {
-            ws_of_limits.of_object(&o);
-            user_of(&o)
-        })
-        .watches_stream(events.network_policies, move |o| {
-            ws_of_isolation.of_object(&o);
-            user_of(&o)
-        })
+        .watches_stream(events.limit_ranges, of_limits)
+        .watches_stream(events.network_policies, of_isolation)
         .watches_stream(events.profiles, move |profile| {
             ws_of_profile.all();
             users_of_profile(&members, &in_groups, &profile)
@@ -788,6 +783,23 @@ fn quota_watch(
         |_| {},
     );
     (quotas, events)
+}
+
+/// Maps a LimitRange or NetworkPolicy of Homestead's to the User whose Namespace (in
+/// `namespaces`) it is in, and wakes the Workspace whose Namespace it is in through `workspaces`:
+/// the cache keeps a guard's labels only as [`crate::plan::facts::Facts`], and the Namespace's
+/// labels are the ones tenants cannot write.
+fn holder_of_guard<K: Send + Sync + 'static>(
+    namespaces: CompactStore<CachedNamespace>,
+    workspaces: WorkspaceWakes,
+) -> impl Fn(CachedGuard<K>) -> Option<ObjectRef<User>> + Send + Sync + 'static {
+    move |guard| {
+        let cached = namespaces.get(None, guard.metadata.namespace.as_deref()?)?;
+        if let Some(workspace) = cached.workspace() {
+            workspaces.workspace(&workspace.name);
+        }
+        cached.user()
+    }
 }
 
 /// Maps a RoleBinding to the User whose Namespace (in `namespaces`) it is in. One in a retained

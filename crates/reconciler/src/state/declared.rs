@@ -174,14 +174,15 @@ pub const QUOTAS: Watch = Watch {
     keeps: Keeps::Cache(Cache::Quotas),
     wakes: &[Wakes::User, Wakes::Workspaces],
 };
-/// Homestead's LimitRanges.
+/// Homestead's LimitRanges, kept as [`super::cache::CachedGuard`]s: a change wakes the User or
+/// Workspace whose Namespace it is in (the Namespace cache's labels, which tenants cannot write).
 pub const LIMIT_RANGES: Watch = Watch {
     kind: "LimitRange",
     selects: Selects::Managed,
     keeps: Keeps::Cache(Cache::LimitRanges),
     wakes: &[Wakes::User, Wakes::Workspaces],
 };
-/// Homestead's NetworkPolicies.
+/// Homestead's NetworkPolicies, kept and mapped as [`LIMIT_RANGES`] are.
 pub const NETWORK_POLICIES: Watch = Watch {
     kind: "NetworkPolicy",
     selects: Selects::Managed,

@@ -1,10 +1,11 @@
 //! State: what this replica knows of the cluster, from its watches. The caches reconciles read
 //! instead of the API server ([`Caches`], one facade over every store), the compact forms
-//! Namespaces and RoleBindings are kept in ([`cache`], in the model's
-//! [`homestead_model::store`], where Users are kept packed), and the indexes the watches keep
-//! beside them: which User holds each identity ([`homestead_model::identity`]), which Users use
-//! each Profile ([`index`]) and which Shares name each grantee ([`ShareIndex`], the model's). State imports only
-//! [`crate::plan`] and the model (docs/development.md, "Layers").
+//! Namespaces, RoleBindings, LimitRanges, NetworkPolicies and Shares are kept in ([`cache`], in
+//! the model's [`homestead_model::store`], where Users are kept packed), and the indexes the
+//! watches keep beside them: which User holds each identity ([`homestead_model::identity`]),
+//! which Users use each Profile ([`index`]) and which Shares name each grantee ([`ShareIndex`],
+//! the model's). State imports only [`crate::plan`] and the model (docs/development.md,
+//! "Layers").
 
 pub mod cache;
 pub mod declared;
@@ -13,12 +14,13 @@ pub mod index;
 use std::sync::Arc;
 
 use homestead_api::{DirectoryGroup, Profile, User, Workspace};
-use k8s_openapi::api::core::v1::{LimitRange, ResourceQuota};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::core::v1::ResourceQuota;
 use kube::Resource;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 
-use cache::{CachedNamespace, CachedRoleBinding, CachedShare};
+use cache::{
+    CachedLimitRange, CachedNamespace, CachedNetworkPolicy, CachedRoleBinding, CachedShare,
+};
 use declared::Cache;
 
 /// The one index of Shares ([`homestead_model::names`]), over the Shares as cached here.
@@ -37,10 +39,10 @@ pub struct Caches {
     pub(crate) role_bindings: CompactStore<CachedRoleBinding>,
     /// ResourceQuotas labelled as Homestead's.
     pub(crate) quotas: Store<ResourceQuota>,
-    /// LimitRanges labelled as Homestead's.
-    pub(crate) limit_ranges: Store<LimitRange>,
-    /// NetworkPolicies labelled as Homestead's.
-    pub(crate) network_policies: Store<NetworkPolicy>,
+    /// LimitRanges labelled as Homestead's, compact ([`cache::CachedGuard`]).
+    pub(crate) limit_ranges: CompactStore<CachedLimitRange>,
+    /// NetworkPolicies labelled as Homestead's, compact ([`cache::CachedGuard`]).
+    pub(crate) network_policies: CompactStore<CachedNetworkPolicy>,
     /// Every Profile.
     pub(crate) profiles: Store<Profile>,
     /// Every DirectoryGroup.
@@ -51,7 +53,8 @@ pub struct Caches {
     pub(crate) users: CompactStore<User>,
     /// Which Users use which Profile, from the User watch.
     pub(crate) index: ProfileIndex,
-    /// Every Share (the Controller over Shares' own cache), compact ([`cache::ShareRecord`]).
+    /// Every Share (the Controller over Shares' own cache), packed
+    /// (`Compact for CachedShare` in [`cache`]).
     pub(crate) shares: CompactStore<CachedShare>,
     /// Which Shares name each grantee and are in each namespace, from the Share watch.
     pub(crate) share_index: ShareIndex,
@@ -67,8 +70,8 @@ impl Caches {
             namespaces: compact_store().0,
             role_bindings: compact_store().0,
             quotas: reflector::store().0,
-            limit_ranges: reflector::store().0,
-            network_policies: reflector::store().0,
+            limit_ranges: compact_store().0,
+            network_policies: compact_store().0,
             profiles: reflector::store().0,
             groups: reflector::store().0,
             identities: Identities::default(),
@@ -100,8 +103,8 @@ impl Caches {
             Cache::Namespaces => wait_until_listed(&self.namespaces).await,
             Cache::RoleBindings => wait_until_listed(&self.role_bindings).await,
             Cache::Quotas => wait_until_ready(&self.quotas).await,
-            Cache::LimitRanges => wait_until_ready(&self.limit_ranges).await,
-            Cache::NetworkPolicies => wait_until_ready(&self.network_policies).await,
+            Cache::LimitRanges => wait_until_listed(&self.limit_ranges).await,
+            Cache::NetworkPolicies => wait_until_listed(&self.network_policies).await,
             Cache::Profiles => wait_until_ready(&self.profiles).await,
             Cache::Groups => wait_until_ready(&self.groups).await,
             Cache::Users => wait_until_listed(&self.users).await,
@@ -131,13 +134,15 @@ impl Caches {
     }
 
     /// The LimitRange `namespace/name`, if cached.
-    pub fn limit_range(&self, namespace: &str, name: &str) -> Option<Arc<LimitRange>> {
-        cached(&self.limit_ranges, namespace, name)
+    pub fn limit_range(&self, namespace: &str, name: &str) -> Option<Arc<CachedLimitRange>> {
+        self.limit_ranges.get(Some(namespace), name).map(Arc::new)
     }
 
     /// The NetworkPolicy `namespace/name`, if cached.
-    pub fn network_policy(&self, namespace: &str, name: &str) -> Option<Arc<NetworkPolicy>> {
-        cached(&self.network_policies, namespace, name)
+    pub fn network_policy(&self, namespace: &str, name: &str) -> Option<Arc<CachedNetworkPolicy>> {
+        self.network_policies
+            .get(Some(namespace), name)
+            .map(Arc::new)
     }
 
     /// Every cached Profile.
@@ -260,8 +265,8 @@ mod tests {
         let (namespaces, mut namespace_writer) = compact_store();
         let (role_bindings, mut role_binding_writer) = compact_store();
         let (quotas, mut quota_writer) = reflector::store();
-        let (limit_ranges, mut limit_range_writer) = reflector::store();
-        let (network_policies, mut network_policy_writer) = reflector::store();
+        let (limit_ranges, mut limit_range_writer) = compact_store();
+        let (network_policies, mut network_policy_writer) = compact_store();
         let (profiles, mut profile_writer) = reflector::store();
         let (groups, mut group_writer) = reflector::store::<DirectoryGroup>();
         let (users, mut user_writer) = compact_store::<User>();
@@ -287,8 +292,10 @@ mod tests {
         role_binding_writer.apply(&Event::Init);
         role_binding_writer.apply(&Event::InitDone);
         listed(&mut quota_writer);
-        listed(&mut limit_range_writer);
-        listed(&mut network_policy_writer);
+        limit_range_writer.apply(&Event::Init);
+        limit_range_writer.apply(&Event::InitDone);
+        network_policy_writer.apply(&Event::Init);
+        network_policy_writer.apply(&Event::InitDone);
         listed(&mut profile_writer);
         user_writer.apply(&Event::Init);
         user_writer.apply(&Event::InitDone);
