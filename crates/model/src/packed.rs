@@ -28,8 +28,8 @@ use serde_json::json;
 use crate::store::Compact;
 
 /// An object as its cache keeps it: `[metadata, spec, status]` as JSON, `metadata.name` and
-/// `metadata.namespace` left out, LZ4-compressed against its kind's dictionary with the JSON's
-/// length (4 bytes, little-endian) first.
+/// `metadata.namespace` left out (or any record, [`Packed::encode`]), LZ4-compressed against
+/// its kind's dictionary with the JSON's length (4 bytes, little-endian) first.
 pub struct Packed(Box<[u8]>);
 
 /// `[metadata, spec, status]` of an object as JSON, without its name and namespace.

@@ -1,5 +1,5 @@
-//! Compact caches: the operator's of Users, Shares, Namespaces and RoleBindings (one or more of each per
-//! User: its largest) and the homes API's of Users and Shares (docs/performance.md, Memory).
+//! Compact caches: the operator's of Users, Shares, Namespaces, RoleBindings, LimitRanges and
+//! NetworkPolicies (one or more of each per User: its largest) and the homes API's of Users and Shares (docs/performance.md, Memory).
 //!
 //! kube-runtime's reflector [`kube::runtime::reflector::Store`] keeps each object as an
 //! `Arc<K>` under an `ObjectRef<K>`: for the reconciler's compact Namespaces and RoleBindings

@@ -52,6 +52,9 @@ impl<K> Labelled for CachedGuard<K> {
 /// Applies `managed.desired` (server-side apply) when the cache shows something else, or
 /// deletes the object `name` when nothing is desired and the cache has it labelled as `user`'s.
 /// Returns the change made, if any.
+///
+/// # Errors
+/// The apply's or the deletion's error, when the API server refuses it or cannot be reached.
 pub async fn ensure<K: Object, C: Labelled, H: Holder>(
     cluster: &Cluster,
     user: &H,

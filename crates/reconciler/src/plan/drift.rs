@@ -70,7 +70,7 @@ impl GuardSpec for NetworkPolicy {
     }
 
     fn stored_print(&self) -> u64 {
-        print(&serde_json::to_vec(&self.spec).unwrap_or_default())
+        print(&serde_json::to_vec(&self.spec).expect("a NetworkPolicy's spec encodes as JSON"))
     }
 }
 

@@ -1,6 +1,6 @@
 //! What an object's labels, annotations and owner references say, kept as fingerprints
-//! ([`Facts`]): the form in which the caches keep the metadata of Namespaces and RoleBindings
-//! (see [`crate::state::cache`]), and what ownership is decided on. A fingerprint is keyed with
+//! ([`Facts`]): the form in which the caches keep the metadata of Namespaces, RoleBindings,
+//! LimitRanges and NetworkPolicies (see [`crate::state::cache`]), and what ownership is decided on. A fingerprint is keyed with
 //! a per-process random key, so nobody can craft a label that collides with another on
 //! purpose. Pure.
 

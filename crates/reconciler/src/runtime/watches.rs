@@ -4,8 +4,8 @@
 //! too; Namespaces handed over for adoption and retained ones; Profiles, DirectoryGroups and
 //! Shares (the Profile and DirectoryGroup watches also wake their status Controllers, which
 //! read the same caches). A watch that
-//! keeps a cache (kube-runtime's reflector, or for Namespaces, RoleBindings, Users and Shares the
-//! model's compact one, `homestead_model::store`) feeds it and the triggers alike, except for changes no reconcile needs to
+//! keeps a cache (kube-runtime's reflector, or for Namespaces, RoleBindings, LimitRanges,
+//! NetworkPolicies, Users and Shares the model's compact one, `homestead_model::store`) feeds it and the triggers alike, except for changes no reconcile needs to
 //! see: a change to a User's status alone (Homestead's own) or to what the cache drops of it, a
 //! Profile's status (to all but its status Controller), a quota's usage, the first delivery
 //! of a Namespace or RoleBinding exactly as Homestead created it (the reconcile that created it
@@ -13,7 +13,8 @@
 //! (every Controller reconciles what its own watch lists first: [`after_first_list`]). A
 //! RoleBinding reaches its
 //! User through its Namespace (whose labels tenants cannot write), never through a label on the
-//! RoleBinding itself. Which deliveries are echoes of Homestead's own writes is decided next to
+//! RoleBinding itself; so does a LimitRange or NetworkPolicy, through its own label only while
+//! its Namespace is not cached yet. Which deliveries are echoes of Homestead's own writes is decided next to
 //! the code that makes those writes: [`status::triggers_reconcile`] beside the status write,
 //! [`crate::act::recent::OwnCreates::touched_except_echoes`] beside the memory of creates, and
 //! [`ProfileIndex::observe`] beside the Profile index, and the next holder of an identity by
@@ -787,14 +788,22 @@ fn quota_watch(
 
 /// Maps a LimitRange or NetworkPolicy of Homestead's to the User whose Namespace (in
 /// `namespaces`) it is in, and wakes the Workspace whose Namespace it is in through `workspaces`:
-/// the cache keeps a guard's labels only as [`crate::plan::facts::Facts`], and the Namespace's
-/// labels are the ones tenants cannot write.
+/// the Namespace's labels are the ones tenants cannot write. While the Namespace is not cached
+/// yet (its watch lags; its arrival, an echo of this replica's create, wakes nobody), the
+/// guard's own holder label decides instead. `None` (no User woken) for a guard in a
+/// Workspace's home, or in a Namespace no longer Homestead's (retained) with no holder label.
 fn holder_of_guard<K: Send + Sync + 'static>(
     namespaces: CompactStore<CachedNamespace>,
     workspaces: WorkspaceWakes,
 ) -> impl Fn(CachedGuard<K>) -> Option<ObjectRef<User>> + Send + Sync + 'static {
     move |guard| {
-        let cached = namespaces.get(None, guard.metadata.namespace.as_deref()?)?;
+        let namespace = guard.metadata.namespace.as_deref()?;
+        let Some(cached) = namespaces.get(None, namespace) else {
+            if let Some(workspace) = guard.workspace() {
+                workspaces.workspace(&workspace.name);
+            }
+            return guard.user();
+        };
         if let Some(workspace) = cached.workspace() {
             workspaces.workspace(&workspace.name);
         }

@@ -277,6 +277,10 @@ pub struct CachedGuard<K> {
     pub facts: Facts,
     /// [`GuardSpec::stored_print`].
     spec: u64,
+    /// The `homestead.dev/user` label, if any.
+    user: Option<Box<str>>,
+    /// The `homestead.dev/workspace` label, if any.
+    workspace: Option<Box<str>>,
     kind: PhantomData<K>,
 }
 
@@ -288,9 +292,13 @@ pub type CachedLimitRange = CachedGuard<LimitRange>;
 
 impl<K: GuardSpec + Resource> From<K> for CachedGuard<K> {
     fn from(mut guard: K) -> Self {
+        let label = |key: &str| guard.labels().get(key).map(|v| v.as_str().into());
+        let (user, workspace) = (label(LABEL_USER), label(LABEL_WORKSPACE));
         Self {
             facts: Facts::of(guard.meta()),
             spec: guard.stored_print(),
+            user,
+            workspace,
             metadata: identity(std::mem::take(guard.meta_mut())),
             kind: PhantomData,
         }
@@ -311,13 +319,27 @@ impl<K> CachedGuard<K> {
     pub fn labelled_for<H: Holder>(&self, holder: &H) -> bool {
         self.facts.has_label(H::LABEL, &holder.name_any())
     }
+
+    /// The User it is labelled for (`homestead.dev/user`), if any: a tenant may write this
+    /// label on a guard in their own namespace, so only a wake may rest on it.
+    pub fn user(&self) -> Option<ObjectRef<User>> {
+        self.user.as_deref().map(ObjectRef::new)
+    }
+
+    /// The Workspace it is labelled for (`homestead.dev/workspace`), if any (a wake only, as
+    /// [`CachedGuard::user`]).
+    pub fn workspace(&self) -> Option<ObjectRef<homestead_api::Workspace>> {
+        self.workspace.as_deref().map(ObjectRef::new)
+    }
 }
 
-/// What [`homestead_model::store::CompactStore`] keeps of a guard: its facts and its spec's
-/// print; the namespace and name are the store's key.
+/// What [`homestead_model::store::CompactStore`] keeps of a guard: its facts, its spec's print
+/// and its holder labels; the namespace and name are the store's key.
 pub struct GuardRecord {
     facts: Facts,
     spec: u64,
+    user: Option<Box<str>>,
+    workspace: Option<Box<str>>,
 }
 
 impl<K> Compact for CachedGuard<K> {
@@ -335,6 +357,8 @@ impl<K> Compact for CachedGuard<K> {
         GuardRecord {
             facts: self.facts.clone(),
             spec: self.spec,
+            user: self.user.clone(),
+            workspace: self.workspace.clone(),
         }
     }
 
@@ -347,6 +371,8 @@ impl<K> Compact for CachedGuard<K> {
             },
             facts: record.facts.clone(),
             spec: record.spec,
+            user: record.user.clone(),
+            workspace: record.workspace.clone(),
             kind: PhantomData,
         }
     }
@@ -406,7 +432,9 @@ impl homestead_model::names::Names for CachedShare {
 /// ([`Packed::encode`]: JSON, LZ4-compressed against [`CACHED_SHARE_DICTIONARY`]). Kept as
 /// fields, its spec and status sat inline in the cache's B-tree (about 170 bytes a Share) with a
 /// dozen allocations beside (strings, grantees, the status); packed, it is one allocation: the
-/// unit test's Share, 592 bytes of JSON, in 287.
+/// unit test's Share, 592 bytes of JSON, in 287. These are the fields packed (the record is the
+/// [`Packed`]). Times are kept to the second, as k8s-openapi writes them: a `spec.expiresAt`
+/// with a fraction of a second comes back earlier, by less than a second (access ends no later).
 #[derive(Serialize, Deserialize)]
 struct ShareFields<'a> {
     uid: Cow<'a, Option<String>>,
@@ -501,7 +529,8 @@ impl Compact for CachedShare {
     }
 }
 
-/// What [`CachedShare`] keeps of a Share's status.
+/// What [`CachedShare`] keeps of a Share's status. It serializes only into the Share cache's
+/// packed record: its uids are `u128`s, beyond what `serde_json::Value` holds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CachedShareStatus {
     /// [`status_print`] of the whole status: a reconcile writes only a status that differs.
@@ -834,6 +863,20 @@ mod tests {
             !String::from_utf8(json).unwrap().contains("user-alice"),
             "the key is not kept twice"
         );
+
+        let mut fraction = cached.clone();
+        fraction.spec.expires_at =
+            serde_json::from_value(json!("2026-12-01T00:00:00.75Z")).unwrap();
+        let back = CachedShare::from_record(Some("user-alice"), "pairing", &fraction.record());
+        let lost = fraction
+            .spec
+            .expires_at
+            .0
+            .duration_since(back.spec.expires_at.0);
+        assert!(
+            lost.is_positive() && lost.as_secs() == 0,
+            "a fraction of a second comes back earlier, by less than a second: {lost}"
+        );
     }
 
     #[test]
@@ -851,8 +894,10 @@ mod tests {
         let cached = delivered(&|_| {});
         assert!(cached.matches(&desired), "others' labels are left alone");
         assert!(cached.labelled_for(&alice) && !cached.labelled_for(&User::test("bob")));
+        assert_eq!(cached.user().map(|u| u.name).as_deref(), Some("alice"));
+        assert!(cached.workspace().is_none());
         let back = CachedNetworkPolicy::from_record(Some("user-alice"), "p", &cached.record());
-        assert!(back.matches(&desired) && back.labelled_for(&alice));
+        assert!(back.matches(&desired) && back.labelled_for(&alice) && back.user().is_some());
 
         let opened = delivered(&|p| p["spec"]["ingress"] = json!([{}]));
         assert!(

@@ -133,12 +133,14 @@ impl Caches {
         cached(&self.quotas, namespace, name)
     }
 
-    /// The LimitRange `namespace/name`, if cached.
+    /// The LimitRange `namespace/name`, if cached: its facts and the print of its spec
+    /// ([`cache::CachedGuard`]), not the object.
     pub fn limit_range(&self, namespace: &str, name: &str) -> Option<Arc<CachedLimitRange>> {
         self.limit_ranges.get(Some(namespace), name).map(Arc::new)
     }
 
-    /// The NetworkPolicy `namespace/name`, if cached.
+    /// The NetworkPolicy `namespace/name`, if cached: its facts and the print of its spec
+    /// ([`cache::CachedGuard`]), not the object.
     pub fn network_policy(&self, namespace: &str, name: &str) -> Option<Arc<CachedNetworkPolicy>> {
         self.network_policies
             .get(Some(namespace), name)
