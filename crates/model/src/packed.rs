@@ -25,7 +25,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use crate::store::Compact;
+use crate::store::{Compact, namespace_and_name};
 
 /// An object as its cache keeps it: `[metadata, spec, status]` as JSON, `metadata.name` and
 /// `metadata.namespace` left out (or any record, [`Packed::encode`]), LZ4-compressed against
@@ -212,11 +212,7 @@ impl Compact for Share {
     type Record = Packed;
 
     fn namespace_and_name(&self) -> (Option<&str>, &str) {
-        let meta = &self.metadata;
-        (
-            meta.namespace.as_deref(),
-            meta.name.as_deref().unwrap_or_default(),
-        )
+        namespace_and_name(&self.metadata)
     }
 
     fn record(&self) -> Packed {

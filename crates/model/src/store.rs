@@ -20,6 +20,7 @@
 
 use std::sync::{Arc, PoisonError, RwLock};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher;
 
 use crate::dense::DenseMap;
@@ -51,6 +52,15 @@ type Entries<R> = DenseMap<Box<str>, Entry<R>>;
 struct Shared<C: Compact> {
     /// Records by [`key`].
     entries: RwLock<Entries<C::Record>>,
+}
+
+/// The namespace (`None` for a cluster-scoped object) and name in `meta`, as
+/// [`Compact::namespace_and_name`] returns them; an empty name when it has none.
+pub fn namespace_and_name(meta: &ObjectMeta) -> (Option<&str>, &str) {
+    (
+        meta.namespace.as_deref(),
+        meta.name.as_deref().unwrap_or_default(),
+    )
 }
 
 /// The key of an object: `namespace/name`, or `name` for a cluster-scoped kind (`/` is in

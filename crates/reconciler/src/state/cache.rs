@@ -33,7 +33,7 @@ use crate::plan::facts::{Facts, print};
 use crate::plan::ownership::Holder;
 use crate::plan::share::{Recorded, compact_uid, status_print, uid_string};
 use homestead_model::packed::Packed;
-use homestead_model::store::Compact;
+use homestead_model::store::{Compact, namespace_and_name};
 
 /// The metadata a cached object keeps: name, namespace, and the resourceVersion (which the
 /// watch reads and [`homestead_model::trim`] then drops).
@@ -229,11 +229,7 @@ impl Compact for CachedRoleBinding {
     type Record = RoleBindingRecord;
 
     fn namespace_and_name(&self) -> (Option<&str>, &str) {
-        let meta = &self.metadata;
-        (
-            meta.namespace.as_deref(),
-            meta.name.as_deref().unwrap_or_default(),
-        )
+        namespace_and_name(&self.metadata)
     }
 
     fn record(&self) -> RoleBindingRecord {
@@ -346,11 +342,7 @@ impl<K> Compact for CachedGuard<K> {
     type Record = GuardRecord;
 
     fn namespace_and_name(&self) -> (Option<&str>, &str) {
-        let meta = &self.metadata;
-        (
-            meta.namespace.as_deref(),
-            meta.name.as_deref().unwrap_or_default(),
-        )
+        namespace_and_name(&self.metadata)
     }
 
     fn record(&self) -> GuardRecord {
@@ -500,11 +492,7 @@ impl Compact for CachedShare {
     type Record = Packed;
 
     fn namespace_and_name(&self) -> (Option<&str>, &str) {
-        let meta = &self.metadata;
-        (
-            meta.namespace.as_deref(),
-            meta.name.as_deref().unwrap_or_default(),
-        )
+        namespace_and_name(&self.metadata)
     }
 
     fn record(&self) -> Packed {
