@@ -46,6 +46,15 @@ fn identity(meta: ObjectMeta) -> ObjectMeta {
     }
 }
 
+/// The metadata of an object rebuilt from its cache key: its `namespace` and `name` alone.
+fn keyed(namespace: Option<&str>, name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: namespace.map(str::to_owned),
+        ..ObjectMeta::default()
+    }
+}
+
 /// A Namespace as the cache keeps it: its identity, [`Facts`], the User it is labelled for,
 /// and its status only while it terminates (the conditions that say what still blocks its
 /// deletion).
@@ -244,11 +253,7 @@ impl Compact for CachedRoleBinding {
 
     fn from_record(namespace: Option<&str>, name: &str, record: &RoleBindingRecord) -> Self {
         Self {
-            metadata: ObjectMeta {
-                name: Some(name.to_owned()),
-                namespace: namespace.map(str::to_owned),
-                ..ObjectMeta::default()
-            },
+            metadata: keyed(namespace, name),
             facts: record.facts.clone(),
             role: record.role.to_string(),
             role_ref: record.role_ref,
@@ -356,11 +361,7 @@ impl<K> Compact for CachedGuard<K> {
 
     fn from_record(namespace: Option<&str>, name: &str, record: &GuardRecord) -> Self {
         Self {
-            metadata: ObjectMeta {
-                name: Some(name.to_owned()),
-                namespace: namespace.map(str::to_owned),
-                ..ObjectMeta::default()
-            },
+            metadata: keyed(namespace, name),
             facts: record.facts.clone(),
             spec: record.spec,
             user: record.user.clone(),
@@ -503,12 +504,10 @@ impl Compact for CachedShare {
         let fields: ShareFields = record.decode(&CACHED_SHARE_DICTIONARY);
         Self {
             metadata: ObjectMeta {
-                name: Some(name.to_owned()),
-                namespace: namespace.map(str::to_owned),
                 uid: fields.uid.into_owned(),
                 generation: fields.generation,
                 creation_timestamp: fields.created.into_owned(),
-                ..ObjectMeta::default()
+                ..keyed(namespace, name)
             },
             created_by: fields.created_by.into_owned(),
             spec: fields.spec.into_owned(),
