@@ -21,11 +21,11 @@ default:
 control-plane:
     @tools/control-plane/build.sh >/dev/null
 
-# Build Homestead's image with no registry (release binary, its shared libraries, uid 65532) into <target>/image/homestead.tar, and load it into the node of `just up` when one runs.
+# Build Homestead's image with no registry (the release binaries `homestead` and `homestead-operator`, its shared libraries, uid 65532) into <target>/image/homestead.tar, and load it into the node of `just up` when one runs.
 image:
     #!/usr/bin/env bash
     set -euo pipefail
-    cargo build --release --locked -p homestead --bin homestead
+    cargo build --release --locked -p homestead --bins
     tools/image/build.sh {{target}}/release/homestead {{target}}/image/homestead.tar {{version}} >/dev/null
     echo "built {{target}}/image/homestead.tar (homestead.local/homestead:{{version}})"
     if [ -f {{state}}/node.dir ]; then
@@ -179,7 +179,7 @@ up: control-plane
     {{kubectl}} patch validatingadmissionpolicy homestead-operator-bounds --type json \
       --patch-file {{state}}/namespace-pattern.json
     KUBECONFIG={{state}}/operator.kubeconfig POD_NAMESPACE=homestead-system POD_NAME=homestead-local \
-      RUST_LOG=${RUST_LOG:-info} nohup {{target}}/debug/homestead --log-format text --metrics-address {{metrics_address}} \
+      RUST_LOG=${RUST_LOG:-info} nohup {{target}}/debug/homestead-operator --log-format text --metrics-address {{metrics_address}} \
       --allowed-namespace 'user-*,research-*,legacy-*' > {{state}}/operator.log 2>&1 &
     echo $! > {{state}}/operator.pid
     for _ in $(seq 60); do curl -fs http://{{metrics_address}}/readyz >/dev/null 2>&1 && break; sleep 0.5; done
@@ -195,7 +195,7 @@ up: control-plane
     {{kubectl}} apply -f manifests/samples/
     # Homestead's image (the debug binary, stripped) on the node, for `just doctor`'s probe Pods.
     if [ -f {{state}}/node.dir ]; then
-      tag=dev-$(sha256sum {{target}}/debug/homestead | cut -c1-12)
+      tag=dev-$(cat {{target}}/debug/homestead {{target}}/debug/homestead-operator | sha256sum | cut -c1-12)
       tools/image/build.sh {{target}}/debug/homestead {{state}}/homestead-image.tar "$tag" >/dev/null
       ctr --address "$(cat {{state}}/node.dir)/containerd.sock" --namespace k8s.io images import \
         --base-name homestead.local/homestead {{state}}/homestead-image.tar >/dev/null
@@ -232,7 +232,7 @@ up-chart: control-plane
     #!/usr/bin/env bash
     set -euo pipefail
     just _cluster --node --require-node
-    cargo build -q --release --locked -p homestead --bin homestead
+    cargo build -q --release --locked -p homestead --bins
     image=$(tools/node/install-chart.sh {{state}}/admin.kubeconfig "$(cat {{state}}/node.dir)/containerd.sock" \
       {{target}}/release/homestead {{state}}/chart)
     {{kubectl}} get pods -A -o wide

@@ -8,6 +8,8 @@
 #
 #   install-chart.sh <kubeconfig> <containerd-socket> <homestead-binary> <state-dir> [helm args...]
 #
+# (homestead-operator beside <homestead-binary>: the image holds both.)
+#
 # Writes into <state-dir> (once; kept across installs): scim-ca.crt, and the SCIM service's
 # certificate (for homestead-scim.homestead-system.svc) and bearer token scim-token, which the
 # Secrets homestead-scim-tls and homestead-scim-tokens carry; homes-api-ca.crt and the homes
@@ -25,8 +27,8 @@ kubectl() { "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
 namespace=homestead-system
 mkdir -p "$state"
 
-# The image, tagged by the binary's content so a rebuilt binary is a new image to kubelet.
-tag=dev-$(sha256sum "$binary" | cut -c1-12)
+# The image, tagged by the binaries' content so a rebuilt binary is a new image to kubelet.
+tag=dev-$(cat "$binary" "$(dirname "$binary")/homestead-operator" | sha256sum | cut -c1-12)
 "$root/tools/image/build.sh" "$binary" "$state/homestead-image.tar" "$tag" >/dev/null
 ctr --address "$socket" --namespace k8s.io images import --base-name homestead.local/homestead \
   "$state/homestead-image.tar" >/dev/null

@@ -40,6 +40,15 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
 
+    /// The operator's flags (its logging flags serve every command).
+    #[command(flatten)]
+    pub operator: OperatorCli,
+}
+
+/// `homestead-operator`: runs Homestead's operator (what `homestead` runs without a command).
+#[derive(Debug, Parser)]
+#[command(name = "homestead-operator", version, about, after_help = EXIT_CODES)]
+pub struct OperatorCli {
     /// What Homestead may create and grant: the reconciler's [`Config`].
     #[command(flatten)]
     pub policy: PolicyArgs,
@@ -503,11 +512,11 @@ mod tests {
 
     use clap::Parser as _;
 
-    use super::Cli;
+    use super::{Cli, OperatorCli};
 
     #[test]
     fn durations_take_a_unit_and_intervals_are_positive() {
-        let cli = Cli::try_parse_from([
+        let cli = OperatorCli::try_parse_from([
             "homestead",
             "--expiry-warning=36h",
             "--retained-count-interval=2m",
@@ -518,7 +527,7 @@ mod tests {
             cli.runtime.retained_count_interval,
             Duration::from_secs(120)
         );
-        let defaults = Cli::try_parse_from(["homestead"]).unwrap();
+        let defaults = OperatorCli::try_parse_from(["homestead-operator"]).unwrap();
         assert_eq!(
             defaults.policy.expiry_warning,
             Duration::from_secs(14 * 86_400)
@@ -532,13 +541,15 @@ mod tests {
             "--expiry-warning=d",
             "--expiry-warning=2w",
         ] {
-            let error = Cli::try_parse_from(["homestead", bad]).unwrap_err();
+            let error = OperatorCli::try_parse_from(["homestead-operator", bad]).unwrap_err();
             assert!(
                 error.to_string().contains("is not a duration"),
                 "{bad}: {error}"
             );
         }
-        let error = Cli::try_parse_from(["homestead", "--retained-count-interval=0s"]).unwrap_err();
+        let error =
+            OperatorCli::try_parse_from(["homestead-operator", "--retained-count-interval=0s"])
+                .unwrap_err();
         assert!(error.to_string().contains("more than 0"), "{error}");
     }
 
@@ -546,26 +557,58 @@ mod tests {
     /// unbounded to kube-runtime).
     #[test]
     fn concurrency_is_bounded_as_the_charts_schema_says() {
-        let error = Cli::try_parse_from(["homestead", "--concurrency=0"]).unwrap_err();
+        let error =
+            OperatorCli::try_parse_from(["homestead-operator", "--concurrency=0"]).unwrap_err();
         assert!(error.to_string().contains("not in 1..=65535"), "{error}");
-        let cli = Cli::try_parse_from(["homestead", "--concurrency=1"]).unwrap();
+        let cli = OperatorCli::try_parse_from(["homestead-operator", "--concurrency=1"]).unwrap();
         assert_eq!(cli.runtime.concurrency, 1);
+    }
+
+    /// `homestead` without a command runs the operator `homestead-operator` runs, with the same
+    /// flags; with a command, the operator's logging flags still apply, before it.
+    #[test]
+    fn homestead_takes_the_operators_flags() {
+        let flags = ["--concurrency=3", "--log-format=text", "--lease-name=l"];
+        let cli = Cli::try_parse_from(std::iter::once("homestead").chain(flags)).unwrap();
+        let alone = OperatorCli::try_parse_from(std::iter::once("homestead-operator").chain(flags))
+            .unwrap();
+        assert!(cli.command.is_none());
+        assert_eq!(format!("{:?}", cli.operator), format!("{alone:?}"));
+        assert_eq!(cli.operator.runtime.concurrency, 3);
+        assert_eq!(cli.operator.election.lease_name, "l");
+        let scim = Cli::try_parse_from([
+            "homestead",
+            "--log-format=text",
+            "scim",
+            "--token-file=t",
+            "--tls-cert=c",
+            "--tls-key=k",
+        ])
+        .unwrap();
+        assert!(matches!(scim.command, Some(super::Command::Scim(_))));
+        assert!(matches!(
+            scim.operator.runtime.log_format,
+            super::LogFormat::Text
+        ));
     }
 
     /// The flags' defaults are [`Config::default`] (both from the `DEFAULT_*` constants), so a
     /// unit test's configuration is the one an operator started without flags runs with.
     #[test]
     fn the_flags_defaults_are_the_default_config() {
-        let cli = Cli::try_parse_from(["homestead"]).unwrap();
+        let cli = OperatorCli::try_parse_from(["homestead-operator"]).unwrap();
         assert_eq!(
             cli.policy.config().unwrap(),
             homestead_reconciler::Config::default()
         );
-        let refused = Cli::try_parse_from(["homestead", "--allowed-role=admin,cluster-admin"])
-            .unwrap()
-            .policy
-            .config()
-            .unwrap_err();
+        let refused = OperatorCli::try_parse_from([
+            "homestead-operator",
+            "--allowed-role=admin,cluster-admin",
+        ])
+        .unwrap()
+        .policy
+        .config()
+        .unwrap_err();
         assert!(
             refused.to_string().contains("cluster-admin is refused"),
             "{refused}"
@@ -588,9 +631,11 @@ mod tests {
             .map_while(|l| l.trim().strip_prefix("- ").map(str::to_owned))
             .collect();
         assert!(args.iter().any(|a| a.starts_with("--share-")), "{args:?}");
-        let cli = Cli::try_parse_from(std::iter::once("homestead".to_owned()).chain(args))
-            .expect("the Deployment's arguments parse");
-        let defaults = Cli::try_parse_from(["homestead"]).unwrap();
+        let cli = OperatorCli::try_parse_from(
+            std::iter::once("homestead-operator".to_owned()).chain(args),
+        )
+        .expect("the Deployment's arguments parse");
+        let defaults = OperatorCli::try_parse_from(["homestead-operator"]).unwrap();
         assert_eq!(
             cli.policy.config().unwrap().sharing,
             defaults.policy.config().unwrap().sharing
@@ -608,7 +653,7 @@ mod tests {
                 .map(|s| s.as_str().unwrap().to_owned())
                 .collect()
         };
-        let cli = Cli::try_parse_from(["homestead"]).unwrap();
+        let cli = OperatorCli::try_parse_from(["homestead-operator"]).unwrap();
         let operator = &values["operator"];
         assert_eq!(
             operator["namespacePrefix"],

@@ -23,7 +23,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::Cli;
+use crate::cli::OperatorCli;
 
 /// Lease duration, in seconds.
 const LEASE_DURATION_SECONDS: u64 = 15;
@@ -50,7 +50,7 @@ impl Leadership {
     /// # Errors
     /// When the Lease manager cannot be set up or stops while waiting.
     pub async fn acquire(
-        cli: &Cli,
+        cli: &OperatorCli,
         client: Client,
         identity: &str,
         shutdown: &CancellationToken,

@@ -12,7 +12,7 @@ use kube::Client;
 use prometheus::Registry;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::Cli;
+use crate::cli::OperatorCli;
 use crate::leadership::Leadership;
 use crate::server::{Health, Server};
 
@@ -22,7 +22,7 @@ use crate::server::{Health, Server};
 /// # Errors
 /// Bad flags, the metrics address already in use, no reachable API server, a failed Lease
 /// manager, or lost leadership.
-pub async fn run(cli: Cli) -> anyhow::Result<()> {
+pub async fn run(cli: OperatorCli) -> anyhow::Result<()> {
     let config = cli.policy.config()?;
     let registry = Registry::new();
     // process_resident_memory_bytes, process_cpu_seconds_total, open file descriptors.
@@ -125,7 +125,7 @@ async fn client(identity: &str, metrics: &Metrics) -> anyhow::Result<Client> {
 /// once every cache has listed.
 async fn reconcile_users(
     (client, config, identity, metrics, fence): ContextParts,
-    cli: &Cli,
+    cli: &OperatorCli,
     health: &Health,
     stop: CancellationToken,
 ) {

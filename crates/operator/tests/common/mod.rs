@@ -207,10 +207,10 @@ pub fn spawn_operator_with(
             vec![
                 "-o".into(),
                 format!("{file}.{pod}"),
-                env!("CARGO_BIN_EXE_homestead").to_owned(),
+                env!("CARGO_BIN_EXE_homestead-operator").to_owned(),
             ],
         ),
-        Err(_) => (Path::new(env!("CARGO_BIN_EXE_homestead")), vec![]),
+        Err(_) => (Path::new(env!("CARGO_BIN_EXE_homestead-operator")), vec![]),
     };
     plane
         .spawn(
