@@ -539,7 +539,7 @@ pub fn operator_pid(metrics_address: &str) -> Option<u32> {
             let cmdline = String::from_utf8_lossy(&cmdline);
             // The operator itself, not a shell or heaptrack running it.
             let program = cmdline.split('\0').next().unwrap_or_default();
-            (cmdline.contains(&needle) && program.ends_with("homestead"))
+            (cmdline.contains(&needle) && program.ends_with("homestead-operator"))
                 .then(|| e.file_name().to_string_lossy().parse().ok())?
         })
 }
