@@ -193,7 +193,8 @@ up: control-plane
     # The homes API (kubectl get homes), as its own identity, registered as an APIService.
     tools/homes-api/up-local.sh {{state}} {{target}}/debug/homestead
     {{kubectl}} apply -f manifests/samples/
-    # Homestead's image (the debug binary, stripped) on the node, for `just doctor`'s probe Pods.
+    # Homestead's image (the debug binaries, without debug information) on the node, for
+    # `just doctor`'s probe Pods.
     if [ -f {{state}}/node.dir ]; then
       tag=dev-$(cat {{target}}/debug/homestead {{target}}/debug/homestead-operator | sha256sum | cut -c1-12)
       tools/image/build.sh {{target}}/debug/homestead {{state}}/homestead-image.tar "$tag" >/dev/null

@@ -45,9 +45,15 @@ pub struct Cli {
     pub operator: OperatorCli,
 }
 
+/// The operator's exit codes (docs/operations.md, "Exit codes and output").
+const OPERATOR_EXIT_CODES: &str = "Exit codes: 0 stopped by SIGTERM or SIGINT; 1 a flag it \
+refuses, an address in use, an API server it cannot reach, or a lost Lease (the message says \
+which; the Pod restarts with fresh state); 2 the command line is wrong (unknown flag, a value \
+that does not parse).";
+
 /// `homestead-operator`: runs Homestead's operator (what `homestead` runs without a command).
 #[derive(Debug, Parser)]
-#[command(name = "homestead-operator", version, about, after_help = EXIT_CODES)]
+#[command(name = "homestead-operator", version, about, after_help = OPERATOR_EXIT_CODES)]
 pub struct OperatorCli {
     /// What Homestead may create and grant: the reconciler's [`Config`].
     #[command(flatten)]
@@ -517,7 +523,7 @@ mod tests {
     #[test]
     fn durations_take_a_unit_and_intervals_are_positive() {
         let cli = OperatorCli::try_parse_from([
-            "homestead",
+            "homestead-operator",
             "--expiry-warning=36h",
             "--retained-count-interval=2m",
         ])
@@ -562,6 +568,33 @@ mod tests {
         assert!(error.to_string().contains("not in 1..=65535"), "{error}");
         let cli = OperatorCli::try_parse_from(["homestead-operator", "--concurrency=1"]).unwrap();
         assert_eq!(cli.runtime.concurrency, 1);
+    }
+
+    /// Both command lines are well formed (clap's own checks: no two flags with one name, every
+    /// default parses, ...), and the chart's and `manifests/`'s operator Deployments run the
+    /// operator's binary where the image puts it.
+    #[test]
+    fn both_binaries_command_lines_hold_and_the_pods_find_the_operator() {
+        use clap::CommandFactory as _;
+        Cli::command().debug_assert();
+        OperatorCli::command().debug_assert();
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let read = |path: &str| std::fs::read_to_string(root.join(path)).unwrap();
+        let command = r#"command: ["/usr/local/bin/homestead-operator"]"#;
+        for deployment in [
+            "charts/homestead/templates/deployment.yaml",
+            "manifests/deployment.yaml",
+        ] {
+            assert!(read(deployment).contains(command), "{deployment}");
+        }
+        assert!(
+            read("tools/image/build.sh")
+                .contains(r#""$operator" "$root/usr/local/bin/homestead-operator""#)
+        );
+        assert!(
+            read("Dockerfile")
+                .contains("target/release/homestead-operator /usr/local/bin/homestead-operator")
+        );
     }
 
     /// `homestead` without a command runs the operator `homestead-operator` runs, with the same

@@ -1,12 +1,12 @@
 //! `homestead`: the library behind Homestead's two binaries, which parse the command line and
 //! wire the libraries.
 //!
-//! - `homestead` ([`homestead`]): every command. The operator (`homestead-reconciler`, with
+//! - `homestead` ([`homestead()`]): every command. The operator (`homestead-reconciler`, with
 //!   leader election and the health and metrics server) when given none, `homestead scim`
 //!   (`homestead-directory`), `homestead homes-api` (`homestead-homes-api`), and the admin
 //!   commands (`homestead-admin`; also `kubectl homestead ...` when installed as
 //!   `kubectl-homestead`).
-//! - `homestead-operator` ([`operator`]): the operator alone, with the operator's flags, which
+//! - `homestead-operator` ([`operator()`]): the operator alone, with the operator's flags, which
 //!   the chart's operator Pods run. Its binary holds none of the other commands' code: the
 //!   kernel keeps nearly all of a binary's code resident in each process that runs it, so that
 //!   code would count in every replica's memory (docs/performance.md, "One binary for the
@@ -42,7 +42,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 ///
 /// # Errors
 /// Whatever the command returns: unreachable API server, bad flags it checks itself, an
-/// address in use; the operator's as [`operator`] says.
+/// address in use; the operator's as [`operator()`] says.
 pub fn homestead() -> anyhow::Result<ExitCode> {
     let program = std::env::args_os().next().unwrap_or_default();
     let mut cli = cli::Cli::parse_as(std::path::Path::new(&program));
@@ -75,7 +75,7 @@ pub fn homestead() -> anyhow::Result<ExitCode> {
 }
 
 /// Runs `homestead-operator` with this process's command line: the operator (the flags of
-/// `homestead` without a command), on one thread as [`homestead`] runs it, until SIGTERM or
+/// `homestead` without a command), on one thread as [`homestead()`] runs it, until SIGTERM or
 /// SIGINT (then `Ok`). Bad arguments exit the process with clap's usage message and code 2.
 ///
 /// # Errors
