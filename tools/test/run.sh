@@ -41,16 +41,18 @@ run_one() {
   else
     echo "=== $name ($(basename "$exe")): FAILED after $((SECONDS - start)) s"
     cat "$log"
-    touch "$logs/failed-$name"
+    # By executable, hash included: the library and binary targets of a package share a name.
+    echo "$name ($(basename "$exe"))" >"$logs/failed-$(basename "$exe")"
   fi
 }
 export -f run_one
 export logs filter
 
 order | tr '\t\n' '\0\0' | xargs -0 -n 3 -P "$jobs" bash -c 'run_one "$@"' _
-failed=$(cd "$logs" && ls failed-* 2>/dev/null | sed 's/^failed-//' || true)
+failed=$(cat "$logs"/failed-* 2>/dev/null || true)
 if [ -n "$failed" ]; then
-  echo "failed test binaries: $failed"
+  echo "failed test binaries:"
+  echo "$failed"
   exit 1
 fi
 echo "every test binary passed"

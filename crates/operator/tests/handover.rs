@@ -87,8 +87,11 @@ async fn a_leavers_homes_go_to_the_successor_and_their_access_ends_at_once() {
     let started = Instant::now();
     wait_can("ho-lee@example.com", home, "no").await;
     let revoked = started.elapsed();
+    // At once: in the first reconcile of the deletion, before any handover. The bound is generous
+    // for a busy CI machine (this one: under 2 s); a grace period or a wait for the handover
+    // would exceed it.
     assert!(
-        revoked < Duration::from_secs(2),
+        revoked < Duration::from_secs(10),
         "the leaver kept access for {revoked:?}"
     );
     assert_eq!(

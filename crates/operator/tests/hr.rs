@@ -494,10 +494,17 @@ fn condition(user: &User, type_: &str) -> Value {
 async fn access_ends_at_valid_until_and_expiring_says_so_before() {
     let s = Scenario::new();
     let c = admin().await;
-    let until = in_seconds(10);
+    // Both expire 30 s from now: room for a busy CI machine to provision them first (a 10 s
+    // window once expired before the check that access had begun), and one wait for both.
+    let until = in_seconds(30);
     s.create(
         &c,
         &User::test("hr-temp").with_spec(json!({ "validUntil": until })),
+    )
+    .await;
+    s.create(
+        &c,
+        &User::test("hr-leaver").with_spec(json!({ "validUntil": until, "onExpiry": "Delete" })),
     )
     .await;
     let temp = wait_reason(&c, "hr-temp", "Provisioned").await;
@@ -508,6 +515,7 @@ async fn access_ends_at_valid_until_and_expiring_says_so_before() {
     );
     assert_eq!(expiring["reason"], "ExpiresSoon");
     assert_eq!(can_get_pods("hr-temp@example.com", "user-hr-temp"), "yes");
+    wait_reason(&c, "hr-leaver", "Provisioned").await;
 
     let expired = wait_reason(&c, "hr-temp", "Expired").await;
     assert_eq!(can_get_pods("hr-temp@example.com", "user-hr-temp"), "no");
@@ -544,13 +552,6 @@ async fn access_ends_at_valid_until_and_expiring_says_so_before() {
         "onExpiry Suspend keeps the namespace"
     );
 
-    s.create(
-        &c,
-        &User::test("hr-leaver")
-            .with_spec(json!({ "validUntil": in_seconds(5), "onExpiry": "Delete" })),
-    )
-    .await;
-    wait_reason(&c, "hr-leaver", "Provisioned").await;
     let users: Api<User> = Api::all(c.clone());
     wait_gone(&users, "hr-leaver", 90).await;
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(c.clone());
