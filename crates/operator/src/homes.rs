@@ -45,10 +45,7 @@ pub fn connections(registry: &Registry) -> prometheus::Result<Connections> {
 /// key, or an address that cannot be bound.
 pub async fn run(args: HomesApiArgs) -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let registry = Registry::new();
-    registry.register(Box::new(
-        prometheus::process_collector::ProcessCollector::for_self(),
-    ))?;
+    let registry = crate::server::process_registry()?;
     let connections = connections(&registry)?;
     let health = Health::serving(registry.clone());
     let shutdown = CancellationToken::new();

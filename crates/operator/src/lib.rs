@@ -12,6 +12,8 @@
 //!   code would count in every replica's memory (docs/performance.md, "One binary for the
 //!   operator").
 
+#[cfg(feature = "jemalloc")]
+mod allocator;
 mod cli;
 mod connections;
 mod homes;

@@ -9,7 +9,6 @@ use homestead_reconciler::act::requests::CountRequests;
 use homestead_reconciler::runtime::{Runtime, Settings, lists};
 use homestead_reconciler::{Config, Metrics};
 use kube::Client;
-use prometheus::Registry;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::OperatorCli;
@@ -24,11 +23,7 @@ use crate::server::{Health, Server};
 /// manager, or lost leadership.
 pub async fn run(cli: OperatorCli) -> anyhow::Result<()> {
     let config = cli.policy.config()?;
-    let registry = Registry::new();
-    // process_resident_memory_bytes, process_cpu_seconds_total, open file descriptors.
-    registry.register(Box::new(
-        prometheus::process_collector::ProcessCollector::for_self(),
-    ))?;
+    let registry = crate::server::process_registry()?;
     let metrics = Metrics::new(&registry)?;
     let health = Health::new(registry, metrics.clone());
     let server = Server::bind(cli.runtime.metrics_address).await?;

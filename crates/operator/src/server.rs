@@ -20,6 +20,23 @@ use homestead_reconciler::act::fence::Fence;
 use prometheus::{Encoder, Registry, TextEncoder};
 use tokio_util::sync::CancellationToken;
 
+/// A registry with the process's own metrics, for a server of this binary to add to:
+/// `process_resident_memory_bytes`, `process_cpu_seconds_total` and open file descriptors
+/// (Prometheus' process collector), and with the `jemalloc` feature (the default) jemalloc's
+/// account of the heap, `homestead_allocator_bytes{state}` ([`crate::allocator::Allocator`]).
+///
+/// # Errors
+/// A [`prometheus::Error`] only if two of these collectors had the same metric name.
+pub fn process_registry() -> prometheus::Result<Registry> {
+    let registry = Registry::new();
+    registry.register(Box::new(
+        prometheus::process_collector::ProcessCollector::for_self(),
+    ))?;
+    #[cfg(feature = "jemalloc")]
+    registry.register(Box::new(crate::allocator::Allocator::new()?))?;
+    Ok(registry)
+}
+
 /// Sets the gauges of Shares from the operator's cache, before a scrape.
 type ShareMetrics = Arc<dyn Fn() + Send + Sync>;
 

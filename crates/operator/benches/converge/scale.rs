@@ -247,5 +247,23 @@ async fn restart(plane: &ControlPlane, operator: Operator) -> Operator {
     );
     figure("restart-steady-mib", steady);
     figure("restart-peak-mib", peak);
+    // Its own pages by jemalloc's account (docs/performance.md, "Where the operator's own
+    // pages go"): live objects, the pages holding them, bookkeeping, and freed pages kept.
+    let heap = |state: &str| {
+        let name = format!("homestead_allocator_bytes{{state=\"{state}\"}}");
+        metric(&operator.address, &name).unwrap_or(f64::NAN) / f64::from(1u32 << 20)
+    };
+    let (allocated, active, metadata, resident) = (
+        heap("allocated"),
+        heap("active"),
+        heap("metadata"),
+        heap("resident"),
+    );
+    println!(
+        "homestead: its heap by jemalloc's account: {allocated:.1} MiB allocated, {active:.1} MiB active, {metadata:.1} MiB metadata, {resident:.1} MiB resident ({:.1} MiB freed and not yet returned)",
+        resident - active - metadata
+    );
+    figure("restart-allocated-mib", allocated);
+    figure("restart-allocator-resident-mib", resident);
     operator
 }

@@ -354,6 +354,14 @@ async fn metrics_and_probes_are_served() {
         .parse()
         .unwrap();
     assert!(ready_count >= 1.0, "{body}");
+    // jemalloc's account of its heap, read at the scrape: its live objects fill some of it.
+    let allocated: f64 = body
+        .lines()
+        .find_map(|l| l.strip_prefix("homestead_allocator_bytes{state=\"allocated\"} "))
+        .unwrap_or_else(|| panic!("no allocated bytes in /metrics:\n{body}"))
+        .parse()
+        .unwrap();
+    assert!(allocated > 1e6, "{allocated} bytes allocated");
 
     // promtool (Prometheus's own checker, from Debian's package) finds nothing to lint.
     let promtool = repo_tool("tools/promtool/install.sh");
