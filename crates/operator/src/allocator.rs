@@ -2,11 +2,12 @@
 //! `homestead_allocator_bytes{state}` on `/metrics` (docs/operations.md, "Metrics";
 //! docs/performance.md, "Where the operator's own pages go").
 //!
-//! `process_resident_memory_bytes` says how much memory the process holds; these gauges say why:
-//! how much of it the program's live objects fill (`allocated`), how much is pages that hold
-//! them with the gaps between (`active`), jemalloc's bookkeeping (`metadata`), and the pages
-//! jemalloc holds and has not yet returned to the system (`resident` less `active` and
-//! `metadata`). Read at each scrape, after advancing jemalloc's statistics epoch.
+//! `process_resident_memory_bytes` says how much memory the process holds, the binary's pages
+//! and thread stacks included; these gauges say what of it is jemalloc's and why: how much the
+//! program's live objects fill (`allocated`), how much the pages that hold them take with the
+//! gaps between (`active`), jemalloc's bookkeeping (`metadata`), and what jemalloc keeps
+//! resident in all (`resident`: at most those and the freed pages it has not yet returned).
+//! Read at each scrape, after advancing jemalloc's statistics epoch.
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
@@ -16,21 +17,24 @@ use tikv_jemalloc_ctl::{epoch, stats};
 /// The gauge's name.
 const NAME: &str = "homestead_allocator_bytes";
 
-/// A Prometheus collector of jemalloc's statistics: `homestead_allocator_bytes{state}`, in
-/// bytes, one sample per state:
+/// A Prometheus collector of jemalloc's statistics (jemalloc's manual, `stats.*`):
+/// `homestead_allocator_bytes{state}`, in bytes, one sample per state:
 ///
-/// - `allocated`: bytes the program's live allocations fill;
+/// - `allocated`: bytes of the live allocations: the program's, jemalloc's internal ones, and
+///   small regions its thread caches hold for reuse;
 /// - `active`: bytes of the pages that hold them (`allocated` and the space between them);
-/// - `metadata`: jemalloc's own bookkeeping;
-/// - `resident`: bytes of jemalloc's pages physically resident: `active`, `metadata`, and
-///   freed pages not yet returned to the system (jemalloc's decay; `.cargo/config.toml`);
+/// - `metadata`: jemalloc's bookkeeping (its internal allocations, counted in `active` too, and
+///   its own base pages);
+/// - `resident`: at most the bytes of jemalloc's pages physically resident: active pages, the
+///   base pages, and freed pages not yet returned to the system (jemalloc's decay, about a
+///   second here: `.cargo/config.toml`); at least `active`;
 /// - `mapped`: bytes of jemalloc's active extents (at least `active`);
 /// - `retained`: address space jemalloc keeps mapped for reuse but not resident.
 ///
 /// jemalloc's statistics are a snapshot per epoch; [`Collector::collect`] advances the epoch
-/// first, so each scrape reads the current values. A read that fails (jemalloc built without
-/// statistics) leaves that sample out and logs at debug level.
-#[derive(Clone)]
+/// first, so each scrape reads the current values. When the epoch does not advance or a
+/// statistic cannot be read (jemalloc built without statistics), the scrape leaves those
+/// samples out and logs at debug level; it never serves a stale value.
 pub struct Allocator {
     bytes: IntGaugeVec,
 }
@@ -45,19 +49,21 @@ impl Allocator {
             Opts::new(
                 NAME,
                 "Bytes of the heap by jemalloc's account, read at each scrape: allocated (live \
-                 objects), active (their pages), metadata, resident (active, metadata and freed \
-                 pages not yet returned), mapped, retained (address space kept, not resident).",
+                 allocations), active (their pages), metadata, resident (at most: active, base \
+                 and freed pages not yet returned), mapped, retained (address space kept, not \
+                 resident).",
             ),
             &["state"],
         )?;
         Ok(Self { bytes })
     }
 
-    /// Advances jemalloc's statistics epoch and copies each statistic into its gauge.
+    /// Advances jemalloc's statistics epoch and copies each statistic into its gauge; leaves
+    /// out (removes) the samples it could not read.
     fn refresh(&self) {
-        if let Err(error) = epoch::advance() {
+        let advanced = epoch::advance();
+        if let Err(error) = &advanced {
             tracing::debug!(%error, "jemalloc's statistics epoch did not advance");
-            return;
         }
         let reads = [
             ("allocated", stats::allocated::read()),
@@ -69,11 +75,17 @@ impl Allocator {
         ];
         for (state, read) in reads {
             match read {
-                Ok(bytes) => self
+                Ok(bytes) if advanced.is_ok() => self
                     .bytes
                     .with_label_values(&[state])
                     .set(i64::try_from(bytes).unwrap_or(i64::MAX)),
-                Err(error) => tracing::debug!(%error, state, "jemalloc's statistic unread"),
+                Ok(_) => {
+                    let _ = self.bytes.remove_label_values(&[state]);
+                }
+                Err(error) => {
+                    tracing::debug!(%error, state, "jemalloc's statistic unread");
+                    let _ = self.bytes.remove_label_values(&[state]);
+                }
             }
         }
     }
@@ -121,6 +133,8 @@ mod tests {
         assert!(during <= active && active <= resident, "{families:?}");
         assert!(active <= sample(&families, "mapped"));
         assert!(sample(&families, "metadata") > 0);
+        // Every state has its sample (`sample` panics on a missing one).
+        sample(&families, "retained");
         drop(held);
         let after = sample(&allocator.collect(), "allocated");
         assert!(

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 /// A registry with the process's own metrics, for a server of this binary to add to:
 /// `process_resident_memory_bytes`, `process_cpu_seconds_total` and open file descriptors
 /// (Prometheus' process collector), and with the `jemalloc` feature (the default) jemalloc's
-/// account of the heap, `homestead_allocator_bytes{state}` ([`crate::allocator::Allocator`]).
+/// account of the heap, `homestead_allocator_bytes{state}` (`allocator::Allocator`).
 ///
 /// # Errors
 /// A [`prometheus::Error`] only if two of these collectors had the same metric name.

@@ -87,9 +87,9 @@ async fn a_leavers_homes_go_to_the_successor_and_their_access_ends_at_once() {
     let started = Instant::now();
     wait_can("ho-lee@example.com", home, "no").await;
     let revoked = started.elapsed();
-    // At once: in the first reconcile of the deletion, before any handover. The bound is generous
-    // for a busy CI machine (this one: under 2 s); a grace period or a wait for the handover
-    // would exceed it.
+    // At once: in the first reconcile of the deletion, before any handover (the order is
+    // asserted below, from the audit log). The bound is generous for a busy CI machine (this
+    // one: under 2 s); a grace period would exceed it.
     assert!(
         revoked < Duration::from_secs(10),
         "the leaver kept access for {revoked:?}"
@@ -101,6 +101,35 @@ async fn a_leavers_homes_go_to_the_successor_and_their_access_ends_at_once() {
 
     // Their home is the successor's workspace, with its data; so is their personal workspace.
     let taken = wait_workspace(&client, home, "Provisioned").await;
+    // The operator removed every binding in the leaver's home before it created any Workspace of
+    // the handover: access does not wait for the handover.
+    let events = audit();
+    let deleted = events
+        .iter()
+        .position(|e| {
+            e["verb"] == "delete"
+                && e["objectRef"]["resource"] == "users"
+                && e["objectRef"]["name"] == "ho-lee"
+        })
+        .expect("the User's deletion is in the audit log");
+    let after = &events[deleted..];
+    let revoked_at = after.iter().position(|e| {
+        is_operator_change(e)
+            && e["verb"] == "deletecollection"
+            && e["objectRef"]["resource"] == "rolebindings"
+            && e["objectRef"]["namespace"] == home
+    });
+    let handed_at = after.iter().position(|e| {
+        is_operator_change(e) && e["verb"] == "create" && e["objectRef"]["resource"] == "workspaces"
+    });
+    match (revoked_at, handed_at) {
+        (Some(revoked_at), Some(handed_at)) => assert!(
+            revoked_at < handed_at,
+            "a Workspace was created (request {handed_at} after the deletion) before the bindings \
+             in {home} went (request {revoked_at})"
+        ),
+        other => panic!("no revocation or no handover in the audit log: {other:?}"),
+    }
     assert_eq!(taken.spec.owner.user.as_deref(), Some("ho-sam"));
     assert_eq!(
         taken.metadata.labels.unwrap_or_default()["homestead.dev/handed-over-from"],
