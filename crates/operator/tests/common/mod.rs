@@ -644,8 +644,9 @@ pub fn tls_connect(
     Ok(rustls::StreamOwned::new(connection, socket))
 }
 
-/// Applies `manifests/scim/` (the SCIM identity and its RBAC), once per test binary: two
-/// concurrent client-side applies of the same new object race (one gets AlreadyExists).
+/// Applies `manifests/scim/` (the SCIM identity and its RBAC), once per test binary (two
+/// concurrent client-side applies of the same new object race: one gets AlreadyExists), and
+/// waits until both of its admission policies refuse what they should.
 pub fn install_scim_identity() {
     static INSTALLED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     INSTALLED.get_or_init(|| {
@@ -671,6 +672,19 @@ pub fn install_scim_identity() {
             homestead_testenv::SCIM,
             &probe.to_string(),
             "SCIM",
+        );
+        // Each policy comes into force on its own: the groups' too (a test once patched a
+        // hand-made group in the moment between them).
+        let group = serde_json::json!({
+            "apiVersion": homestead_api::API_VERSION, "kind": "DirectoryGroup",
+            "metadata": { "name": "scim-probe-group" },
+            "spec": { "displayName": "probe", "members": ["someone"] },
+        });
+        refused_once_loaded(
+            env().plane,
+            homestead_testenv::SCIM,
+            &group.to_string(),
+            "homestead.dev/writer=scim",
         );
     });
 }
