@@ -103,33 +103,41 @@ async fn a_leavers_homes_go_to_the_successor_and_their_access_ends_at_once() {
     let taken = wait_workspace(&client, home, "Provisioned").await;
     // The operator removed every binding in the leaver's home before it created any Workspace of
     // the handover: access does not wait for the handover.
-    let events = audit();
-    let deleted = events
-        .iter()
-        .position(|e| {
-            e["verb"] == "delete"
-                && e["objectRef"]["resource"] == "users"
-                && e["objectRef"]["name"] == "ho-lee"
-        })
-        .expect("the User's deletion is in the audit log");
-    let after = &events[deleted..];
-    let revoked_at = after.iter().position(|e| {
-        is_operator_change(e)
-            && e["verb"] == "deletecollection"
-            && e["objectRef"]["resource"] == "rolebindings"
-            && e["objectRef"]["namespace"] == home
-    });
-    let handed_at = after.iter().position(|e| {
-        is_operator_change(e) && e["verb"] == "create" && e["objectRef"]["resource"] == "workspaces"
-    });
-    match (revoked_at, handed_at) {
-        (Some(revoked_at), Some(handed_at)) => assert!(
-            revoked_at < handed_at,
-            "a Workspace was created (request {handed_at} after the deletion) before the bindings \
-             in {home} went (request {revoked_at})"
-        ),
-        other => panic!("no revocation or no handover in the audit log: {other:?}"),
-    }
+    // (kube-apiserver logs a request once it has answered: wait for both lines.)
+    let (revoked_at, handed_at) = eventually(
+        "the revocation and the handover in the audit log",
+        10,
+        || {
+            let events = audit();
+            let deleted = events.iter().position(|e| {
+                e["verb"] == "delete"
+                    && e["objectRef"]["resource"] == "users"
+                    && e["objectRef"]["name"] == "ho-lee"
+            });
+            let found = deleted.and_then(|deleted| {
+                let after = &events[deleted..];
+                let revoked_at = after.iter().position(|e| {
+                    is_operator_change(e)
+                        && e["verb"] == "deletecollection"
+                        && e["objectRef"]["resource"] == "rolebindings"
+                        && e["objectRef"]["namespace"] == home
+                })?;
+                let handed_at = after.iter().position(|e| {
+                    is_operator_change(e)
+                        && e["verb"] == "create"
+                        && e["objectRef"]["resource"] == "workspaces"
+                })?;
+                Some((revoked_at, handed_at))
+            });
+            std::future::ready(found)
+        },
+    )
+    .await;
+    assert!(
+        revoked_at < handed_at,
+        "a Workspace was created (request {handed_at} after the deletion) before the bindings in \
+         {home} went (request {revoked_at})"
+    );
     assert_eq!(taken.spec.owner.user.as_deref(), Some("ho-sam"));
     assert_eq!(
         taken.metadata.labels.unwrap_or_default()["homestead.dev/handed-over-from"],

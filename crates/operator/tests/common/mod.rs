@@ -435,9 +435,38 @@ where
     .await;
 }
 
-/// The audit events so far (every request, in order).
+/// The audit events so far (every request, in the order kube-apiserver logged them), including
+/// every request answered before this call.
+///
+/// kube-apiserver logs a request once it has answered it, so a write whose effect a test has
+/// just read can still be missing from the log (CI once saw a status the test had read, without
+/// its `patch`). So this first sends a marker request of its own (`GET /version?audit-marker=N`,
+/// as the admin) and reads the log until the marker's line is in it, for at most 10 s.
+///
+/// # Panics
+/// If the marker request fails, or its line is not logged within 10 s.
 pub fn audit() -> Vec<Value> {
-    env().plane.audit_events().unwrap()
+    static MARKERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = MARKERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let marker = format!("/version?audit-marker={}-{n}", std::process::id());
+    let (ok, out) = kubectl(&["get", "--raw", &marker], "");
+    assert!(ok, "the audit marker request {marker}: {out}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let events = env().plane.audit_events().unwrap();
+        if events
+            .iter()
+            .rev()
+            .any(|e| e["requestURI"] == marker.as_str())
+        {
+            return events;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the audit marker {marker} was not logged within 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Whether an audit event is a write (create, update, patch, delete) made by the operator.

@@ -282,30 +282,45 @@ async fn a_user_made_again_under_a_deleted_ones_name_gets_its_own_status_at_once
     assert_ne!(first.uid(), second.uid(), "another User of the same name");
     wait_reason(&c, "e2e-again", "NamespaceConflict").await;
     let uid = second.uid().unwrap();
-    let writes: Vec<String> = audit()[mark..]
-        .iter()
-        .filter(|e| is_operator_write(e))
-        .filter_map(|e| {
-            let r = &e["objectRef"];
-            let about_it = (r["resource"] == "users" && r["name"] == "e2e-again")
-                || (r["resource"] == "namespaces" && r["name"] == "e2e-taken");
-            about_it.then(|| {
-                format!(
-                    "{} {}{}",
-                    e["verb"].as_str().unwrap_or_default(),
-                    r["resource"].as_str().unwrap_or_default(),
-                    r["subresource"]
-                        .as_str()
-                        .map(|s| format!("/{s}"))
-                        .unwrap_or_default()
-                )
+    // The operator's writes about it since the mark, as "verb resource[/subresource]".
+    let writes_since = || -> Vec<String> {
+        audit()[mark..]
+            .iter()
+            .filter(|e| is_operator_write(e))
+            .filter_map(|e| {
+                let r = &e["objectRef"];
+                let about_it = (r["resource"] == "users" && r["name"] == "e2e-again")
+                    || (r["resource"] == "namespaces" && r["name"] == "e2e-taken");
+                about_it.then(|| {
+                    format!(
+                        "{} {}{}",
+                        e["verb"].as_str().unwrap_or_default(),
+                        r["resource"].as_str().unwrap_or_default(),
+                        r["subresource"]
+                            .as_str()
+                            .map(|s| format!("/{s}"))
+                            .unwrap_or_default()
+                    )
+                })
             })
-        })
-        .collect();
+            .collect()
+    };
+    // kube-apiserver logs a request's audit event once it has answered, so the status the test
+    // read can precede its line in the log by a moment.
+    let writes = eventually(
+        &format!("the status write for User {uid} in the audit log"),
+        10,
+        || {
+            let writes = writes_since();
+            let written = writes.iter().any(|w| w == "patch users/status");
+            std::future::ready(written.then_some(writes))
+        },
+    )
+    .await;
     let first_status = writes
         .iter()
         .position(|w| w == "patch users/status")
-        .unwrap_or_else(|| panic!("no status write for User {uid}: {writes:?}"));
+        .unwrap();
     let attempts = writes[..first_status]
         .iter()
         .filter(|w| *w == "create namespaces")
