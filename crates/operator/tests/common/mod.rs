@@ -435,8 +435,8 @@ where
     .await;
 }
 
-/// The audit events so far (every request, in the order kube-apiserver logged them), including
-/// every request answered before this call.
+/// The audit events so far (every request, in the order kube-apiserver logged them), with every
+/// request answered before this call as far as the marker below can tell.
 ///
 /// kube-apiserver logs a request once it has answered it, so a write whose effect a test has
 /// just read can still be missing from the log (CI once saw a status the test had read, without
