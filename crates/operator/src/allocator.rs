@@ -1,5 +1,5 @@
 //! jemalloc's own account of the process's heap, as the Prometheus gauge
-//! `homestead_allocator_bytes{state}` on `/metrics` (docs/operations.md, "Metrics";
+//! `homestead_allocator_bytes{state}` on `/metrics` (docs/operations.md, "Observe it";
 //! docs/performance.md, "Where the operator's own pages go").
 //!
 //! `process_resident_memory_bytes` says how much memory the process holds, the binary's pages
