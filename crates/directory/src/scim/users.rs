@@ -93,8 +93,11 @@ impl Scim {
         self.check_unique(user_name, current.uid().as_deref())
     }
 
-    /// Waits until the User cache holds User `name` with `uid` at `resource_version` or later
-    /// (or, when `gone`, no longer holds it live), at most [`CACHE_WAIT`] ([`caught_up`]).
+    /// Waits until both User caches, the service's own Users and every User's identity (which
+    /// [`Scim::check_unique`] reads), hold User `name` with `uid` at `resource_version` or later
+    /// (or, when `gone`, no longer hold it live), at most [`CACHE_WAIT`] ([`caught_up`]). So a
+    /// request after a write sees it: a create right after a delete says the person is still
+    /// being offboarded, not that their userName is taken.
     pub(super) async fn caught_up(
         &self,
         name: &str,
@@ -102,7 +105,10 @@ impl Scim {
         resource_version: &str,
         gone: bool,
     ) {
-        caught_up(&self.store, name, uid, resource_version, gone).await;
+        futures::join!(
+            caught_up(&self.store, name, uid, resource_version, gone),
+            caught_up(&self.identities, name, uid, resource_version, gone),
+        );
     }
 
     /// A ListResponse of the live Users matching `search`, ordered by name.
