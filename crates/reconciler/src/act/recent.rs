@@ -247,7 +247,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The size from which [`Expiring::insert`] looks for expired entries.
+/// The size from which [`Expiring::insert`] looks for expired entries on every doubling.
 const PRUNE_FROM: usize = 1024;
 
 /// A map whose entries each carry the moment they were inserted and count for a time to live
@@ -255,12 +255,19 @@ const PRUNE_FROM: usize = 1024;
 /// dropped in one pass once the map has doubled since the last pass (and holds at least
 /// [`PRUNE_FROM`]), so an insert costs O(1) amortized however many entries are still live (a
 /// bulk import keeps thousands within [`RECENT`]), and the map holds at most about twice its
-/// live entries.
+/// live entries. A pass also runs on an insert or a lookup one time to live after the last, so
+/// a burst's entries do not stay until the map next doubles; and a pass that leaves the table
+/// at most a quarter full shrinks it to twice what is left: a hash table keeps the capacity of
+/// its largest moment otherwise (at the end of bench-scale's mix, 1.2 MiB of tables for the
+/// Shares' and Namespaces' writes of phases long over: docs/performance.md, "A leaner echo
+/// memory and group memberships").
 #[derive(Debug)]
 struct Expiring<Q, V> {
     entries: HashMap<Q, (V, Instant)>,
     /// The size at which the next insert first drops expired entries.
     prune_at: usize,
+    /// When expired entries were last dropped, and the time to live of the last insert.
+    pruned: (Instant, Duration),
 }
 
 impl<Q, V> Default for Expiring<Q, V> {
@@ -268,30 +275,55 @@ impl<Q, V> Default for Expiring<Q, V> {
         Self {
             entries: HashMap::new(),
             prune_at: PRUNE_FROM,
+            pruned: (Instant::now(), Duration::ZERO),
         }
     }
 }
 
 impl<Q: Eq + Hash, V> Expiring<Q, V> {
     /// Inserts `value` under `key`, stamped now; first, when the map has reached its pruning
-    /// size, drops every entry older than `ttl` and sets the next pruning size to twice what
-    /// is left (at least [`PRUNE_FROM`]).
+    /// size or the last pass is `ttl` old, drops every entry older than `ttl` and sets the next
+    /// pruning size to twice what is left (at least [`PRUNE_FROM`]).
     fn insert(&mut self, key: Q, value: V, ttl: Duration) {
-        if self.entries.len() >= self.prune_at {
-            let now = Instant::now();
-            self.entries
-                .retain(|_, (_, at)| now.saturating_duration_since(*at) < ttl);
-            self.prune_at = (self.entries.len() * 2).max(PRUNE_FROM);
+        let now = Instant::now();
+        self.pruned.1 = ttl;
+        if self.entries.len() >= self.prune_at || self.pass_due(now) {
+            self.prune(now);
         }
-        self.entries.insert(key, (value, Instant::now()));
+        self.entries.insert(key, (value, now));
     }
 
-    /// The value under `key` and when it was inserted.
-    fn get<B>(&self, key: &B) -> Option<&(V, Instant)>
+    /// Whether the last pass is one time to live (the last insert's) old and there are
+    /// entries to look at.
+    fn pass_due(&self, now: Instant) -> bool {
+        !self.entries.is_empty() && now.saturating_duration_since(self.pruned.0) >= self.pruned.1
+    }
+
+    /// Drops every entry older than the last insert's time to live, and shrinks the table to
+    /// twice what is left once that fills at most a quarter of it.
+    fn prune(&mut self, now: Instant) {
+        let ttl = self.pruned.1;
+        self.entries
+            .retain(|_, (_, at)| now.saturating_duration_since(*at) < ttl);
+        let left = self.entries.len();
+        self.prune_at = (left * 2).max(PRUNE_FROM);
+        if self.entries.capacity() > 4 * left.max(16) {
+            self.entries.shrink_to(2 * left);
+        }
+        self.pruned.0 = now;
+    }
+
+    /// The value under `key` and when it was inserted (dropping expired entries first when a
+    /// pass is due).
+    fn get<B>(&mut self, key: &B) -> Option<&(V, Instant)>
     where
         Q: std::borrow::Borrow<B>,
         B: Eq + Hash + ?Sized,
     {
+        let now = Instant::now();
+        if self.pass_due(now) {
+            self.prune(now);
+        }
         self.entries.get(key)
     }
 
@@ -327,17 +359,52 @@ mod tests {
             "the next pass waits until the map has doubled again"
         );
 
+        // A burst below the doubling size: its entries go on the first insert one time to
+        // live after the last pass, and the table shrinks with them.
         let mut expired = Expiring::default();
-        for i in 0..PRUNE_FROM {
-            expired.insert(i, (), Duration::ZERO);
+        let ttl = Duration::from_millis(20);
+        for i in 0..PRUNE_FROM / 2 {
+            expired.insert(i, (), ttl);
         }
-        assert_eq!(expired.entries.len(), PRUNE_FROM);
-        expired.insert(PRUNE_FROM, (), Duration::ZERO);
+        assert!(expired.entries.capacity() >= PRUNE_FROM / 2);
+        std::thread::sleep(ttl);
+        expired.insert(PRUNE_FROM, (), ttl);
         assert_eq!(expired.entries.len(), 1, "every older entry expired");
         assert_eq!(expired.prune_at, PRUNE_FROM);
+        assert!(
+            expired.entries.capacity() <= 64,
+            "the table shrank to what is left, not {}",
+            expired.entries.capacity()
+        );
         assert!(expired.get(&PRUNE_FROM).is_some());
         assert!(expired.remove(&PRUNE_FROM).is_some());
         assert!(expired.get(&PRUNE_FROM).is_none());
+    }
+
+    #[test]
+    fn a_lookup_one_time_to_live_after_a_burst_drops_it_and_frees_the_table() {
+        let recent = RecentWrites::default();
+        for i in 0..2 * PRUNE_FROM {
+            recent.remember(format!("user-{i}"), 1);
+        }
+        assert!(recent.entries().entries.capacity() >= 2 * PRUNE_FROM);
+        // As if every write was made one RECENT ago (and so was the last pass).
+        {
+            let mut entries = recent.entries();
+            let long_ago = Instant::now() - RECENT;
+            entries.pruned.0 = long_ago;
+            for (_, at) in entries.entries.values_mut() {
+                *at = long_ago;
+            }
+        }
+        assert!(recent.unconfirmed("user-0", 1).is_none(), "expired");
+        let entries = recent.entries();
+        assert!(entries.entries.is_empty());
+        assert!(
+            entries.entries.capacity() <= 64,
+            "the table is freed, not {} slots",
+            entries.entries.capacity()
+        );
     }
 
     #[test]
