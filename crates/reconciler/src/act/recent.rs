@@ -133,8 +133,8 @@ impl RecentWrites {
 /// triggers as usual, and so does a create the watch delivers before it was remembered here.
 /// Until the watch delivers it, [`OwnCreates::unconfirmed`] tells a reconcile that finds the
 /// object missing from the cache not to create it again. Entries the watch never delivers (the
-/// object deleted during a re-list) are forgotten after [`RECENT`] once there are many
-/// (1,024).
+/// object deleted during a re-list) are forgotten once [`RECENT`] old, at the next insert or
+/// lookup one [`RECENT`] after the last pass (`Expiring`).
 #[derive(Debug)]
 pub struct OwnCreates<K>(Mutex<Created<K>>);
 
@@ -224,7 +224,9 @@ impl<K: Resource + PartialEq> OwnCreates<K> {
 
     /// Whether `delivered`, an object the watch has just delivered as created or changed
     /// (trimmed for the cache), is exactly what this replica created: its echo. Forgets the
-    /// created object either way, so only the first delivery can be an echo.
+    /// created object either way, so only the first delivery can be an echo. A delivery more
+    /// than [`RECENT`] after the create may find it forgotten already: it then triggers a
+    /// reconcile that finds nothing to do, the safe side.
     pub fn is_echo(&self, delivered: &K) -> bool {
         self.entries()
             .remove(&Self::key(delivered))
@@ -286,6 +288,8 @@ impl<Q: Eq + Hash, V> Expiring<Q, V> {
     /// pruning size to twice what is left (at least [`PRUNE_FROM`]).
     fn insert(&mut self, key: Q, value: V, ttl: Duration) {
         let now = Instant::now();
+        // A pass judges every entry by one time to live: each map is used with one.
+        debug_assert!(self.pruned.1.is_zero() || self.pruned.1 == ttl);
         self.pruned.1 = ttl;
         if self.entries.len() >= self.prune_at || self.pass_due(now) {
             self.prune(now);
@@ -293,14 +297,15 @@ impl<Q: Eq + Hash, V> Expiring<Q, V> {
         self.entries.insert(key, (value, now));
     }
 
-    /// Whether the last pass is one time to live (the last insert's) old and there are
-    /// entries to look at.
+    /// Whether the last pass is one time to live (the last insert's) old and the table holds
+    /// anything: entries to look at, or room a pass may give back (a map emptied by removals
+    /// keeps its capacity until then).
     fn pass_due(&self, now: Instant) -> bool {
-        !self.entries.is_empty() && now.saturating_duration_since(self.pruned.0) >= self.pruned.1
+        self.entries.capacity() > 0 && now.saturating_duration_since(self.pruned.0) >= self.pruned.1
     }
 
     /// Drops every entry older than the last insert's time to live, and shrinks the table to
-    /// twice what is left once that fills at most a quarter of it.
+    /// twice what is left once that fills at most a quarter of it (or nothing is left).
     fn prune(&mut self, now: Instant) {
         let ttl = self.pruned.1;
         self.entries
@@ -362,12 +367,12 @@ mod tests {
         // A burst below the doubling size: its entries go on the first insert one time to
         // live after the last pass, and the table shrinks with them.
         let mut expired = Expiring::default();
-        let ttl = Duration::from_millis(20);
+        let ttl = Duration::from_secs(60);
         for i in 0..PRUNE_FROM / 2 {
             expired.insert(i, (), ttl);
         }
         assert!(expired.entries.capacity() >= PRUNE_FROM / 2);
-        std::thread::sleep(ttl);
+        age(&mut expired, ttl);
         expired.insert(PRUNE_FROM, (), ttl);
         assert_eq!(expired.entries.len(), 1, "every older entry expired");
         assert_eq!(expired.prune_at, PRUNE_FROM);
@@ -381,6 +386,15 @@ mod tests {
         assert!(expired.get(&PRUNE_FROM).is_none());
     }
 
+    /// Makes every entry of `map`, and its last pass, `by` older.
+    fn age<Q, V>(map: &mut Expiring<Q, V>, by: Duration) {
+        let back = |at: Instant| at.checked_sub(by).expect("the clock is older than `by`");
+        map.pruned.0 = back(map.pruned.0);
+        for (_, at) in map.entries.values_mut() {
+            *at = back(*at);
+        }
+    }
+
     #[test]
     fn a_lookup_one_time_to_live_after_a_burst_drops_it_and_frees_the_table() {
         let recent = RecentWrites::default();
@@ -388,15 +402,7 @@ mod tests {
             recent.remember(format!("user-{i}"), 1);
         }
         assert!(recent.entries().entries.capacity() >= 2 * PRUNE_FROM);
-        // As if every write was made one RECENT ago (and so was the last pass).
-        {
-            let mut entries = recent.entries();
-            let long_ago = Instant::now() - RECENT;
-            entries.pruned.0 = long_ago;
-            for (_, at) in entries.entries.values_mut() {
-                *at = long_ago;
-            }
-        }
+        age(&mut recent.entries(), RECENT);
         assert!(recent.unconfirmed("user-0", 1).is_none(), "expired");
         let entries = recent.entries();
         assert!(entries.entries.is_empty());
@@ -404,6 +410,50 @@ mod tests {
             entries.entries.capacity() <= 64,
             "the table is freed, not {} slots",
             entries.entries.capacity()
+        );
+    }
+
+    #[test]
+    fn a_pass_keeps_what_is_younger_than_its_time_to_live() {
+        let recent = RecentWrites::default();
+        for i in 0..2 * PRUNE_FROM {
+            recent.remember(format!("old-{i}"), 1);
+        }
+        age(&mut recent.entries(), RECENT);
+        // Written just now: the pass this insert runs keeps it, and drops the burst.
+        recent.remember("alice".into(), 7);
+        assert!(recent.unconfirmed("alice", 7).is_some(), "still counts");
+        assert!(recent.unconfirmed("old-0", 1).is_none());
+        let entries = recent.entries();
+        assert_eq!(entries.entries.len(), 1);
+        assert!(
+            entries.entries.capacity() <= 64,
+            "shrunk around what is left"
+        );
+    }
+
+    #[test]
+    fn a_map_emptied_by_removals_gives_its_table_back_one_time_to_live_later() {
+        let created = OwnCreates::<crate::state::cache::CachedNamespace>::default();
+        let mut delivered = Vec::new();
+        for i in 0..PRUNE_FROM {
+            let ns = namespace(&format!("user-{i}"), "a");
+            created.remember(ns.clone());
+            let mut object = crate::state::cache::CachedNamespace::from(ns);
+            homestead_model::trim::trim(&mut object.metadata);
+            delivered.push(object);
+        }
+        for object in &delivered {
+            assert!(created.is_echo(object));
+        }
+        assert!(created.entries().entries.is_empty());
+        assert!(created.entries().entries.capacity() >= PRUNE_FROM);
+        age(&mut created.entries(), RECENT);
+        assert_eq!(created.unconfirmed(None, "user-0", |_| true), None);
+        assert_eq!(
+            created.entries().entries.capacity(),
+            0,
+            "the table is freed"
         );
     }
 
