@@ -1408,6 +1408,16 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_member_named_twice_counts_once() {
+        let memberships = GroupMemberships::default();
+        assert_eq!(
+            affected(&memberships, &group("Eng", &["b", "a", "a"])),
+            ["a", "b"]
+        );
+        assert_eq!(affected(&memberships, &group("Eng", &["b"])), ["a"]);
+    }
+
     /// The events a watch yields for a first list of `listed`, then `after`.
     fn first_list_then(
         listed: Vec<DirectoryGroup>,
