@@ -954,7 +954,7 @@ fn triggers_reconcile(before: Option<&User>, event: &watcher::Event<User>) -> bo
 #[derive(Clone, Default)]
 struct GroupMemberships(std::sync::Arc<std::sync::Mutex<HashMap<Box<str>, Members>>>);
 
-/// A group's display name and member names, sorted without repeats: a boxed slice (0.8 MiB for
+/// A group's display name and member names, sorted without repeats: a boxed slice (0.7 MiB for
 /// 21,000 memberships, where hash sets of strings took 1.3: docs/performance.md, "A leaner echo
 /// memory and group memberships").
 type Members = (Box<str>, Box<[Box<str>]>);
