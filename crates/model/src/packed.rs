@@ -1,7 +1,7 @@
-//! Users and Shares as their caches keep them: each as a [`CompactStore`](crate::store)
+//! Users, Shares and Workspaces as their caches keep them: each as a [`CompactStore`](crate::store)
 //! record of its (trimmed) JSON, compressed, decoded when a reconcile, a trigger or a request
-//! reads it (docs/performance.md, "Memory"). The operator's User cache and the homes API's caches
-//! of Users and Shares are these; the operator's Share cache packs its own compact form of a
+//! reads it (docs/performance.md, "Memory"). The operator's caches of Users and Workspaces and the
+//! homes API's caches of Users and Shares are these; the operator's Share cache packs its own compact form of a
 //! Share the same way ([`Packed::encode`], against a dictionary of that form).
 //!
 //! kube-runtime's reflector kept each User as an `Arc<User>`: 968 bytes inline (360 of them
@@ -19,7 +19,10 @@
 
 use std::sync::LazyLock;
 
-use homestead_api::{Share, ShareSpec, ShareStatus, User, UserSpec, UserStatus};
+use homestead_api::{
+    Share, ShareSpec, ShareStatus, User, UserSpec, UserStatus, Workspace, WorkspaceSpec,
+    WorkspaceStatus,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -175,6 +178,38 @@ pub static SHARE_DICTIONARY: LazyLock<Box<[u8]>> = LazyLock::new(|| {
     json_of(&share.metadata, &share.spec, &share.status).into_boxed_slice()
 });
 
+/// The dictionary of [`Packed`] Workspaces: a typical team workspace, Ready, as [`json_of`]
+/// writes it.
+pub static WORKSPACE_DICTIONARY: LazyLock<Box<[u8]>> = LazyLock::new(|| {
+    let workspace: Workspace = serde_json::from_value(json!({
+        "metadata": {
+            "annotations": { homestead_api::ANNOTATION_CREATED_BY: "user@example.com" },
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "finalizers": [homestead_api::FINALIZER],
+            "generation": 1,
+            "resourceVersion": "100000",
+            "uid": "00000000-0000-4000-8000-000000000000",
+        },
+        "spec": {
+            "owner": { "group": "group" }, "admins": ["user"], "members": { "role": "edit" },
+            "profile": "standard", "reason": "team", "deletionPolicy": "Retain",
+        },
+        "status": {
+            "observedGeneration": 1, "namespace": "ws-", "owner": "group group", "role": "edit",
+            "members": { "count": 10, "active": 10 },
+            "ownerUid": "00000000-0000-4000-8000-000000000000",
+            "adminUids": { "user": "00000000-0000-4000-8000-000000000000" },
+            "conditions": [
+                { "type": "Ready", "status": "True", "reason": "Provisioned",
+                  "message": "namespace \"ws-\" provisioned; 10 people have access",
+                  "observedGeneration": 1, "lastTransitionTime": "2026-01-01T00:00:00Z" },
+            ],
+        },
+    }))
+    .expect("the Workspace dictionary is a Workspace");
+    json_of(&workspace.metadata, &workspace.spec, &workspace.status).into_boxed_slice()
+});
+
 /// `object` as its cache gives it back: through its record and back again. The one difference
 /// from `object`: k8s-openapi writes a `Time` to the second, so a time with a fraction (a
 /// `validUntil` from a client that writes one) comes back without it. A watch that compares each
@@ -223,6 +258,32 @@ impl Compact for Share {
     fn from_record(namespace: Option<&str>, name: &str, record: &Packed) -> Self {
         let (metadata, spec, status) =
             unpack::<ShareSpec, Option<ShareStatus>>((namespace, name), record, &SHARE_DICTIONARY);
+        Self {
+            metadata,
+            spec,
+            status,
+        }
+    }
+}
+
+impl Compact for Workspace {
+    type Record = Packed;
+
+    fn namespace_and_name(&self) -> (Option<&str>, &str) {
+        (None, self.metadata.name.as_deref().unwrap_or_default())
+    }
+
+    fn record(&self) -> Packed {
+        let object = (&self.metadata, &self.spec, &self.status);
+        pack(object, &WORKSPACE_DICTIONARY)
+    }
+
+    fn from_record(namespace: Option<&str>, name: &str, record: &Packed) -> Self {
+        let (metadata, spec, status) = unpack::<WorkspaceSpec, Option<WorkspaceStatus>>(
+            (namespace, name),
+            record,
+            &WORKSPACE_DICTIONARY,
+        );
         Self {
             metadata,
             spec,
@@ -313,6 +374,41 @@ mod tests {
         assert_eq!(
             Share::from_record(Some("user-ada"), "pairing", &record),
             share
+        );
+    }
+
+    #[test]
+    fn a_workspace_comes_back_as_it_went_in_from_a_fraction_of_its_json() {
+        let workspace: Workspace = serde_json::from_value(json!({
+            "apiVersion": homestead_api::API_VERSION, "kind": "Workspace",
+            "metadata": {
+                "name": "platform", "uid": "5d0c1a2b-3c4d-4e5f-8a9b-0c1d2e3f4a5b", "generation": 2,
+                "creationTimestamp": "2026-11-01T09:00:00Z",
+                "finalizers": [homestead_api::FINALIZER],
+                "annotations": { homestead_api::ANNOTATION_CREATED_BY: "hr@example.com" },
+            },
+            "spec": { "owner": { "group": "platform" }, "admins": ["ada"], "reason": "team" },
+            "status": {
+                "observedGeneration": 2, "namespace": "ws-platform", "owner": "group platform",
+                "role": "edit", "members": { "count": 10, "active": 9 },
+                "ownerUid": "9f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a",
+                "adminUids": { "ada": "0b6c2a4e-6f1e-4d7a-9a57-2b1f3c4d5e6f" },
+                "conditions": [{
+                    "type": "Ready", "status": "True", "reason": "Provisioned",
+                    "message": "namespace \"ws-platform\" provisioned; 10 people have access",
+                    "observedGeneration": 2, "lastTransitionTime": "2026-11-01T09:00:01Z",
+                }],
+            },
+        }))
+        .unwrap();
+        let record = workspace.record();
+        assert_eq!(Workspace::from_record(None, "platform", &record), workspace);
+        let json = json(&record, &WORKSPACE_DICTIONARY);
+        assert!(
+            record.0.len() < json.len() / 2,
+            "{} bytes of {}: {json}",
+            record.0.len(),
+            json.len(),
         );
     }
 }

@@ -1,12 +1,13 @@
 //! Compact caches: the operator's of Users, Shares, Namespaces, RoleBindings, LimitRanges and
-//! NetworkPolicies (one or more of each per User: its largest) and the homes API's of Users and Shares (docs/performance.md, Memory).
+//! NetworkPolicies (one or more of each per User: its largest) and of Workspaces, and the homes
+//! API's of Users and Shares (docs/performance.md, Memory).
 //!
 //! kube-runtime's reflector [`kube::runtime::reflector::Store`] keeps each object as an
 //! `Arc<K>` under an `ObjectRef<K>`: for the reconciler's compact Namespaces and RoleBindings
 //! that is still about 470 bytes of `ObjectMeta` (fifteen fields, all but three empty) and 96
 //! bytes of key per object, 0.8 KiB a Namespace and 0.7 KiB a RoleBinding in a heap profile at
 //! 10,000 Users, and 1.6 KiB a User. A [`CompactStore`] keeps a [`Compact::Record`] instead
-//! (what readers need, no `ObjectMeta`; for Users and Shares their packed JSON,
+//! (what readers need, no `ObjectMeta`; for Users, Shares and Workspaces their packed JSON,
 //! [`crate::packed`]) under one `namespace/name` string, in a B-tree kept dense ([`crate::dense`]), so the RoleBindings of
 //! one Namespace are a range rather than a scan of every binding in the cluster.
 //!

@@ -317,7 +317,7 @@ pub(crate) mod test {
                     index: crate::state::index::ProfileIndex::default(),
                     shares: homestead_model::store::compact_store().0,
                     share_index: crate::state::ShareIndex::default(),
-                    workspaces: reflector::store().0,
+                    workspaces: homestead_model::store::compact_store().0,
                 },
                 metrics,
             );

@@ -31,6 +31,7 @@ use crate::act::access;
 use crate::act::guards::{Managed, ensure};
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::flows::requeue::Requeue;
 use crate::flows::total::{ensure_slice, owner_total, release_slice};
 use crate::plan::desired::{
     LIMIT_RANGE_NAME, NETWORK_POLICY_NAME, QUOTA_NAME, desired_limit_range, desired_network_policy,
@@ -58,24 +59,33 @@ type Changes = Vec<(Change, String)>;
 /// # Errors
 /// [`Error`] when an API request fails; the Controller then calls [`workspace_error`].
 #[instrument(skip_all, fields(workspace = %workspace.name_any()))]
-pub async fn reconcile_workspace(workspace: Arc<Workspace>, ctx: Arc<Context>) -> Result<Action> {
+pub async fn reconcile_workspace(workspace: Arc<Workspace>, ctx: Arc<Context>) -> Result<Requeue> {
     if !ctx.ready_to_write().await {
-        return Ok(Action::requeue(NOT_LEADER_RECHECK));
+        return Ok(Requeue::after(NOT_LEADER_RECHECK));
     }
     let reference = ObjectRef::from_obj(workspace.as_ref());
     let api: Api<Workspace> = Api::all(ctx.cluster().client().clone());
-    let result = finalizer(&api, FINALIZER, workspace, |event| async {
-        match event {
-            Finalizer::Apply(workspace) => open(&workspace, &ctx).await,
-            Finalizer::Cleanup(workspace) => close(&workspace, &ctx).await,
-        }
+    // The helper wants kube-runtime's `Action`, which cannot be read back: the flow's own
+    // answer is kept here, and stays `on_change` when the helper only added or removed the
+    // finalizer.
+    let mut next = Requeue::on_change();
+    let flow_next = &mut next;
+    let ctx_of_flow = &ctx;
+    let result = finalizer(&api, FINALIZER, workspace, move |event| async move {
+        let requeue = match event {
+            Finalizer::Apply(workspace) => open(&workspace, ctx_of_flow).await,
+            Finalizer::Cleanup(workspace) => close(&workspace, ctx_of_flow).await,
+        }?;
+        *flow_next = requeue;
+        Ok(Action::from(requeue))
     })
     .await
+    .map(|_| next)
     .map_err(|e| Error::Finalizer(Box::new(e)))
     .or_else(|e| match e.terminating_namespace() {
         Some(namespace) => {
             debug!(%namespace, "waiting for the workspace's namespace to be deleted");
-            Ok(Action::requeue(TERMINATING_RECHECK))
+            Ok(Requeue::after(TERMINATING_RECHECK))
         }
         None => Err(e),
     });
@@ -87,18 +97,18 @@ pub async fn reconcile_workspace(workspace: Arc<Workspace>, ctx: Arc<Context>) -
 
 /// After a failed reconcile of a Workspace: logs it and retries with the Workspace's backoff
 /// (1 s doubling to 5 min, with jitter).
-pub fn workspace_error(workspace: Arc<Workspace>, error: &Error, ctx: Arc<Context>) -> Action {
+pub fn workspace_error(workspace: Arc<Workspace>, error: &Error, ctx: Arc<Context>) -> Requeue {
     let reason = error.metric_label().as_str();
     ctx.metrics().errors.with_label_values(&[reason]).inc();
     let delay = ctx
         .workspace_backoffs()
         .next_delay(ObjectRef::from_obj(workspace.as_ref()));
     warn!(workspace = %workspace.name_any(), retry_in_seconds = delay.as_secs_f64(), "reconciling a workspace failed: {error}");
-    Action::requeue(delay)
+    Requeue::after(delay)
 }
 
 /// Brings a live Workspace to what [`decide`] says (see the module docs).
-async fn open(workspace: &Workspace, ctx: &Context) -> Result<Action> {
+async fn open(workspace: &Workspace, ctx: &Context) -> Result<Requeue> {
     let (caches, config) = (ctx.caches(), ctx.config());
     let namespace = namespace_of(workspace, config);
     let owner = Owner::of(workspace);
@@ -116,7 +126,7 @@ async fn open(workspace: &Workspace, ctx: &Context) -> Result<Action> {
         ctx.cluster()
             .delete(&reference, &DeleteParams::default())
             .await?;
-        return Ok(Action::await_change());
+        return Ok(Requeue::on_change());
     }
     let verdict = {
         let looked = LookedUp::of(workspace, owner.as_ref(), caches);
@@ -152,9 +162,9 @@ async fn open(workspace: &Workspace, ctx: &Context) -> Result<Action> {
     let terminating = outcome.reason == "NamespaceTerminating";
     write_status(ctx, workspace, &namespace, &outcome, changes).await?;
     Ok(if terminating {
-        Action::requeue(TERMINATING_RECHECK)
+        Requeue::after(TERMINATING_RECHECK)
     } else {
-        Action::await_change()
+        Requeue::on_change()
     })
 }
 
@@ -307,7 +317,7 @@ async fn converge<'g>(
 
 /// Deletes or retains the namespace of a deleted Workspace, per its `deletionPolicy`, after
 /// revoking every RoleBinding there; nothing when the namespace is not the Workspace's.
-async fn close(workspace: &Workspace, ctx: &Context) -> Result<Action> {
+async fn close(workspace: &Workspace, ctx: &Context) -> Result<Requeue> {
     let (cluster, caches) = (ctx.cluster(), ctx.caches());
     let name = workspace
         .status
@@ -321,7 +331,7 @@ async fn close(workspace: &Workspace, ctx: &Context) -> Result<Action> {
         .await?
         .filter(|ns| is_owned_by(&ns.facts, workspace))
     else {
-        return Ok(Action::await_change());
+        return Ok(Requeue::on_change());
     };
     let _ = caches;
     let mut changes = Changes::new();
@@ -352,7 +362,7 @@ async fn close(workspace: &Workspace, ctx: &Context) -> Result<Action> {
         format!("the workspace is deleted (deletionPolicy Retain): access revoked, namespace {name:?} and its data kept"),
     ));
     publish(ctx, workspace, changes);
-    Ok(Action::await_change())
+    Ok(Requeue::on_change())
 }
 
 /// While a deleted workspace's namespace terminates: `Ready=False`, reason `Terminating`, the
@@ -363,7 +373,7 @@ async fn terminating(
     workspace: &Workspace,
     namespace: &crate::state::cache::CachedNamespace,
     changes: Changes,
-) -> Result<Action> {
+) -> Result<Requeue> {
     let name = namespace.name_any();
     let outcome = Outcome {
         ready: false,

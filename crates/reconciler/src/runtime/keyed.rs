@@ -1,6 +1,6 @@
 //! A Controller over keys: kube-runtime's [`scheduler`] and the same rules as its Controller,
 //! with the objects in a [`CompactStore`] rather than a reflector store of whole objects. The
-//! Controllers over Users and over Shares are these.
+//! Controllers over Users, over Shares and over Workspaces are these.
 //!
 //! kube-runtime's `Controller` reconciles only what its own `Store<K>` holds, an `Arc` of each
 //! whole typed object under an `ObjectRef` key, and its runner is private. At 10,000 Users and

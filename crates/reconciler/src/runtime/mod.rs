@@ -4,7 +4,8 @@
 //!
 //! - [`watches`]: what is watched, which watch events trigger which reconcile and which are
 //!   echoes of Homestead's own writes, and the caches the watches fill.
-//! - [`keyed`]: the Controller over keys that Users and Shares run on (their caches compact).
+//! - [`keyed`]: the Controller over keys that Users, Shares and Workspaces run on (their caches
+//!   compact).
 //! - [`Runtime`]: the [`Context`] built from those caches and the User, Share, Workspace,
 //!   retained-Namespace, Profile-status and DirectoryGroup-status Controllers, the Controller
 //!   over slices of total quotas, run with graceful shutdown; the
@@ -79,7 +80,7 @@ pub struct Runtime {
     profile_statuses: Controller<homestead_api::Profile>,
     group_statuses: Controller<homestead_api::DirectoryGroup>,
     shares: Keyed<CachedShare>,
-    workspaces: Controller<homestead_api::Workspace>,
+    workspaces: Keyed<homestead_api::Workspace>,
     totals: Controller<k8s_openapi::api::core::v1::ResourceQuota>,
     backlogs: (Backlog<User>, Backlog<CachedShare>),
     retained_count_interval: Duration,
@@ -155,7 +156,8 @@ impl Runtime {
         let (store, metrics) = (self.shares.store(), self.ctx.metrics().clone());
         let workspaces = self.workspaces.store();
         move || {
-            let all = workspaces.state();
+            let mut all = Vec::new();
+            workspaces.for_each(|w| all.push(w));
             metrics.observe_workspaces(all.iter().map(|w| {
                 let owner = if w.spec.owner.group.is_some() {
                     "group"
@@ -221,7 +223,13 @@ impl Runtime {
             move |name| user_backlog.started(name),
             shutdown(),
         );
-        let workspaces = run_workspaces(self.workspaces, shutdown(), ctx.clone());
+        let workspaces = self.workspaces.run(
+            reconcile_workspace,
+            workspace_error,
+            ctx.clone(),
+            |_| {},
+            shutdown(),
+        );
         let totals = run_totals(self.totals, shutdown(), ctx.clone());
         futures::join!(
             users,
@@ -260,19 +268,6 @@ async fn run_retained(
             },
             ctx,
         )
-        .for_each(|result| async move { log_controller_error(result) })
-        .await;
-}
-
-/// Runs the Workspace Controller until `shutdown` resolves.
-async fn run_workspaces(
-    workspaces: Controller<homestead_api::Workspace>,
-    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-    ctx: Arc<Context>,
-) {
-    workspaces
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile_workspace, workspace_error, ctx)
         .for_each(|result| async move { log_controller_error(result) })
         .await;
 }

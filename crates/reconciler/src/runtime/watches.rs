@@ -5,7 +5,7 @@
 //! Shares (the Profile and DirectoryGroup watches also wake their status Controllers, which
 //! read the same caches). A watch that
 //! keeps a cache (kube-runtime's reflector, or for Namespaces, RoleBindings, LimitRanges,
-//! NetworkPolicies, Users and Shares the model's compact one, `homestead_model::store`) feeds it and the triggers alike, except for changes no reconcile needs to
+//! NetworkPolicies, Users, Shares and Workspaces the model's compact one, `homestead_model::store`) feeds it and the triggers alike, except for changes no reconcile needs to
 //! see: a change to a User's status alone (Homestead's own) or to what the cache drops of it, a
 //! Profile's status (to all but its status Controller), a quota's usage, the first delivery
 //! of a Namespace or RoleBinding exactly as Homestead created it (the reconcile that created it
@@ -78,7 +78,7 @@ pub struct Controllers {
     /// change of a Profile's spec (all Shares: a limit may have changed).
     pub shares: Keyed<CachedShare>,
     /// The Controller over Workspaces ([`super::workspaces`]).
-    pub workspaces: Controller<homestead_api::Workspace>,
+    pub workspaces: Keyed<homestead_api::Workspace>,
     /// The Controller over the slices of total quotas ([`total_controller`]).
     pub totals: Controller<ResourceQuota>,
     /// The caches reconciles read.
@@ -478,23 +478,22 @@ fn workspace_controller(
     concurrency: u16,
     groups: Store<DirectoryGroup>,
     (shares, wake_share): (ShareIndex, UnboundedSender<ObjectRef<CachedShare>>),
-) -> (Controller<homestead_api::Workspace>, WorkspaceWakes) {
+) -> (Keyed<homestead_api::Workspace>, WorkspaceWakes) {
     let (wake, wakes) = futures::channel::mpsc::unbounded();
     let (all, every_one) = futures::channel::mpsc::unbounded();
-    // Trimmed (no managedFields): a thousand workspaces cost their specs, not their history.
-    let (store, events) = cached_watch(
-        client,
-        &declared::WORKSPACES,
-        trim_object::<homestead_api::Workspace>,
-    );
+    // Packed and trimmed (no managedFields): a thousand workspaces cost a few hundred bytes
+    // each, not their history.
+    let (store, events) = compact_watch::<homestead_api::Workspace>(client, &declared::WORKSPACES);
+    let wakes_of = WorkspaceWakes::new(groups, wake.clone(), all);
     // Once the cache has a Workspace's change (its status: opened, suspended), the Shares in
     // its namespace are judged again: they grant only while it is open; and its owner's other
     // self-service Workspaces, which count it against their `max` (the siblings' own watch
     // may deliver the change before this cache has it: one refused beyond `max` must see the
     // older one gone).
-    let siblings = WorkspaceWakes::new(store.clone(), groups.clone(), wake.clone(), all.clone());
-    let sibling_wake = wake.clone();
+    let siblings = wakes_of.clone();
+    let sibling_wake = wake;
     let events = events.inspect_ok(move |event| {
+        siblings.observe(event);
         if let watcher::Event::Apply(w) | watcher::Event::Delete(w) = event {
             if let Some(namespace) = w.status.as_ref().and_then(|s| s.namespace.as_deref()) {
                 for share in shares.in_namespace(namespace) {
@@ -506,20 +505,27 @@ fn workspace_controller(
             }
         }
     });
-    let controller = Controller::for_stream(events.touched_objects(), store)
-        .with_config(controller::Config::default().concurrency(concurrency))
+    let of_sibling = wakes_of.clone();
+    let sibling_events = watcher(
+        Api::<homestead_api::Workspace>::all(client.clone()),
+        config_of(&declared::WORKSPACE_SIBLINGS),
+    )
+    .touched_objects()
+    .backoff(watch_backoff());
+    let controller = Keyed::new(store, concurrency)
+        .watches_stream(events, |event| match event {
+            watcher::Event::Apply(w) | watcher::Event::InitApply(w) | watcher::Event::Delete(w) => {
+                Some(ObjectRef::from_obj(&w))
+            }
+            watcher::Event::Init | watcher::Event::InitDone => None,
+        })
+        .watches_stream(sibling_events, move |workspace| {
+            of_sibling.self_service_of(&workspace)
+        })
         .reconcile_on(wakes)
         .reconcile_all_on(every_one)
         .reconcile_all_on(every(RESYNC));
-    let store = controller.store();
-    let siblings = WorkspaceWakes::new(store.clone(), groups.clone(), wake.clone(), all.clone());
-    let controller = controller.watches(
-        Api::<homestead_api::Workspace>::all(client.clone()),
-        config_of(&declared::WORKSPACE_SIBLINGS),
-        move |workspace| siblings.self_service_of(&workspace),
-    );
-    let wakes = WorkspaceWakes::new(store, groups, wake, all);
-    (controller, wakes)
+    (controller, wakes_of)
 }
 
 /// The Controller over Shares (their own watch, indexed into `index` by grantee and namespace),

@@ -58,8 +58,9 @@ pub struct Caches {
     pub(crate) shares: CompactStore<CachedShare>,
     /// Which Shares name each grantee and are in each namespace, from the Share watch.
     pub(crate) share_index: ShareIndex,
-    /// Every Workspace (the Controller over Workspaces' own cache).
-    pub(crate) workspaces: Store<Workspace>,
+    /// Every Workspace (the Controller over Workspaces' own cache), packed
+    /// ([`homestead_model::packed`]).
+    pub(crate) workspaces: CompactStore<Workspace>,
 }
 
 impl Caches {
@@ -79,7 +80,7 @@ impl Caches {
             index: ProfileIndex::default(),
             shares: compact_store().0,
             share_index: ShareIndex::default(),
-            workspaces: reflector::store().0,
+            workspaces: compact_store().0,
         }
     }
 
@@ -109,7 +110,7 @@ impl Caches {
             Cache::Groups => wait_until_ready(&self.groups).await,
             Cache::Users => wait_until_listed(&self.users).await,
             Cache::Shares => wait_until_listed(&self.shares).await,
-            Cache::Workspaces => wait_until_ready(&self.workspaces).await,
+            Cache::Workspaces => wait_until_listed(&self.workspaces).await,
         }
     }
 
@@ -204,12 +205,14 @@ impl Caches {
 
     /// Every cached Workspace.
     pub fn workspaces(&self) -> Vec<Arc<Workspace>> {
-        self.workspaces.state()
+        let mut all = Vec::new();
+        self.workspaces.for_each(|w| all.push(Arc::new(w)));
+        all
     }
 
     /// The Workspace `name`, if cached.
     pub fn workspace(&self, name: &str) -> Option<Arc<Workspace>> {
-        self.workspaces.get(&ObjectRef::new(name))
+        self.workspaces.get(None, name).map(Arc::new)
     }
 }
 
@@ -273,7 +276,7 @@ mod tests {
         let (groups, mut group_writer) = reflector::store::<DirectoryGroup>();
         let (users, mut user_writer) = compact_store::<User>();
         let (shares, mut share_writer) = compact_store::<CachedShare>();
-        let (workspaces, mut workspace_writer) = reflector::store();
+        let (workspaces, mut workspace_writer) = compact_store::<Workspace>();
         let caches = Caches {
             namespaces,
             role_bindings,
@@ -303,7 +306,8 @@ mod tests {
         user_writer.apply(&Event::InitDone);
         share_writer.apply(&Event::Init);
         share_writer.apply(&Event::InitDone);
-        listed(&mut workspace_writer);
+        workspace_writer.apply(&Event::Init);
+        workspace_writer.apply(&Event::InitDone);
         let wait = std::time::Duration::from_secs(60);
         assert!(
             tokio::time::timeout(wait, caches.synced()).await.is_err(),
