@@ -248,6 +248,17 @@ impl<K: Names> NameIndex<K> {
         references(index.groups.get(group).into_iter().flatten())
     }
 
+    /// The objects naming a DirectoryGroup `pick` accepts (by name), each group asked once.
+    pub fn of_groups(&self, mut pick: impl FnMut(&str) -> bool) -> Vec<ObjectRef<K>> {
+        let index = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let picked = index
+            .groups
+            .iter()
+            .filter(|(group, _)| pick(group))
+            .flat_map(|(_, keys)| keys);
+        references(picked)
+    }
+
     /// The objects in `namespace`.
     pub fn in_namespace(&self, namespace: &str) -> Vec<ObjectRef<K>> {
         let index = self.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -384,7 +395,13 @@ mod tests {
             workspaces.of_user("bob", None).is_empty(),
             "a member is the group's"
         );
+        assert_eq!(
+            workspaces.of_groups(|g| g == "team"),
+            [ObjectRef::new("shared")]
+        );
+        assert!(workspaces.of_groups(|g| g == "ops").is_empty());
         workspaces.observe(&watcher::Event::Delete(shared));
         assert!(workspaces.of_group("team").is_empty());
+        assert!(workspaces.of_groups(|_| true).is_empty());
     }
 }

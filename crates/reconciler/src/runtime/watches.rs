@@ -484,7 +484,7 @@ fn workspace_controller(
     // Packed and trimmed (no managedFields): a thousand workspaces cost a few hundred bytes
     // each, not their history.
     let (store, events) = compact_watch::<homestead_api::Workspace>(client, &declared::WORKSPACES);
-    let wakes_of = WorkspaceWakes::new(groups, wake.clone(), all);
+    let wakes_of = WorkspaceWakes::new(store.clone(), groups, wake.clone(), all);
     // Once the cache has a Workspace's change (its status: opened, suspended), the Shares in
     // its namespace are judged again: they grant only while it is open; and its owner's other
     // self-service Workspaces, which count it against their `max` (the siblings' own watch

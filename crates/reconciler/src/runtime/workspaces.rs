@@ -4,17 +4,16 @@
 //! it owns, administers or is a member of through their group; a DirectoryGroup's change wakes
 //! the Workspaces it owns; a Profile's change wakes every Workspace (few: a Profile can be any
 //! of theirs). Every Workspace is reconciled again every resync (`flows::provision::RESYNC`).
-//! The wakes read each Workspace's owner, admins and self-service label from their own small
-//! map, kept from the Workspace watch: the cache packs each Workspace
-//! ([`homestead_model::packed`]), and a User's change would otherwise decode them all.
+//! The wakes find Workspaces by owner and admin in the model's index of names
+//! ([`NameIndex`], the homes API's too), kept from the Workspace watch: the cache packs each
+//! Workspace ([`homestead_model::packed`]), and a User's change would otherwise decode them all.
 //!
 //! [`WORKSPACES`]: crate::state::declared::WORKSPACES
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
-
 use futures::channel::mpsc::UnboundedSender;
 use homestead_api::{DirectoryGroup, LABEL_WORKSPACE, Workspace};
+use homestead_model::names::NameIndex;
+use homestead_model::store::CompactStore;
 use homestead_model::workspace::Owner;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
@@ -22,77 +21,41 @@ use kube::{Resource, ResourceExt};
 
 use crate::plan::workspace::is_self_service;
 
-/// Of one Workspace, what tells which changes concern it: its owner, its admins and whether it
-/// is self-service (a hundred bytes, where the packed Workspace must be decoded to read them).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Shape {
-    owner: Option<Owner>,
-    admins: Box<[Box<str>]>,
-    self_service: bool,
-}
-
-impl Shape {
-    fn of(workspace: &Workspace) -> Self {
-        Self {
-            owner: Owner::of(workspace),
-            admins: workspace
-                .spec
-                .admins
-                .iter()
-                .map(|a| a.as_str().into())
-                .collect(),
-            self_service: is_self_service(workspace),
-        }
-    }
-}
-
 /// Sends the Workspaces a change concerns to the Workspace Controller.
 #[derive(Clone)]
 pub struct WorkspaceWakes {
-    /// The [`Shape`] of every Workspace the Workspace watch has delivered, by name.
-    shapes: Arc<Mutex<HashMap<Box<str>, Shape>>>,
+    /// The Workspace Controller's cache (packed: read one Workspace at a time).
+    workspaces: CompactStore<Workspace>,
+    /// The Workspaces by the User or DirectoryGroup that owns each and by their admins, kept
+    /// from the Workspace watch ([`WorkspaceWakes::observe`]).
+    index: NameIndex<Workspace>,
     groups: Store<DirectoryGroup>,
     wake: UnboundedSender<ObjectRef<Workspace>>,
     all: UnboundedSender<()>,
 }
 
 impl WorkspaceWakes {
-    /// The wakes of the Workspaces the Workspace watch delivers to [`WorkspaceWakes::observe`]
-    /// (`groups`: the cache the wakes look members up in), each sent to `wake`, all of them to
-    /// `all`.
+    /// The wakes of the Workspaces in `workspaces` (the Workspace Controller's cache, whose
+    /// watch feeds [`WorkspaceWakes::observe`]; `groups`: the cache the wakes look members up
+    /// in), each sent to `wake`, all of them to `all`.
     pub fn new(
+        workspaces: CompactStore<Workspace>,
         groups: Store<DirectoryGroup>,
         wake: UnboundedSender<ObjectRef<Workspace>>,
         all: UnboundedSender<()>,
     ) -> Self {
         Self {
-            shapes: Arc::default(),
+            workspaces,
+            index: NameIndex::default(),
             groups,
             wake,
             all,
         }
     }
 
-    fn shapes(&self) -> std::sync::MutexGuard<'_, HashMap<Box<str>, Shape>> {
-        self.shapes.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Keeps what the wakes read of each Workspace as the Workspace watch's `event` says (a
-    /// re-list's leftovers come as deletions: the compact cache's watch makes them so).
+    /// Keeps the index of owners and admins in step with one event of the Workspace watch.
     pub fn observe(&self, event: &watcher::Event<Workspace>) {
-        match event {
-            watcher::Event::Apply(w) | watcher::Event::InitApply(w) => {
-                let shape = Shape::of(w);
-                let mut shapes = self.shapes();
-                if shapes.get(w.name_any().as_str()) != Some(&shape) {
-                    shapes.insert(w.name_any().into(), shape);
-                }
-            }
-            watcher::Event::Delete(w) => {
-                self.shapes().remove(w.name_any().as_str());
-            }
-            watcher::Event::Init | watcher::Event::InitDone => {}
-        }
+        self.index.observe(event);
     }
 
     /// The Workspace labelled on `object` (`homestead.dev/workspace`), if any.
@@ -108,25 +71,15 @@ impl WorkspaceWakes {
     }
 
     /// The Workspaces the User `user` owns, administers, or is a member of (its owner group
-    /// lists them): a scan of the Workspaces' shapes, each group looked up in the cache.
+    /// lists them): from the index, each owner group looked up in the cache.
     pub fn of_user(&self, user: &str) {
-        let concerned: Vec<ObjectRef<Workspace>> = self
-            .shapes()
-            .iter()
-            .filter(|(_, shape)| match &shape.owner {
-                Some(Owner::User(owner)) => owner == user,
-                Some(Owner::Group(group)) => {
-                    shape.admins.iter().any(|a| &**a == user)
-                        || self
-                            .groups
-                            .get(&ObjectRef::new(group))
-                            .is_some_and(|g| g.spec.members.iter().any(|m| m == user))
-                }
-                None => false,
-            })
-            .map(|(name, _)| ObjectRef::new(name))
-            .collect();
-        for workspace in concerned {
+        let is_member = |group: &str| {
+            self.groups
+                .get(&ObjectRef::new(group))
+                .is_some_and(|g| g.spec.members.iter().any(|m| m == user))
+        };
+        let named = self.index.of_user(user, None);
+        for workspace in named.into_iter().chain(self.index.of_groups(is_member)) {
             let _ = self.wake.unbounded_send(workspace);
         }
     }
@@ -137,26 +90,22 @@ impl WorkspaceWakes {
             return Vec::new();
         };
         let name = workspace.name_any();
-        self.shapes()
-            .iter()
-            .filter(|(other, shape)| {
-                shape.self_service
-                    && matches!(&shape.owner, Some(Owner::User(o)) if o == owner)
-                    && ***other != *name
+        let owner_of = Some(Owner::User(owner.to_owned()));
+        self.index
+            .of_user(owner, None)
+            .into_iter()
+            .filter(|other| other.name != name)
+            .filter(|other| {
+                self.workspaces
+                    .get(None, &other.name)
+                    .is_some_and(|w| is_self_service(&w) && Owner::of(&w) == owner_of)
             })
-            .map(|(other, _)| ObjectRef::new(other))
             .collect()
     }
 
     /// The Workspaces the DirectoryGroup `group` owns.
     pub fn of_group(&self, group: &str) {
-        let owned: Vec<ObjectRef<Workspace>> = self
-            .shapes()
-            .iter()
-            .filter(|(_, shape)| matches!(&shape.owner, Some(Owner::Group(g)) if g == group))
-            .map(|(name, _)| ObjectRef::new(name))
-            .collect();
-        for workspace in owned {
+        for workspace in self.index.of_group(group) {
             let _ = self.wake.unbounded_send(workspace);
         }
     }
@@ -172,6 +121,7 @@ mod tests {
     use super::*;
     use futures::{FutureExt, StreamExt};
     use homestead_api::LABEL_SELF_SERVICE;
+    use homestead_model::store::compact_store;
     use kube::runtime::reflector;
     use serde_json::json;
 
@@ -212,12 +162,14 @@ mod tests {
         ));
         let (wake, mut wakes) = futures::channel::mpsc::unbounded();
         let (all, _every) = futures::channel::mpsc::unbounded();
-        let ws = WorkspaceWakes::new(groups, wake, all);
+        let (workspaces, mut writer) = compact_store::<Workspace>();
+        let ws = WorkspaceWakes::new(workspaces, groups, wake, all);
         let team = workspace("team", json!({ "group": "platform" }), &["ada"], &[]);
         let mine = workspace("mine", json!({ "user": "ada" }), &[], &[LABEL_SELF_SERVICE]);
         let more = workspace("more", json!({ "user": "ada" }), &[], &[LABEL_SELF_SERVICE]);
         for w in [&team, &mine, &more] {
-            ws.observe(&watcher::Event::InitApply(w.clone()));
+            writer.insert(w.clone());
+            ws.observe(&watcher::Event::Apply(w.clone()));
         }
         ws.of_user("ada");
         assert_eq!(
@@ -238,6 +190,7 @@ mod tests {
             .collect();
         assert_eq!(siblings, ["more"]);
         // A deleted Workspace and a changed admin are seen.
+        writer.apply(&watcher::Event::Delete(more.clone()));
         ws.observe(&watcher::Event::Delete(more));
         assert!(ws.self_service_of(&mine).is_empty());
         ws.observe(&watcher::Event::Apply(workspace(
