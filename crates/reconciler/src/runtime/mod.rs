@@ -156,21 +156,25 @@ impl Runtime {
         let (store, metrics) = (self.shares.store(), self.ctx.metrics().clone());
         let workspaces = self.workspaces.store();
         move || {
-            let mut all = Vec::new();
-            workspaces.for_each(|w| all.push(w));
-            metrics.observe_workspaces(all.iter().map(|w| {
+            // What the gauges read of each Workspace, not the Workspace: one is decoded at a time.
+            let mut all: Vec<(&'static str, Option<String>)> = Vec::new();
+            workspaces.for_each(|w| {
                 let owner = if w.spec.owner.group.is_some() {
                     "group"
                 } else {
                     "user"
                 };
-                let ready = w.status.as_ref().and_then(|s| {
+                let ready = w.status.and_then(|s| {
                     s.conditions
-                        .iter()
+                        .into_iter()
                         .find(|c| c.type_ == homestead_api::CONDITION_READY)
                 });
-                (owner, ready.map(|c| c.reason.as_str()))
-            }));
+                all.push((owner, ready.map(|c| c.reason)));
+            });
+            metrics.observe_workspaces(
+                all.iter()
+                    .map(|(owner, reason)| (*owner, reason.as_deref())),
+            );
             let mut shares = Vec::new();
             store.for_each(|share| {
                 let ready = share.status.as_ref().and_then(|s| s.ready.as_ref());
