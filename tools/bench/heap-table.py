@@ -31,9 +31,9 @@ CONNECTIONS = "connections (hyper, rustls, codecs)"
 ROWS = [
     ("the compact caches' keys and B-tree nodes (store.rs, dense.rs)",
      ("model/src/store.rs", "model/src/dense.rs")),
-    ("Users and Shares packed (lz4_flex)", ("lz4_flex",)),
+    ("Users, Shares and Workspaces packed (lz4_flex)", ("lz4_flex",)),
     ("record contents (cache.rs, facts.rs)", ("state/cache.rs", "plan/facts.rs")),
-    ("reflector caches (Workspaces, DirectoryGroups, Profiles, quotas)",
+    ("reflector caches (DirectoryGroups, Profiles, quotas; Workspaces before 1add878)",
      ("reflector/store.rs", "object_meta.rs", "api/src/", "kube-core", "reflector/object_ref.rs",
       "condition.rs", "resource_quota", "ahash")),
     ("indexes (identities, names, Profiles)", ("identity.rs", "names.rs", "state/index.rs")),
