@@ -248,7 +248,8 @@ impl<K: Names> NameIndex<K> {
         references(index.groups.get(group).into_iter().flatten())
     }
 
-    /// The objects naming a DirectoryGroup `pick` accepts (by name), each group asked once.
+    /// The objects naming a DirectoryGroup `pick` accepts (by name): `pick` is called once for
+    /// every group the index has objects for, with the index locked (a walk of those groups).
     pub fn of_groups(&self, mut pick: impl FnMut(&str) -> bool) -> Vec<ObjectRef<K>> {
         let index = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let picked = index

@@ -1,8 +1,8 @@
 //! Users, Shares and Workspaces as their caches keep them: each as a [`CompactStore`](crate::store)
 //! record of its (trimmed) JSON, compressed, decoded when a reconcile, a trigger or a request
-//! reads it (docs/performance.md, "Memory"). The operator's caches of Users and Workspaces and the
-//! homes API's caches of Users and Shares are these; the operator's Share cache packs its own compact form of a
-//! Share the same way ([`Packed::encode`], against a dictionary of that form).
+//! reads it (docs/performance.md, "Memory"). The operator's caches of Users and Workspaces and
+//! the homes API's caches of Users and Shares are these; the operator's Share cache packs its
+//! own compact form of a Share the same way ([`Packed::encode`], against a dictionary of that form).
 //!
 //! kube-runtime's reflector kept each User as an `Arc<User>`: 968 bytes inline (360 of them
 //! `ObjectMeta`, fifteen fields, nearly all empty), its strings, and a 96-byte `ObjectRef`
@@ -10,11 +10,11 @@
 //! metadata, spec and status as one JSON array without the name and namespace (the key holds
 //! them) and without what JSON leaves out of empty fields, a few hundred bytes; then LZ4 block
 //! compression (`lz4_flex`) against a dictionary of its kind, the JSON of one typical object of
-//! the kind ([`USER_DICTIONARY`], [`SHARE_DICTIONARY`]), so what every object of a kind repeats
+//! the kind ([`USER_DICTIONARY`], [`SHARE_DICTIONARY`], [`WORKSPACE_DICTIONARY`]), so what every object of a kind repeats
 //! (field names, a User's finalizer, the shape of a `Ready` condition) is a reference into the
 //! dictionary: the unit test's User, 609 bytes of JSON, is kept in 146. A reader decodes the one
 //! object it needs, a few microseconds against the milliseconds of a request; the operator's
-//! Controller over Users runs on keys, not on the cache's objects. No record outlives its
+//! Controllers over Users, Shares and Workspaces run on keys, not on the cache's objects. No record outlives its
 //! process, so the dictionaries may change with any release.
 
 use std::sync::LazyLock;
@@ -38,7 +38,7 @@ pub struct Packed(Box<[u8]>);
 /// `[metadata, spec, status]` of an object as JSON, without its name and namespace.
 ///
 /// # Panics
-/// Never in practice: a User or a Share always encodes as JSON (it came from JSON).
+/// Never in practice: a User, a Share or a Workspace always encodes as JSON (it came from JSON).
 fn json_of(metadata: &ObjectMeta, spec: &impl Serialize, status: &impl Serialize) -> Vec<u8> {
     let metadata = ObjectMeta {
         name: None,

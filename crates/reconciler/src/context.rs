@@ -318,6 +318,7 @@ pub(crate) mod test {
                     shares: homestead_model::store::compact_store().0,
                     share_index: crate::state::ShareIndex::default(),
                     workspaces: homestead_model::store::compact_store().0,
+                    workspace_index: homestead_model::names::NameIndex::default(),
                 },
                 metrics,
             );

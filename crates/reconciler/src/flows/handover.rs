@@ -75,7 +75,7 @@ pub async fn hand_over(user: &User, ctx: &Context, home: Option<&str>) -> Result
             .filter(|name| caches.profile(name).is_some());
         own_home = hand_home(ctx, user, &successor, (home, profile.as_deref()), user).await?;
     }
-    for workspace in caches.workspaces() {
+    for workspace in caches.workspaces_of_user(&leaver) {
         if workspace.spec.owner.user.as_deref() != Some(leaver.as_str())
             || workspace.metadata.deletion_timestamp.is_some()
         {
@@ -215,7 +215,7 @@ async fn successors_workspace(
 /// # Errors
 /// A failed patch.
 async fn drop_from_teams(ctx: &Context, leaver: &str, successor: Option<&User>) -> Result<()> {
-    for workspace in ctx.caches().workspaces() {
+    for workspace in ctx.caches().workspaces_of_user(leaver) {
         if !matches!(Owner::of(&workspace), Some(Owner::Group(_)))
             || !workspace.spec.admins.iter().any(|a| a == leaver)
         {

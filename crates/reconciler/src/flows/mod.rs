@@ -4,7 +4,7 @@
 //!
 //! - [`reconcile()`](reconcile::reconcile): the User Controller's entry point (the finalizer
 //!   helper) and its error policy.
-//! - [`requeue`]: when a User is reconciled again, as its flows answer.
+//! - [`requeue`]: when a User, a Share or a Workspace is reconciled again, as its flows answer.
 //! - [`provision`]: a live User (namespace, guards, access, status).
 //! - [`offboard`]: a deleted User (Delete, Retain, uninstall) and retained namespaces.
 //! - [`statuses`]: the Profile and DirectoryGroup status controllers.

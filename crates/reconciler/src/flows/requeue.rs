@@ -1,13 +1,13 @@
-//! When a User or a Share is reconciled again without a watch event: [`Requeue`], the User and
-//! Share flows' answer to the runner over keys (`runtime::keyed`).
+//! When a User, a Share or a Workspace is reconciled again without a watch event: [`Requeue`],
+//! the User, Share and Workspace flows' answer to the runner over keys (`runtime::keyed`).
 
 use std::time::Duration;
 
 use kube::runtime::controller::Action;
 
-/// When a User or a Share is reconciled again without a watch event triggering it: after a
+/// When a User, a Share or a Workspace is reconciled again without a watch event triggering it: after a
 /// delay, or only on a change (kube-runtime's `Action`, whose delay only kube-runtime's
-/// Controller can read; Users and Shares run on Homestead's own runner, `runtime::keyed`). Many
+/// Controller can read; Users, Shares and Workspaces run on Homestead's own runner, `runtime::keyed`). Many
 /// triggers for one object before its turn still make one reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Requeue(Option<Duration>);

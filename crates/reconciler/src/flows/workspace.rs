@@ -66,8 +66,8 @@ pub async fn reconcile_workspace(workspace: Arc<Workspace>, ctx: Arc<Context>) -
     let reference = ObjectRef::from_obj(workspace.as_ref());
     let api: Api<Workspace> = Api::all(ctx.cluster().client().clone());
     // The helper wants kube-runtime's `Action`, which cannot be read back: the flow's own
-    // answer is kept here, and stays `on_change` when the helper only added or removed the
-    // finalizer.
+    // answer is kept here, and stays `on_change` when the helper only added the finalizer (or
+    // found a deleted Workspace already without it).
     let mut next = Requeue::on_change();
     let flow_next = &mut next;
     let ctx_of_flow = &ctx;
@@ -883,7 +883,7 @@ impl LookedUp {
         };
         let siblings = match (owner, is_self_service(workspace)) {
             (Some(Owner::User(name)), true) => caches
-                .workspaces()
+                .workspaces_of_user(name)
                 .into_iter()
                 .filter(|w| is_self_service(w) && Owner::of(w) == Some(Owner::User(name.clone())))
                 .collect(),

@@ -390,6 +390,7 @@ pub fn controllers(
         shares: shares.store(),
         share_index,
         workspaces: workspaces.store(),
+        workspace_index: wake_workspaces.index(),
     };
     let wakers = Wakers {
         retained: (retained.store(), wake_retained),
@@ -492,9 +493,22 @@ fn workspace_controller(
     // older one gone).
     let siblings = wakes_of.clone();
     let sibling_wake = wake;
+    // A re-list after the first (the API server lost the watch's place) delivers what the watch
+    // missed as `InitApply`: a change like any other. The first list wakes nothing (the Share
+    // Controller lists every Share then).
+    let mut listed = false;
     let events = events.inspect_ok(move |event| {
         siblings.observe(event);
-        if let watcher::Event::Apply(w) | watcher::Event::Delete(w) = event {
+        let changed = match event {
+            watcher::Event::Apply(w) | watcher::Event::Delete(w) => Some(w),
+            watcher::Event::InitApply(w) if listed => Some(w),
+            watcher::Event::InitDone => {
+                listed = true;
+                None
+            }
+            _ => None,
+        };
+        if let Some(w) = changed {
             if let Some(namespace) = w.status.as_ref().and_then(|s| s.namespace.as_deref()) {
                 for share in shares.in_namespace(namespace) {
                     let _ = wake_share.unbounded_send(share);

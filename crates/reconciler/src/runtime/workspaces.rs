@@ -5,7 +5,7 @@
 //! the Workspaces it owns; a Profile's change wakes every Workspace (few: a Profile can be any
 //! of theirs). Every Workspace is reconciled again every resync (`flows::provision::RESYNC`).
 //! The wakes find Workspaces by owner and admin in the model's index of names
-//! ([`NameIndex`], the homes API's too), kept from the Workspace watch: the cache packs each
+//! ([`NameIndex`], the kind of index the homes API keeps), kept from the Workspace watch: the cache packs each
 //! Workspace ([`homestead_model::packed`]), and a User's change would otherwise decode them all.
 //!
 //! [`WORKSPACES`]: crate::state::declared::WORKSPACES
@@ -51,6 +51,11 @@ impl WorkspaceWakes {
             wake,
             all,
         }
+    }
+
+    /// The index of Workspaces by owner and admin these wakes keep (a shared handle).
+    pub fn index(&self) -> NameIndex<Workspace> {
+        self.index.clone()
     }
 
     /// Keeps the index of owners and admins in step with one event of the Workspace watch.
@@ -155,7 +160,7 @@ mod tests {
     }
 
     #[test]
-    fn the_wakes_find_workspaces_by_owner_admin_member_and_sibling_from_the_watch_alone() {
+    fn the_wakes_find_workspaces_by_owner_admin_member_and_sibling() {
         let (groups, mut group_writer) = reflector::store::<DirectoryGroup>();
         group_writer.apply_watcher_event(&watcher::Event::Apply(
             DirectoryGroup::test("platform", "Platform").with_members(&["bob"]),

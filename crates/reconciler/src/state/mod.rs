@@ -26,6 +26,7 @@ use declared::Cache;
 /// The one index of Shares ([`homestead_model::names`]), over the Shares as cached here.
 pub type ShareIndex = homestead_model::names::ShareIndex<CachedShare>;
 use homestead_model::identity::Identities;
+use homestead_model::names::NameIndex;
 use homestead_model::store::{CompactStore, compact_store};
 use index::ProfileIndex;
 
@@ -61,6 +62,9 @@ pub struct Caches {
     /// Every Workspace (the Controller over Workspaces' own cache), packed
     /// ([`homestead_model::packed`]).
     pub(crate) workspaces: CompactStore<Workspace>,
+    /// The Workspaces by the User or DirectoryGroup that owns each and by their admins, from
+    /// the Workspace watch.
+    pub(crate) workspace_index: NameIndex<Workspace>,
 }
 
 impl Caches {
@@ -81,6 +85,7 @@ impl Caches {
             shares: compact_store().0,
             share_index: ShareIndex::default(),
             workspaces: compact_store().0,
+            workspace_index: NameIndex::default(),
         }
     }
 
@@ -203,11 +208,14 @@ impl Caches {
         &self.share_index
     }
 
-    /// Every cached Workspace.
-    pub fn workspaces(&self) -> Vec<Arc<Workspace>> {
-        let mut all = Vec::new();
-        self.workspaces.for_each(|w| all.push(Arc::new(w)));
-        all
+    /// The cached Workspaces that name the User `user` as their owner or an admin, from the
+    /// index of names: only those are decoded from their packed records.
+    pub fn workspaces_of_user(&self, user: &str) -> Vec<Arc<Workspace>> {
+        self.workspace_index
+            .of_user(user, None)
+            .iter()
+            .filter_map(|w| self.workspace(&w.name))
+            .collect()
     }
 
     /// The Workspace `name`, if cached.
@@ -291,6 +299,7 @@ mod tests {
             shares,
             share_index: ShareIndex::default(),
             workspaces,
+            workspace_index: NameIndex::default(),
         };
         namespace_writer.apply(&Event::Init);
         namespace_writer.apply(&Event::InitDone);
