@@ -493,22 +493,10 @@ fn workspace_controller(
     // older one gone).
     let siblings = wakes_of.clone();
     let sibling_wake = wake;
-    // A re-list after the first (the API server lost the watch's place) delivers what the watch
-    // missed as `InitApply`: a change like any other. The first list wakes nothing (the Share
-    // Controller lists every Share then).
     let mut listed = false;
     let events = events.inspect_ok(move |event| {
         siblings.observe(event);
-        let changed = match event {
-            watcher::Event::Apply(w) | watcher::Event::Delete(w) => Some(w),
-            watcher::Event::InitApply(w) if listed => Some(w),
-            watcher::Event::InitDone => {
-                listed = true;
-                None
-            }
-            _ => None,
-        };
-        if let Some(w) = changed {
+        if let Some(w) = changed_after_first_list(event, &mut listed) {
             if let Some(namespace) = w.status.as_ref().and_then(|s| s.namespace.as_deref()) {
                 for share in shares.in_namespace(namespace) {
                     let _ = wake_share.unbounded_send(share);
@@ -540,6 +528,26 @@ fn workspace_controller(
         .reconcile_all_on(every_one)
         .reconcile_all_on(every(RESYNC));
     (controller, wakes_of)
+}
+
+/// The object of `event` if it is a change to pass on: an applied or deleted object, or one a
+/// re-list after the first delivers (the API server lost the watch's place: what the watch
+/// missed comes as `InitApply`, a change like any other); never one of the first list (every
+/// Controller reconciles what its own first list has). `listed` says whether the first list
+/// has ended; the caller keeps it from one event to the next.
+fn changed_after_first_list<'a, K>(
+    event: &'a watcher::Event<K>,
+    listed: &mut bool,
+) -> Option<&'a K> {
+    match event {
+        watcher::Event::Apply(object) | watcher::Event::Delete(object) => Some(object),
+        watcher::Event::InitApply(object) if *listed => Some(object),
+        watcher::Event::InitDone => {
+            *listed = true;
+            None
+        }
+        watcher::Event::InitApply(_) | watcher::Event::Init => None,
+    }
 }
 
 /// The Controller over Shares (their own watch, indexed into `index` by grantee and namespace),
@@ -1360,6 +1368,36 @@ fn trim_quota(quota: &mut ResourceQuota) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_relist_after_the_first_passes_its_objects_on_as_changes() {
+        let mut listed = false;
+        let user = User::test("ada");
+        let names = |events: &[watcher::Event<User>], listed: &mut bool| -> Vec<String> {
+            events
+                .iter()
+                .filter_map(|e| changed_after_first_list(e, listed))
+                .map(|u| u.name_any())
+                .collect()
+        };
+        let first = [
+            watcher::Event::Init,
+            watcher::Event::InitApply(user.clone()),
+            watcher::Event::InitDone,
+        ];
+        assert!(
+            names(&first, &mut listed).is_empty(),
+            "the first list is no change"
+        );
+        let later = [
+            watcher::Event::Apply(user.clone()),
+            watcher::Event::Init,
+            watcher::Event::InitApply(User::test("bob")),
+            watcher::Event::InitDone,
+            watcher::Event::Delete(user),
+        ];
+        assert_eq!(names(&later, &mut listed), ["ada", "bob", "ada"]);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_resync_queues_every_user_a_batch_at_a_time_spread_over_its_period() {
