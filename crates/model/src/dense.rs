@@ -1,14 +1,19 @@
-//! A `BTreeMap` kept dense: rebuilt with full nodes after a bulk load and whenever the keys added
-//! and removed since its last rebuild reach a quarter of its size (docs/performance.md, "Full
-//! B-tree nodes").
+//! A `BTreeMap` kept dense: rebuilt with full nodes whenever the keys added and removed since its
+//! last rebuild reach a quarter of its size, a list included (docs/performance.md, "Full B-tree
+//! nodes" and "A restart's peak").
 //!
 //! The standard library's B-tree holds eleven keys and values inline in each node. Filled in key
 //! order, as a list from the API server (sorted by key) or a run of creations fills it, each
-//! split leaves a half-full node behind, so the map ends up about 55 % full; built from its sorted
-//! entries (`BTreeMap`'s `FromIterator` builds bottom-up) the same map is nearly full, 40-45 %
-//! smaller for records of 70-250 bytes. Rebuilding after every quarter of change (and at least
-//! 64 changes) moves about four entries per change, amortised O(1) per change. A rebuild holds,
-//! for that moment, the old map and a vector of its entries.
+//! split leaves a half-full node behind, so the map ends up about 55 % full; rebuilt from its
+//! sorted entries the same map is nearly full, 40-45 % smaller for records of 70-250 bytes.
+//! Rebuilding after every quarter of change (and at least 64 changes) moves about five entries
+//! per change, amortised O(1) per change.
+//!
+//! A rebuild merges the map into a new one with `BTreeMap::append`, which fills full nodes from
+//! the two sorted iterators as it drains them, freeing the old nodes as it goes: at most one
+//! node more than the larger of the two maps. (`collect` into a new map first gathers every
+//! entry into a vector and sorts it: at 10,000 entries of 40 bytes, 0.9 MB for a moment on top
+//! of the old map.)
 
 use std::collections::BTreeMap;
 use std::ops::Deref;
@@ -53,11 +58,6 @@ impl<K: Ord, V> DenseMap<K, V> {
         old
     }
 
-    /// Inserts without counting a change: for a bulk load, which ends with [`Self::rebuild`].
-    pub fn load(&mut self, key: K, value: V) -> Option<V> {
-        self.map.insert(key, value)
-    }
-
     /// Removes `key`; returns its key and value, if it was there. A removal counts as a change.
     pub fn remove_entry<Q>(&mut self, key: &Q) -> Option<(K, V)>
     where
@@ -77,9 +77,14 @@ impl<K: Ord, V> DenseMap<K, V> {
         self.rebuild();
     }
 
-    /// Rebuilds the map with full nodes: one pass, and for that moment a vector of its entries.
+    /// Rebuilds the map with full nodes: one pass, the old nodes freed as the new fill.
     pub fn rebuild(&mut self) {
-        self.map = std::mem::take(&mut self.map).into_iter().collect();
+        let mut old = std::mem::take(&mut self.map);
+        // `append` into an empty map would only swap the two: start it with the first entry.
+        if let Some((key, value)) = old.pop_first() {
+            self.map.insert(key, value);
+            self.map.append(&mut old);
+        }
         self.changes = 0;
     }
 

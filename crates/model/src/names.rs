@@ -157,12 +157,7 @@ impl Index {
                 .or_insert_with(|| Vec::with_capacity(1))
                 .push(key.clone());
         }
-        if self.relisted.is_some() {
-            // A list in progress: its end rebuilds the map.
-            self.indexed.load(key, named);
-        } else {
-            self.indexed.insert(key, named);
-        }
+        self.indexed.insert(key, named);
     }
 
     /// The keys of the objects in `namespace`: those from `namespace/` up to the next one.

@@ -173,14 +173,25 @@ impl<C: Compact> CompactStore<C> {
     }
 
     /// Calls `visit` with every object the cache has, in key order, each rebuilt from its
-    /// record in turn (one at a time: the cache is not copied, and the writer waits only for
-    /// one object's lookup at a time, not for the whole walk). An object removed during the
-    /// walk is skipped.
+    /// record in turn (one at a time: neither the cache nor its keys are copied, and the writer
+    /// waits only for one object's lookup at a time, not for the whole walk). The walk goes
+    /// on after the last key it visited: an object removed during it is skipped, one added
+    /// after that key is visited.
     pub fn for_each(&self, mut visit: impl FnMut(C)) {
-        for key in self.keys() {
-            if let Some(object) = self.get_by_key(&key) {
-                visit(object);
-            }
+        use std::ops::Bound::{Excluded, Unbounded};
+        let mut after: Option<Box<str>> = None;
+        loop {
+            let object = {
+                let entries = self.entries();
+                let from = after.as_deref().map_or(Unbounded, Excluded);
+                let Some((key, entry)) = entries.range::<str, _>((from, Unbounded)).next() else {
+                    return;
+                };
+                let (namespace, name) = split(key);
+                after = Some(key.clone());
+                C::from_record(namespace, name, &entry.record)
+            };
+            visit(object);
         }
     }
 
@@ -244,14 +255,8 @@ impl<C: Compact + Clone> CompactWriter<C> {
                     record: object.record(),
                     list: self.list,
                 };
-                let key = key(namespace, name).into();
-                let mut entries = self.entries();
-                if matches!(event, watcher::Event::InitApply(_)) {
-                    // A bulk load: the list's end rebuilds the map.
-                    entries.load(key, entry);
-                } else {
-                    entries.insert(key, entry);
-                }
+                // A list's new keys count as changes too: the map stays dense as it fills.
+                self.entries().insert(key(namespace, name).into(), entry);
                 Vec::new()
             }
             watcher::Event::Delete(object) => {
@@ -349,6 +354,30 @@ mod tests {
         let picked = store.filtered(|namespace, _| namespace == Some("user-ab"));
         assert_eq!(picked, [share("user-ab", "z", "edit")]);
         assert_eq!(store.keys().len(), 3);
+    }
+
+    #[test]
+    fn a_walk_goes_on_after_the_last_key_it_visited_as_the_cache_changes() {
+        let (store, mut writer) = compact_store::<Share>();
+        for ns in ["user-a", "user-c", "user-e"] {
+            writer.insert(share(ns, "s", "edit"));
+        }
+        let mut seen = Vec::new();
+        store.for_each(|s| {
+            let namespace = s.metadata.namespace.unwrap();
+            if namespace == "user-a" {
+                // The writer is not held back by the walk (no lock is held during a visit).
+                writer.apply(&watcher::Event::Delete(share("user-c", "s", "edit")));
+                writer.insert(share("user-d", "s", "edit"));
+                writer.insert(share("user-0", "s", "edit"));
+            }
+            seen.push(namespace);
+        });
+        assert_eq!(
+            seen,
+            ["user-a", "user-d", "user-e"],
+            "user-c removed is skipped, user-d added after user-a is visited, user-0 is not"
+        );
     }
 
     #[test]

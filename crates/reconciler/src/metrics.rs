@@ -52,6 +52,33 @@ pub enum StatusKind {
     TotalQuota,
 }
 
+/// A count of Shares by `Ready` reason and of those expiring within 7 days, made one Share at
+/// a time ([`ShareTally::count`]) so that `/metrics` copies none of them; published by
+/// [`Metrics::observe_shares`].
+pub struct ShareTally {
+    /// When the count began: "expiring" is measured from it.
+    now: k8s_openapi::jiff::Timestamp,
+    /// Shares by the `reason` label (a [`ShareReason`], or `Pending` before Homestead wrote one).
+    by_reason: HashMap<&'static str, i64>,
+    /// Active Shares whose `expiresAt` is within 7 days.
+    expiring: i64,
+}
+
+impl ShareTally {
+    /// Counts one Share: its `Ready` reason (`None` before Homestead has written one; a reason
+    /// that is no [`ShareReason`] is not counted) and its `expiresAt`.
+    pub fn count(&mut self, reason: Option<&str>, expires_at: k8s_openapi::jiff::Timestamp) {
+        let reason = reason.unwrap_or(NO_REASON);
+        let left = expires_at.duration_since(self.now).as_secs();
+        if reason == ShareReason::Active.as_str() && left > 0 && left <= 7 * 86_400 {
+            self.expiring += 1;
+        }
+        if let Some(count) = self.by_reason.get_mut(reason) {
+            *count += 1;
+        }
+    }
+}
+
 /// The metrics of Shares.
 #[derive(Clone, Debug)]
 pub struct ShareMetrics {
@@ -509,36 +536,27 @@ impl Metrics {
         }
     }
 
-    /// Sets `homestead_shares` and `homestead_shares_expiring` from every Share's `Ready` reason
-    /// (`None` before Homestead has written one) and `expiresAt`.
-    pub fn observe_shares(
-        &self,
-        shares: impl IntoIterator<Item = (Option<String>, k8s_openapi::jiff::Timestamp)>,
-    ) {
-        let now = k8s_openapi::jiff::Timestamp::now();
-        let mut by_reason: HashMap<String, i64> = <ShareReason as strum::VariantArray>::VARIANTS
-            .iter()
-            .map(|r| (r.as_str().to_owned(), 0))
-            .chain([(NO_REASON.to_owned(), 0)])
-            .collect();
-        let mut expiring = 0;
-        for (reason, expires_at) in shares {
-            let reason = reason.unwrap_or_else(|| NO_REASON.to_owned());
-            let left = expires_at.duration_since(now).as_secs();
-            if reason == ShareReason::Active.as_str() && left > 0 && left <= 7 * 86_400 {
-                expiring += 1;
-            }
-            if let Some(count) = by_reason.get_mut(&reason) {
-                *count += 1;
-            }
+    /// Sets `homestead_shares` and `homestead_shares_expiring` from `tally`, a count of every
+    /// Share ([`Metrics::share_tally`]).
+    pub fn observe_shares(&self, tally: ShareTally) {
+        for (reason, count) in tally.by_reason {
+            self.share.by_reason.with_label_values(&[reason]).set(count);
         }
-        for (reason, count) in by_reason {
-            self.share
-                .by_reason
-                .with_label_values(&[&reason])
-                .set(count);
+        self.share.expiring.set(tally.expiring);
+    }
+
+    /// An empty count of Shares for [`Metrics::observe_shares`], every reason at 0 (a query of
+    /// one always has a series).
+    pub fn share_tally(&self) -> ShareTally {
+        ShareTally {
+            now: k8s_openapi::jiff::Timestamp::now(),
+            by_reason: <ShareReason as strum::VariantArray>::VARIANTS
+                .iter()
+                .map(|r| (r.as_str(), 0))
+                .chain([(NO_REASON, 0)])
+                .collect(),
+            expiring: 0,
         }
-        self.share.expiring.set(expiring);
     }
 
     /// Observes `homestead_user_time_to_ready_seconds` for `user` when a status write moves it

@@ -175,10 +175,10 @@ impl Runtime {
                 all.iter()
                     .map(|(owner, reason)| (*owner, reason.as_deref())),
             );
-            let mut shares = Vec::new();
+            let mut shares = metrics.share_tally();
             store.for_each(|share| {
                 let ready = share.status.as_ref().and_then(|s| s.ready.as_ref());
-                shares.push((ready.map(|c| c.reason.to_string()), share.spec.expires_at.0));
+                shares.count(ready.map(|c| &*c.reason), share.spec.expires_at.0);
             });
             metrics.observe_shares(shares);
         }
@@ -213,21 +213,26 @@ impl Runtime {
             .for_each(|result| async move { log_controller_error(result) });
         let retained = run_retained(self.retained, shutdown(), ctx.clone());
         let (user_backlog, share_backlog) = self.backlogs;
-        let shares = self.shares.run(
+        // Every reconcile first waits for this (Context::ready_to_write): none starts before.
+        let synced = || {
+            let ctx = ctx.clone();
+            async move { ctx.wait_synced().await }
+        };
+        let shares = self.shares.starts_after(synced()).run(
             reconcile_share,
             share_error,
             ctx.clone(),
             move |key| share_backlog.started(key),
             shutdown(),
         );
-        let users = self.users.run(
+        let users = self.users.starts_after(synced()).run(
             reconcile,
             error_policy,
             ctx.clone(),
             move |name| user_backlog.started(name),
             shutdown(),
         );
-        let workspaces = self.workspaces.run(
+        let workspaces = self.workspaces.starts_after(synced()).run(
             reconcile_workspace,
             workspace_error,
             ctx.clone(),
