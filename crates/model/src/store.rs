@@ -178,21 +178,35 @@ impl<C: Compact> CompactStore<C> {
     /// on after the last key it visited: an object removed during it is skipped, one added
     /// after that key is visited.
     pub fn for_each(&self, mut visit: impl FnMut(C)) {
-        use std::ops::Bound::{Excluded, Unbounded};
         let mut after: Option<Box<str>> = None;
-        loop {
-            let object = {
-                let entries = self.entries();
-                let from = after.as_deref().map_or(Unbounded, Excluded);
-                let Some((key, entry)) = entries.range::<str, _>((from, Unbounded)).next() else {
-                    return;
-                };
-                let (namespace, name) = split(key);
-                after = Some(key.clone());
-                C::from_record(namespace, name, &entry.record)
-            };
+        while let Some((key, object)) = self.first_after(after.as_deref(), |key, record| {
+            let (namespace, name) = split(key);
+            (Box::from(key), C::from_record(namespace, name, record))
+        }) {
+            after = Some(key);
             visit(object);
         }
+    }
+
+    /// The first key the cache has after `after` (from the first when `None`), in key order:
+    /// a walk of the cache one key at a time, which sees the changes made meanwhile as
+    /// [`CompactStore::for_each`] does.
+    pub fn key_after(&self, after: Option<&str>) -> Option<Box<str>> {
+        self.first_after(after, |key, _| key.into())
+    }
+
+    /// `read` of the first entry after the key `after` (from the first when `None`), under
+    /// the read lock.
+    fn first_after<T>(
+        &self,
+        after: Option<&str>,
+        read: impl FnOnce(&str, &C::Record) -> T,
+    ) -> Option<T> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let entries = self.entries();
+        let from = after.map_or(Unbounded, Excluded);
+        let (key, entry) = entries.range::<str, _>((from, Unbounded)).next()?;
+        Some(read(key, &entry.record))
     }
 
     /// The objects the cache has whose namespace and name `pick` accepts, in key order.
@@ -378,6 +392,13 @@ mod tests {
             ["user-a", "user-d", "user-e"],
             "user-c removed is skipped, user-d added after user-a is visited, user-0 is not"
         );
+        assert_eq!(store.key_after(None).as_deref(), Some("user-0/s"));
+        assert_eq!(store.key_after(Some("user-a")).as_deref(), Some("user-a/s"));
+        assert_eq!(
+            store.key_after(Some("user-a/s")).as_deref(),
+            Some("user-d/s")
+        );
+        assert_eq!(store.key_after(Some("user-e/s")), None);
     }
 
     #[test]

@@ -43,7 +43,7 @@ pub async fn reconcile_profile_status(profile: Arc<Profile>, ctx: Arc<Context>) 
     let name = profile.name_any();
     let members = ctx.caches().users_of(&name);
     let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let desired = profile_status(&profile, members.iter().map(AsRef::as_ref), now);
+    let desired = profile_status(&profile, members, now);
     if !profile_status_matches(profile.status.as_ref(), &desired) {
         ctx.cluster()
             .apply_status::<Profile>(&name, &desired)

@@ -286,9 +286,9 @@ fn merge(
 /// reconciled with this generation of it (their `status.profile`), and `Ready` (`True`, reason
 /// `RolledOut`, once all are; else `False`, reason `RollingOut`). `lastTransitionTime` is
 /// `previous`'s while `Ready`'s status stays the same, else `now`.
-pub fn profile_status<'a>(
+pub fn profile_status(
     profile: &Profile,
-    users: impl IntoIterator<Item = &'a User>,
+    users: impl IntoIterator<Item = impl std::borrow::Borrow<User>>,
     now: Time,
 ) -> ProfileStatus {
     let generation = profile.metadata.generation;
@@ -296,7 +296,11 @@ pub fn profile_status<'a>(
     let (mut count, mut up_to_date) = (0, 0);
     for user in users {
         count += 1;
-        let applied = user.status.as_ref().and_then(|s| s.profile.as_ref());
+        let applied = user
+            .borrow()
+            .status
+            .as_ref()
+            .and_then(|s| s.profile.as_ref());
         if applied.is_some_and(|a| a.name == name && a.observed_generation == generation) {
             up_to_date += 1;
         }

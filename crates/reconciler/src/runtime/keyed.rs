@@ -53,6 +53,8 @@ pub struct Keyed<K: Compact> {
     concurrency: u16,
     /// Resolves once reconciles may start (with the cache's first list).
     gate: BoxFuture<'static, ()>,
+    /// Whether every cached object is reconciled once the gate opens ([`Keyed::sweeps_once_listed`]).
+    sweep: bool,
 }
 
 impl<K> Keyed<K>
@@ -67,7 +69,21 @@ where
             triggers: SelectAll::new(),
             concurrency,
             gate: std::future::ready(()).boxed(),
+            sweep: false,
         }
+    }
+
+    /// Reconciles every object of the cache once, when reconciles may start (the cache has
+    /// listed and the gate is open): by walking the cache in key order, one key at a time,
+    /// whenever a reconcile is free and no request is due. Requests (the triggers) go first;
+    /// an object whose reconcile runs when the walk reaches it is passed over (that reconcile
+    /// reads the listed cache). The triggers should then leave out the objects of the first
+    /// list: queued one by one, 10,000 Users' keys held 1.1 MB at a restart's peak, and the
+    /// walk holds one (docs/performance.md, "A restart's peak").
+    #[must_use]
+    pub fn sweeps_once_listed(mut self) -> Self {
+        self.sweep = true;
+        self
     }
 
     /// Starts no reconcile before `gate` resolves, as none starts before the cache has listed.
@@ -160,6 +176,7 @@ where
             triggers,
             concurrency,
             gate,
+            sweep,
         } = self;
         let error_policy = Arc::new(error_policy);
         let (requeue, requeued) = futures::channel::mpsc::unbounded::<ScheduleRequest<Key>>();
@@ -181,6 +198,8 @@ where
         let mut listed = std::pin::pin!(listed.fuse());
         let mut shutdown = std::pin::pin!(shutdown.fuse());
         let (mut ready, mut stopping) = (false, false);
+        // While the walk of `sweeps_once_listed` goes on: the last key it reached.
+        let mut swept: Option<Option<Key>> = sweep.then_some(None);
         let full = |running: usize| concurrency > 0 && running >= usize::from(concurrency);
         std::future::poll_fn(|cx| {
             ended(cx, &mut running, &mut active, &requeue);
@@ -205,8 +224,29 @@ where
                     .poll_next_unpin(cx);
                 let key = match next {
                     Poll::Ready(Some(key)) => key,
-                    Poll::Ready(None) if running.is_empty() => return Poll::Ready(()),
-                    Poll::Ready(None) | Poll::Pending => return Poll::Pending,
+                    Poll::Ready(None) | Poll::Pending => {
+                        match swept
+                            .as_mut()
+                            .map(|after| store.key_after(after.as_deref()))
+                        {
+                            Some(Some(key)) => {
+                                let key = Key::from(key);
+                                swept = Some(Some(key.clone()));
+                                if active.contains(&key) {
+                                    continue;
+                                }
+                                key
+                            }
+                            Some(None) => {
+                                swept = None;
+                                continue;
+                            }
+                            None if next.is_ready() && running.is_empty() => {
+                                return Poll::Ready(());
+                            }
+                            None => return Poll::Pending,
+                        }
+                    }
                 };
                 started(&key);
                 let Some(object) = store.get_by_key(&key) else {
@@ -221,8 +261,11 @@ where
                     run,
                     (object, error_policy.clone(), ctx.clone()),
                 ));
-                // The new reconcile has not been polled yet: poll again.
-                cx.waker().wake_by_ref();
+                // Poll the new reconcile before starting another: one that needs no request
+                // ends here and frees its future (about 15 KB for a User's) at once, where
+                // starting `concurrency` of them first held them all (docs/performance.md,
+                // "A restart's peak").
+                ended(cx, &mut running, &mut active, &requeue);
             }
         })
         .await;
@@ -335,18 +378,19 @@ mod tests {
         work: Duration,
         next: fn(&str) -> Result<Requeue, String>,
     ) -> Harness {
-        let h = gated(names, listed, concurrency, work, next);
+        let h = gated(names, listed, concurrency, work, next, false);
         h.gate.cancel();
         h
     }
 
-    /// [`harness`], its gate closed.
+    /// [`harness`], its gate closed, walking the cache once open if `sweep`.
     fn gated(
         names: &[&str],
         listed: bool,
         concurrency: u16,
         work: Duration,
         next: fn(&str) -> Result<Requeue, String>,
+        sweep: bool,
     ) -> Harness {
         let (store, mut writer) = compact_store::<User>();
         writer.apply(&watcher::Event::Init);
@@ -364,6 +408,11 @@ mod tests {
             .reconcile_on(requests)
             .reconcile_all_on(every)
             .starts_after(gate.clone().cancelled_owned());
+        let keyed = if sweep {
+            keyed.sweeps_once_listed()
+        } else {
+            keyed
+        };
         let (reconciles, taken, shutdown) = (log.clone(), started.clone(), stop.clone());
         let run = tokio::spawn(async move {
             keyed
@@ -470,7 +519,14 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn nothing_runs_before_the_gate_opens_and_then_what_was_asked_for_runs_once() {
-        let h = gated(&["ada", "bob"], true, 0, Duration::from_secs(1), done);
+        let h = gated(
+            &["ada", "bob"],
+            true,
+            0,
+            Duration::from_secs(1),
+            done,
+            false,
+        );
         h.trigger("ada");
         h.trigger("ada");
         h.trigger("bob");
@@ -482,6 +538,100 @@ mod tests {
         let mut log = h.log();
         log.sort();
         assert_eq!(log, ["+ada", "+bob", "-ada", "-bob"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_sweep_reconciles_every_cached_object_once_after_what_was_asked_for() {
+        let h = gated(
+            &["a", "b", "c"],
+            true,
+            1,
+            Duration::from_secs(1),
+            done,
+            true,
+        );
+        h.trigger("c");
+        settle(Duration::from_secs(60)).await;
+        assert!(h.log().is_empty(), "ran before the gate: {:?}", h.log());
+        h.gate.cancel();
+        settle(Duration::from_secs(10)).await;
+        assert_eq!(
+            h.log(),
+            ["+c", "-c", "+a", "-a", "+b", "-b", "+c", "-c"],
+            "the request first, then the walk in key order, c again as it ended before"
+        );
+        settle(Duration::from_secs(60)).await;
+        assert_eq!(h.log().len(), 8, "the walk runs once");
+        h.trigger("a");
+        settle(Duration::from_secs(5)).await;
+        assert_eq!(
+            h.log()[8..],
+            ["+a", "-a"],
+            "requests still run after the walk"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_sweep_passes_over_an_object_whose_reconcile_runs() {
+        let h = gated(&["a", "b"], true, 0, Duration::from_secs(10), done, true);
+        h.trigger("a");
+        h.gate.cancel();
+        settle(Duration::from_secs(30)).await;
+        let mut log = h.log();
+        log.sort();
+        assert_eq!(
+            log,
+            ["+a", "+b", "-a", "-b"],
+            "a once: it ran when the walk passed"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reconcile_that_needs_no_request_ends_before_the_next_starts() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        /// Counts the reconciles alive (made, not yet dropped) and the most at once.
+        struct Alive(Arc<(AtomicUsize, AtomicUsize)>);
+        impl Drop for Alive {
+            fn drop(&mut self) {
+                self.0.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        let counts = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0)));
+        let names: Vec<String> = (0..100).map(|i| format!("user-{i:03}")).collect();
+        let (store, mut writer) = compact_store::<User>();
+        for name in &names {
+            writer.insert(User::test(name));
+        }
+        writer.apply(&watcher::Event::InitDone);
+        let ran = Arc::new(AtomicUsize::new(0));
+        let (runs, alive) = (ran.clone(), counts.clone());
+        let stop = CancellationToken::new();
+        let run = Keyed::new(store, 64).sweeps_once_listed().run(
+            move |_: Arc<User>, _: Arc<()>| {
+                let now = alive.0.fetch_add(1, Ordering::SeqCst) + 1;
+                alive.1.fetch_max(now, Ordering::SeqCst);
+                let (guard, ran) = (Alive(alive.clone()), runs.clone());
+                async move {
+                    let _guard = guard;
+                    ran.fetch_add(1, Ordering::SeqCst);
+                    Ok::<_, String>(Requeue::on_change())
+                }
+            },
+            |_, _: &String, _| Requeue::on_change(),
+            Arc::new(()),
+            |_| {},
+            stop.clone().cancelled_owned(),
+        );
+        let run = tokio::spawn(run);
+        settle(Duration::from_secs(1)).await;
+        stop.cancel();
+        run.await.unwrap();
+        assert_eq!(ran.load(Ordering::SeqCst), 100, "every User once");
+        assert_eq!(
+            counts.1.load(Ordering::SeqCst),
+            1,
+            "each ended at its first poll, before the next was made"
+        );
     }
 
     #[tokio::test(start_paused = true)]

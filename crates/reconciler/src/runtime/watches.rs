@@ -254,9 +254,10 @@ struct Wakers {
     workspaces: WorkspaceWakes,
 }
 
-/// The Controller over Users (`users`, the cache `user_events` keeps; Users come through
-/// `backlog`, the stream yields only the watch's errors), `concurrency` reconciles at once
-/// (0: unbounded), triggered also by every change to a managed object after its watch's first
+/// The Controller over Users (`users`, the cache `user_events` keeps; every User once the
+/// cache has listed, a walk of the cache (`Keyed::sweeps_once_listed`); a User's later changes
+/// come through `backlog`, the stream yields only the watch's errors), `concurrency` reconciles
+/// at once (0: unbounded), triggered also by every change to a managed object after its watch's first
 /// list (`events`), by a Namespace handed to a User for adoption, by a change to a
 /// Profile's spec (for exactly that Profile's Users, from the `caches`' index, and the members
 /// of the directory groups it names), to a DirectoryGroup's spec (for the members who joined or
@@ -292,6 +293,7 @@ fn user_controller(
     let of_limits = holder_of_guard(caches.namespaces.clone(), ws.clone());
     let of_isolation = holder_of_guard(caches.namespaces.clone(), ws.clone());
     Keyed::new(users, concurrency)
+        .sweeps_once_listed()
         .watches_stream(user_events, |user| Some(ObjectRef::from_obj(&user)))
         .watches_stream(events.namespaces, move |ns| {
             if let Some(workspace) = ns.workspace() {
@@ -471,7 +473,8 @@ fn backlogs(concurrency: u16) -> (Backlog<User>, Backlog<CachedShare>) {
 
 /// The Workspace Controller over its own watch (every Workspace), `concurrency` reconciles at
 /// once (0: unbounded), and the [`WorkspaceWakes`] that trigger it (`groups`: the cache the
-/// wakes look members up in); every Workspace again every [`RESYNC`]. Each change of a
+/// wakes look members up in); every Workspace once its cache has listed (a walk of the cache,
+/// `Keyed::sweeps_once_listed`, not the first list's events), then again every [`RESYNC`]. Each change of a
 /// Workspace, once cached, wakes the Shares `shares` has in its namespace (through
 /// `wake_share`).
 fn workspace_controller(
@@ -514,12 +517,11 @@ fn workspace_controller(
     )
     .touched_objects()
     .backoff(watch_backoff());
+    let mut listed = false;
     let controller = Keyed::new(store, concurrency)
-        .watches_stream(events, |event| match event {
-            watcher::Event::Apply(w) | watcher::Event::InitApply(w) | watcher::Event::Delete(w) => {
-                Some(ObjectRef::from_obj(&w))
-            }
-            watcher::Event::Init | watcher::Event::InitDone => None,
+        .sweeps_once_listed()
+        .watches_stream(events, move |event| {
+            changed_after_first_list(&event, &mut listed).map(ObjectRef::from_obj)
         })
         .watches_stream(sibling_events, move |workspace| {
             of_sibling.self_service_of(&workspace)
@@ -551,7 +553,8 @@ fn changed_after_first_list<'a, K>(
 }
 
 /// The Controller over Shares (their own watch, indexed into `index` by grantee and namespace),
-/// `concurrency` reconciles at once (0: unbounded), triggered through `backlog` by a new Share
+/// `concurrency` reconciles at once (0: unbounded), every Share once its cache has listed (a
+/// walk of the cache, `Keyed::sweeps_once_listed`), triggered through `backlog` by a new Share
 /// or a change of a Share's spec (its status is Homestead's own), and directly by the Shares
 /// sent to `wakes`, by every `()` sent to `all`, and for every Share once every [`RESYNC`], a
 /// batch at a time (`paced_resync`).
@@ -569,6 +572,7 @@ fn share_controller(
     let cache = store.clone();
     let resync = paced_resync(move || cache.keys(), RESYNC);
     Keyed::new(store, concurrency)
+        .sweeps_once_listed()
         .watches_stream(events, |share| Some(ObjectRef::from_obj(&share)))
         .reconcile_on(backlog.requests())
         .reconcile_on(wakes)
@@ -613,9 +617,8 @@ fn share_watch(
         // `relist_in_place` already turned a re-list into updates and deletions.
         writer.apply(&event);
         indexed.observe(&event);
-        if let watcher::Event::Apply(share)
-        | watcher::Event::InitApply(share)
-        | watcher::Event::Delete(share) = &event
+        // Not the first list's (`InitApply`): the Controller walks its cache once listed.
+        if let watcher::Event::Apply(share) | watcher::Event::Delete(share) = &event
             && changed
         {
             backlog.push(&ObjectRef::from_obj(share));
@@ -715,7 +718,9 @@ fn user_watch(
     })
     .backoff(watch_backoff())
     .try_filter_map(move |(event, trigger)| {
-        if let watcher::Event::Apply(user) | watcher::Event::InitApply(user) = event
+        // Not the first list's (`InitApply`: `relist_in_place` turns later lists into `Apply`):
+        // the Controller walks its cache once listed (`sweeps_once_listed`).
+        if let watcher::Event::Apply(user) = event
             && trigger
         {
             backlog.push(&ObjectRef::from_obj(&user));
@@ -1170,9 +1175,10 @@ where
 
 /// `events` from the end of the watch's first list on (its errors always), for the trigger
 /// streams of the managed watches: what they list first triggers no other Controller. Each
-/// Controller reconciles every object its own watch lists first, and no reconcile runs before
-/// every cache has listed (docs/design.md, rule 29), so the User watch's first list already
-/// reconciles every User once, with every cache complete. Passing on the other watches' first
+/// Controller reconciles every object its own watch lists first (the Controllers over keys walk
+/// their cache for it: `Keyed::sweeps_once_listed`), and no reconcile runs before every cache
+/// has listed (docs/design.md, rule 29), so every User is reconciled once after a restart, with
+/// every cache complete. Passing on the other watches' first
 /// lists too would queue every User again, straight into kube-runtime's scheduler (past the
 /// [`Backlog`]), and the members of every directory group, Users or not: after a leader
 /// change, the soak saw real Users wait behind 80,000 reconcile requests for members of large
