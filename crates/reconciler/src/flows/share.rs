@@ -22,7 +22,8 @@ use crate::flows::requeue::Requeue;
 use crate::plan::facts::print;
 use crate::plan::ownership::is_owned_by;
 use crate::plan::share::{
-    Decision, Found, Home, Limits, Owner, ShareRef, binding_name, decide, desired_binding, inactive,
+    Decision, Found, Home, Limits, Member, Owner, ShareRef, binding_name, decide, desired_binding,
+    inactive,
 };
 use crate::plan::status::set_condition;
 use crate::state::Caches;
@@ -296,10 +297,12 @@ struct LookedUp {
 enum Entry {
     /// A User grantee: the User, if cached, and whether another User holds its identity.
     User(String, Option<Arc<User>>, bool),
+    /// A group grantee: the group, if cached, and what the decision reads of each member
+    /// that counts (one User decoded at a time, not all of them held).
     Group(
         String,
         Option<Arc<homestead_api::DirectoryGroup>>,
-        Vec<Arc<User>>,
+        Vec<Member>,
     ),
 }
 
@@ -323,6 +326,7 @@ impl LookedUp {
                         .filter_map(|member| caches.user(member))
                         .filter(|user| group.as_ref().is_some_and(|g| g.counts_member(user)))
                         .filter(|user| !caches.is_duplicate(user))
+                        .map(|user| Member::of(&user))
                         .collect();
                     Some(Entry::Group(name.clone(), group, members))
                 }
@@ -338,11 +342,7 @@ impl LookedUp {
             .map(|entry| match entry {
                 Entry::User(name, Some(user), true) => Found::Duplicate(name, user),
                 Entry::User(name, user, _) => Found::User(name, user.as_deref()),
-                Entry::Group(name, group, members) => Found::Group(
-                    name,
-                    group.as_deref(),
-                    members.iter().map(AsRef::as_ref).collect(),
-                ),
+                Entry::Group(name, group, members) => Found::Group(name, group.as_deref(), members),
             })
             .collect()
     }

@@ -259,13 +259,58 @@ impl Owner {
 
     /// Whether `user` is this owner, or another User naming the owner's identity.
     fn is(&self, user: &User) -> bool {
-        user.metadata.name.as_deref() == Some(self.name.as_str())
-            || !self.username.is_empty()
-                && user
-                    .spec
-                    .identity
-                    .username
-                    .eq_ignore_ascii_case(&self.username)
+        self.is_named(
+            user.metadata.name.as_deref().unwrap_or_default(),
+            &user.spec.identity.username,
+        )
+    }
+
+    /// Whether the User `name` with the identity `username` is this owner, or another User
+    /// naming the owner's identity.
+    fn is_named(&self, name: &str, username: &str) -> bool {
+        name == self.name
+            || !self.username.is_empty() && username.eq_ignore_ascii_case(&self.username)
+    }
+}
+
+/// What a Share's decision reads of one member of a group grantee, in place of the whole User:
+/// a reconcile of a Share naming a group of 1,000 held 1,000 decoded Users (about 1 MB) while
+/// it waited on its writes (docs/performance.md, "A restart's peak").
+#[derive(Clone, Debug, PartialEq)]
+pub struct Member {
+    /// The User's name.
+    name: String,
+    /// Its identity's username: the RoleBinding's subject.
+    username: String,
+    /// Whether it is being offboarded (`metadata.deletionTimestamp` set).
+    offboarding: bool,
+    /// `spec.validUntil`: no access from then on.
+    valid_until: Option<Timestamp>,
+    /// Whether it is suspended.
+    suspended: bool,
+}
+
+impl Member {
+    /// The member `user`.
+    pub fn of(user: &User) -> Self {
+        Self {
+            name: user.metadata.name.clone().unwrap_or_default(),
+            username: user.spec.identity.username.clone(),
+            offboarding: user.metadata.deletion_timestamp.is_some(),
+            valid_until: user.spec.valid_until.as_ref().map(|t| t.0),
+            suspended: user.spec.suspension().is_some(),
+        }
+    }
+
+    /// [`inactive`] of the User it was made of.
+    fn inactive(&self, now: Timestamp) -> Option<&'static str> {
+        why_inactive(
+            self.offboarding,
+            self.valid_until,
+            self.suspended,
+            &self.username,
+            now,
+        )
     }
 }
 
@@ -278,18 +323,36 @@ pub enum Found<'a> {
     Duplicate(&'a str, &'a User),
     /// A group grantee: the group, if it exists, and those of its members that count
     /// ([`DirectoryGroup::counts_member`]), exist and hold their identity.
-    Group(&'a str, Option<&'a DirectoryGroup>, Vec<&'a User>),
+    Group(&'a str, Option<&'a DirectoryGroup>, &'a [Member]),
 }
 
 /// Why `user` has no access as a grantee at `now`, or `None` when it has.
 pub fn inactive(user: &User, now: Timestamp) -> Option<&'static str> {
-    if user.metadata.deletion_timestamp.is_some() {
+    why_inactive(
+        user.metadata.deletion_timestamp.is_some(),
+        user.spec.valid_until.as_ref().map(|t| t.0),
+        user.spec.suspension().is_some(),
+        &user.spec.identity.username,
+        now,
+    )
+}
+
+/// [`inactive`] from what it reads of a User: whether it is offboarding, its `validUntil`,
+/// whether it is suspended, and its identity's `username`.
+fn why_inactive(
+    offboarding: bool,
+    valid_until: Option<Timestamp>,
+    suspended: bool,
+    username: &str,
+    now: Timestamp,
+) -> Option<&'static str> {
+    if offboarding {
         Some("offboarding")
-    } else if user.spec.valid_until.as_ref().is_some_and(|t| t.0 <= now) {
+    } else if valid_until.is_some_and(|t| t <= now) {
         Some("expired")
-    } else if user.spec.suspension().is_some() {
+    } else if suspended {
         Some("suspended")
-    } else if user.spec.identity.username.starts_with("system:") {
+    } else if username.starts_with("system:") {
         // Rule 5: subjects named system:* are never bound; admission refuses such Users too.
         Some("a system: identity")
     } else {
@@ -591,10 +654,12 @@ fn resolve(
     now: Timestamp,
 ) -> (Vec<GranteeStatus>, Vec<String>) {
     let mut subjects = BTreeSet::new();
-    let mut active = |user: &User| {
-        let yes = inactive(user, now).is_none() && owner.is_none_or(|o| !o.is(user));
+    // Whether the grantee `name` with the identity `username`, inactive for `why` (if any),
+    // has access; it is then a subject.
+    let mut active = |name: &str, username: &str, why: Option<&'static str>| {
+        let yes = why.is_none() && owner.is_none_or(|o| !o.is_named(name, username));
         if yes {
-            subjects.insert(user.spec.identity.username.clone());
+            subjects.insert(username.to_owned());
         }
         yes
     };
@@ -611,7 +676,10 @@ fn resolve(
             Found::User(name, user) => GranteeStatus {
                 user: Some((*name).to_owned()),
                 username: user.map(|u| u.spec.identity.username.clone()),
-                active: Some(i64::from(user.is_some_and(&mut active))),
+                active: Some(i64::from(user.is_some_and(|u| {
+                    let name = u.metadata.name.as_deref().unwrap_or_default();
+                    active(name, &u.spec.identity.username, inactive(u, now))
+                }))),
                 uid: uid(name, *user),
                 ..GranteeStatus::default()
             },
@@ -625,7 +693,12 @@ fn resolve(
             Found::Group(name, _, members) => GranteeStatus {
                 group: Some((*name).to_owned()),
                 members: Some(count(members.len())),
-                active: Some(count(members.iter().filter(|u| active(u)).count())),
+                active: Some(count(
+                    members
+                        .iter()
+                        .filter(|m| active(&m.name, &m.username, m.inactive(now)))
+                        .count(),
+                )),
                 ..GranteeStatus::default()
             },
         })
@@ -937,6 +1010,40 @@ mod tests {
     }
 
     #[test]
+    fn a_member_is_inactive_exactly_when_its_user_is() {
+        let mut leaving = User::test("erin");
+        leaving.metadata.deletion_timestamp = Some(Time("2026-11-01T00:00:00Z".parse().unwrap()));
+        let users = [
+            User::test("bob"),
+            User::test("bob").suspended(),
+            User::test("dave").with_spec(json!({ "validUntil": "2026-11-01T00:00:00Z" })),
+            User::test("dave").with_spec(json!({ "validUntil": "2026-12-01T00:00:00Z" })),
+            User::test("dave")
+                .with_spec(json!({ "validUntil": "2026-11-01T00:00:00Z" }))
+                .suspended(),
+            User::test("sys").with_spec(json!({ "identity": { "username": "system:admin" } })),
+            leaving,
+        ];
+        let now: Timestamp = "2026-11-09T00:00:00Z".parse().unwrap();
+        let whys: Vec<_> = users.iter().map(|u| inactive(u, now)).collect();
+        assert_eq!(
+            whys,
+            [
+                None,
+                Some("suspended"),
+                Some("expired"),
+                None,
+                Some("expired"),
+                Some("a system: identity"),
+                Some("offboarding")
+            ]
+        );
+        for user in &users {
+            assert_eq!(Member::of(user).inactive(now), inactive(user, now), "{user:?}");
+        }
+    }
+
+    #[test]
     fn grantees_who_lost_their_access_lose_the_share_alone() {
         let bob = User::test("bob").suspended();
         let carol = User::test("carol");
@@ -957,7 +1064,11 @@ mod tests {
         let found = [
             Found::User("bob", Some(&bob)),
             Found::User("carol", Some(&carol)),
-            Found::Group("analysts", Some(&analysts), vec![&dave, &carol]),
+            Found::Group(
+                "analysts",
+                Some(&analysts),
+                &[Member::of(&dave), Member::of(&carol)],
+            ),
         ];
         let decision = decide_now(&share, &open(), &found, &Recorded::default());
         assert_eq!(decision.reason, ShareReason::Active);
@@ -1029,7 +1140,8 @@ mod tests {
             "edit",
             "2026-11-09T00:00:00Z",
         );
-        let found = [Found::Group("team", Some(&team), vec![&alice, &carol])];
+        let members = [Member::of(&alice), Member::of(&carol)];
+        let found = [Found::Group("team", Some(&team), &members)];
         let decision = decide_now(&to_team, &open(), &found, &Recorded::default());
         assert_eq!(decision.reason, ShareReason::Active);
         assert_eq!(decision.subjects, ["carol@example.com"]);
