@@ -1039,7 +1039,11 @@ mod tests {
             ]
         );
         for user in &users {
-            assert_eq!(Member::of(user).inactive(now), inactive(user, now), "{user:?}");
+            assert_eq!(
+                Member::of(user).inactive(now),
+                inactive(user, now),
+                "{user:?}"
+            );
         }
     }
 

@@ -16,7 +16,10 @@
 //!   restart eight watches failing one after another held a new User back for about a
 //!   minute);
 //! - at most `concurrency` reconciles run at once (0: unbounded), never two of one object:
-//!   a request for an object whose reconcile runs waits until it ends;
+//!   a request for an object whose reconcile runs waits until it ends; each new reconcile is
+//!   polled before the next is made, so one that needs no request ends and frees its future
+//!   (about 15 KB for a User's) at once, where making `concurrency` of them first held them all
+//!   (docs/performance.md, "A restart's peak");
 //! - nothing runs before the cache has listed, nor before the gate of [`Keyed::starts_after`]
 //!   has opened (the operator's: every cache has listed), so no reconcile is started only to
 //!   wait; the triggers are polled meanwhile (they drive the watches that fill the caches);
@@ -186,20 +189,10 @@ where
         )));
         let mut running: FuturesUnordered<Run> = FuturesUnordered::new();
         let mut active: HashSet<Key> = HashSet::new();
-        // A cache whose writer is gone never lists: nothing runs then.
-        let cache = store.clone();
-        let listed = async move {
-            let listed = cache.wait_until_ready().await.is_ok();
-            if listed {
-                gate.await;
-            }
-            listed
-        };
-        let mut listed = std::pin::pin!(listed.fuse());
+        let mut listed = std::pin::pin!(may_start(store.clone(), gate).fuse());
         let mut shutdown = std::pin::pin!(shutdown.fuse());
         let (mut ready, mut stopping) = (false, false);
-        // While the walk of `sweeps_once_listed` goes on: the last key it reached.
-        let mut swept: Option<Option<Key>> = sweep.then_some(None);
+        let mut sweep = Sweep::new(sweep);
         let full = |running: usize| concurrency > 0 && running >= usize::from(concurrency);
         std::future::poll_fn(|cx| {
             ended(cx, &mut running, &mut active, &requeue);
@@ -224,29 +217,11 @@ where
                     .poll_next_unpin(cx);
                 let key = match next {
                     Poll::Ready(Some(key)) => key,
-                    Poll::Ready(None) | Poll::Pending => {
-                        match swept
-                            .as_mut()
-                            .map(|after| store.key_after(after.as_deref()))
-                        {
-                            Some(Some(key)) => {
-                                let key = Key::from(key);
-                                swept = Some(Some(key.clone()));
-                                if active.contains(&key) {
-                                    continue;
-                                }
-                                key
-                            }
-                            Some(None) => {
-                                swept = None;
-                                continue;
-                            }
-                            None if next.is_ready() && running.is_empty() => {
-                                return Poll::Ready(());
-                            }
-                            None => return Poll::Pending,
-                        }
-                    }
+                    Poll::Ready(None) | Poll::Pending => match sweep.next(&store, &active) {
+                        Some(key) => key,
+                        None if next.is_ready() && running.is_empty() => return Poll::Ready(()),
+                        None => return Poll::Pending,
+                    },
                 };
                 started(&key);
                 let Some(object) = store.get_by_key(&key) else {
@@ -261,14 +236,54 @@ where
                     run,
                     (object, error_policy.clone(), ctx.clone()),
                 ));
-                // Poll the new reconcile before starting another: one that needs no request
-                // ends here and frees its future (about 15 KB for a User's) at once, where
-                // starting `concurrency` of them first held them all (docs/performance.md,
-                // "A restart's peak").
+                // One that needs no request ends here, its future freed before the next is made.
                 ended(cx, &mut running, &mut active, &requeue);
             }
         })
         .await;
+    }
+}
+
+/// Resolves once reconciles may start: `true` when `store` has listed and `gate` has resolved;
+/// `false` when the cache's writer is gone first (it never lists: nothing runs then).
+async fn may_start<K: Compact>(store: CompactStore<K>, gate: BoxFuture<'static, ()>) -> bool {
+    let listed = store.wait_until_ready().await.is_ok();
+    if listed {
+        gate.await;
+    }
+    listed
+}
+
+/// The walk of [`Keyed::sweeps_once_listed`] over the cache, one key at a time.
+struct Sweep {
+    /// The last key it reached.
+    after: Option<Key>,
+    /// Whether it goes on (not asked for, or past the last key: not).
+    on: bool,
+}
+
+impl Sweep {
+    /// A walk from the first key, if `on`.
+    fn new(on: bool) -> Self {
+        Self { after: None, on }
+    }
+
+    /// The next key of `store` whose reconcile is not running (`active`), or `None` once the
+    /// walk has passed the last key.
+    fn next<K: Compact>(&mut self, store: &CompactStore<K>, active: &HashSet<Key>) -> Option<Key> {
+        while self.on {
+            match store.key_after(self.after.as_deref()) {
+                Some(key) => {
+                    let key = Key::from(key);
+                    self.after = Some(key.clone());
+                    if !active.contains(&key) {
+                        return Some(key);
+                    }
+                }
+                None => self.on = false,
+            }
+        }
+        None
     }
 }
 
