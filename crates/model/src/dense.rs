@@ -6,7 +6,7 @@
 //! order, as a list from the API server (sorted by key) or a run of creations fills it, each
 //! split leaves a half-full node behind, so the map ends up about 55 % full; rebuilt from its
 //! sorted entries the same map is nearly full, 40-45 % smaller for records of 70-250 bytes.
-//! Rebuilding after every quarter of change (and at least 64 changes) moves about five entries
+//! Rebuilding after every quarter of change (and at least 64 changes) moves about four entries
 //! per change, amortised O(1) per change.
 //!
 //! A rebuild merges the map into a new one with `BTreeMap::append`, which fills full nodes from

@@ -1,8 +1,8 @@
 //! A queue in front of a Controller for the triggers that come in floods: every object of a
 //! re-list after a watch expired, and a bulk create. (The first list after a restart does not
 //! come through here: the Controllers over keys walk their cache once it has listed,
-//! `runtime::keyed`'s `sweeps_once_listed`.) A Controller takes every trigger it is given at once: those it cannot start yet
-//! (all its reconciles busy, or its caches not listed) wait in its scheduler's maps, whose
+//! `runtime::keyed`'s `sweeps_once_listed`.) A Controller takes every trigger it is given at
+//! once: those it cannot start yet (all its reconciles busy, or its caches not listed) wait in its scheduler's maps, whose
 //! memory stays at the size of the largest flood for the life of the process (hashbrown never
 //! shrinks; at 10,000 Users, 2 MiB for the pending set alone: docs/performance.md, "Memory").
 //! A [`Backlog`] hands the Controller only a window of them at a time, as its reconciles

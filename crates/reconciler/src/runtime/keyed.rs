@@ -19,7 +19,9 @@
 //!   a request for an object whose reconcile runs waits until it ends; each new reconcile is
 //!   polled before the next is made, so one that needs no request ends and frees its future
 //!   (about 15 KB for a User's) at once, where making `concurrency` of them first held them all
-//!   (docs/performance.md, "A restart's peak");
+//!   (docs/performance.md, "A restart's peak"); after `concurrency` starts in one poll the
+//!   runner yields, since such reconciles never fill `concurrency` and the other Controllers
+//!   share its task;
 //! - nothing runs before the cache has listed, nor before the gate of [`Keyed::starts_after`]
 //!   has opened (the operator's: every cache has listed), so no reconcile is started only to
 //!   wait; the triggers are polled meanwhile (they drive the watches that fill the caches);
@@ -37,7 +39,7 @@ use futures::future::BoxFuture;
 use futures::stream::{BoxStream, FuturesUnordered, SelectAll};
 use futures::{FutureExt, Stream, StreamExt};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::scheduler::{ScheduleRequest, scheduler};
+use kube::runtime::scheduler::{ScheduleRequest, Scheduler, scheduler};
 use kube::runtime::watcher;
 use tokio::time::Instant;
 
@@ -56,7 +58,8 @@ pub struct Keyed<K: Compact> {
     concurrency: u16,
     /// Resolves once reconciles may start (with the cache's first list).
     gate: BoxFuture<'static, ()>,
-    /// Whether every cached object is reconciled once the gate opens ([`Keyed::sweeps_once_listed`]).
+    /// Whether every cached object is reconciled once the gate opens
+    /// ([`Keyed::sweeps_once_listed`]).
     sweep: bool,
 }
 
@@ -182,17 +185,15 @@ where
             sweep,
         } = self;
         let error_policy = Arc::new(error_policy);
-        let (requeue, requeued) = futures::channel::mpsc::unbounded::<ScheduleRequest<Key>>();
-        let mut queue = std::pin::pin!(scheduler(futures::stream::select(
-            due_now(triggers),
-            requeued
-        )));
+        let (requeue, queue) = queue_of(triggers);
+        let mut queue = std::pin::pin!(queue);
         let mut running: FuturesUnordered<Run> = FuturesUnordered::new();
         let mut active: HashSet<Key> = HashSet::new();
         let mut listed = std::pin::pin!(may_start(store.clone(), gate).fuse());
         let mut shutdown = std::pin::pin!(shutdown.fuse());
         let (mut ready, mut stopping) = (false, false);
         let mut sweep = Sweep::new(sweep);
+        let budget = usize::from(concurrency.max(1));
         let full = |running: usize| concurrency > 0 && running >= usize::from(concurrency);
         std::future::poll_fn(|cx| {
             ended(cx, &mut running, &mut active, &requeue);
@@ -205,7 +206,7 @@ where
                 };
             }
             ready = ready || matches!(listed.as_mut().poll(cx), Poll::Ready(true));
-            loop {
+            for _ in 0..budget {
                 if !ready || full(running.len()) {
                     // Take in triggers (they drive the watches) and hold whatever is due.
                     let _ = queue.as_mut().hold().poll_next_unpin(cx);
@@ -239,9 +240,24 @@ where
                 // One that needs no request ends here, its future freed before the next is made.
                 ended(cx, &mut running, &mut active, &requeue);
             }
+            cx.waker().wake_by_ref();
+            Poll::Pending
         })
         .await;
     }
+}
+
+/// The scheduler over `triggers` (each due at once) and what reconciles ask to be run again,
+/// and the sender of the latter.
+fn queue_of(
+    triggers: SelectAll<BoxStream<'static, Result<Key, watcher::Error>>>,
+) -> (
+    futures::channel::mpsc::UnboundedSender<ScheduleRequest<Key>>,
+    Scheduler<Key, impl Stream<Item = ScheduleRequest<Key>>>,
+) {
+    let (requeue, requeued) = futures::channel::mpsc::unbounded::<ScheduleRequest<Key>>();
+    let queue = scheduler(futures::stream::select(due_now(triggers), requeued));
+    (requeue, queue)
 }
 
 /// Resolves once reconciles may start: `true` when `store` has listed and `gate` has resolved;

@@ -257,8 +257,8 @@ struct Wakers {
 /// The Controller over Users (`users`, the cache `user_events` keeps; every User once the
 /// cache has listed, a walk of the cache (`Keyed::sweeps_once_listed`); a User's later changes
 /// come through `backlog`, the stream yields only the watch's errors), `concurrency` reconciles
-/// at once (0: unbounded), triggered also by every change to a managed object after its watch's first
-/// list (`events`), by a Namespace handed to a User for adoption, by a change to a
+/// at once (0: unbounded), triggered also by every change to a managed object after its
+/// watch's first list (`events`), by a Namespace handed to a User for adoption, by a change to a
 /// Profile's spec (for exactly that Profile's Users, from the `caches`' index, and the members
 /// of the directory groups it names), to a DirectoryGroup's spec (for the members who joined or
 /// left it and are Users, all of them when it is renamed or deleted:
@@ -474,8 +474,8 @@ fn backlogs(concurrency: u16) -> (Backlog<User>, Backlog<CachedShare>) {
 /// The Workspace Controller over its own watch (every Workspace), `concurrency` reconciles at
 /// once (0: unbounded), and the [`WorkspaceWakes`] that trigger it (`groups`: the cache the
 /// wakes look members up in); every Workspace once its cache has listed (a walk of the cache,
-/// `Keyed::sweeps_once_listed`, not the first list's events), then again every [`RESYNC`]. Each change of a
-/// Workspace, once cached, wakes the Shares `shares` has in its namespace (through
+/// `Keyed::sweeps_once_listed`, not the first list's events), then again every [`RESYNC`].
+/// Each change of a Workspace, once cached, wakes the Shares `shares` has in its namespace (through
 /// `wake_share`).
 fn workspace_controller(
     client: &Client,

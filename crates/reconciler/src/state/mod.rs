@@ -165,7 +165,7 @@ impl Caches {
 
     /// The Users of the Profile `profile` (by name), as cached, each decoded as the iterator
     /// reaches it (a Profile's status reads 1,250 of them at 10,000 Users over 8 Profiles:
-    /// 1.2 MB held at once when they were collected first).
+    /// about 2 MB with their statuses, held at once when they were collected first).
     pub fn users_of(&self, profile: &str) -> impl Iterator<Item = User> + '_ {
         self.index
             .users_of(profile)
