@@ -973,15 +973,20 @@ pub async fn wait_share(client: &Client, ns: &str, name: &str, want: &str) -> ho
 /// silent one is closed at the handshake timeout; headers that never end, and a kept-alive
 /// connection left idle, are closed too; headers over 16 KiB get 431. `address` and `ca` reach
 /// it over TLS; `served` asks it something (`Some(code)`, `None` when the connection fails) and
-/// must answer `expected` when it has room; `path` is any path it serves.
+/// must answer `expected` when it has room; `path` is any path it serves. `quiet` says whether
+/// the server holds no connection but the one asking (its `*_connections_open` gauge): a
+/// connection's place is freed just after its client sees it closed, so each step that counts
+/// places waits for it (CI once had the first request's place still held when the six came).
 pub fn assert_bounded(
     address: &str,
     ca: &Path,
     path: &str,
     served: impl Fn() -> Option<u16>,
     expected: u16,
+    quiet: impl Fn() -> bool,
 ) {
     assert_eq!(served(), Some(expected), "with room, it serves");
+    wait_quiet(&quiet);
     let silent: Vec<TcpStream> = (0..6)
         .map(|_| TcpStream::connect(address).unwrap())
         .collect();
@@ -996,6 +1001,7 @@ pub fn assert_bounded(
             "a silent connection stayed open"
         );
     }
+    wait_quiet(&quiet);
     assert_eq!(
         served(),
         Some(expected),
@@ -1049,6 +1055,29 @@ pub fn assert_bounded(
         std::thread::sleep(Duration::from_secs(1));
     }
     panic!("oversized headers never got 431: {answers:?}");
+}
+
+/// Waits up to 10 s for `quiet` (see [`assert_bounded`]), then 100 ms more: when `quiet` asks
+/// the bounded port itself, its own connection (HTTP/1.0, closed by the server) frees its place
+/// just after the answer.
+fn wait_quiet(quiet: &impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !quiet() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server still held a closed connection's place after 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+}
+
+/// The gauge `<prefix>_connections_open` in the Prometheus text `metrics` (a count), if present.
+pub fn open_connections(metrics: &str, prefix: &str) -> Option<u64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{prefix}_connections_open ")))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// Whether the Prometheus text `metrics` counts at least one refused connection in
