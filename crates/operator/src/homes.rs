@@ -9,7 +9,6 @@ use anyhow::Context as _;
 use axum_server::tls_rustls::RustlsConfig;
 use homestead_directory::scim::metrics::Connections;
 use homestead_reconciler::runtime::lists;
-use kube::Client;
 use prometheus::{IntCounter, IntGauge, Registry};
 use tokio_util::sync::CancellationToken;
 
@@ -53,9 +52,9 @@ pub async fn run(args: HomesApiArgs) -> anyhow::Result<()> {
     let server = Server::bind(args.metrics_address).await?;
     let server = tokio::spawn(server.serve(health.clone(), shutdown.clone()));
 
-    let client = Client::try_default()
+    let client = crate::client::infer()
         .await
-        .context("loading the kubeconfig")?;
+        .context("connecting to the Kubernetes API server")?;
     let auth = homestead_homes_api::authentication(&client).await?;
     let config = homestead_homes_api::tls_config(&auth, &args.tls_cert, &args.tls_key)?;
     // Before any watch starts: how they receive their initial state (docs/performance.md).

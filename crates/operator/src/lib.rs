@@ -15,6 +15,7 @@
 #[cfg(feature = "jemalloc")]
 mod allocator;
 mod cli;
+mod client;
 mod connections;
 mod homes;
 mod leadership;

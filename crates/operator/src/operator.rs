@@ -110,7 +110,7 @@ async fn client(identity: &str, metrics: &Metrics) -> anyhow::Result<Client> {
     let agent = axum::http::HeaderValue::from_str(&agent).context("user agent")?;
     config.headers.push((axum::http::header::USER_AGENT, agent));
     let counted = CountRequests::new(metrics.api_requests.clone());
-    Ok(kube::client::ClientBuilder::try_from(config)
+    Ok(crate::client::builder(&config)
         .context("connecting to the Kubernetes API server")?
         .with_layer(&counted)
         .build())

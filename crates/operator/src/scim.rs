@@ -88,7 +88,7 @@ pub async fn run(args: ScimArgs) -> anyhow::Result<()> {
 /// # Errors
 /// When no Kubernetes client configuration is found.
 async fn service(args: &ScimArgs, tokens: Arc<Tokens>) -> anyhow::Result<Scim> {
-    let client = kube::Client::try_default()
+    let client = crate::client::infer()
         .await
         .context("connecting to the Kubernetes API server")?;
     let (store, keep_cache) = scim::watch_users(client.clone());
