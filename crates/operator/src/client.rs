@@ -2,14 +2,15 @@
 //! homes API): kube's own stack (`kube::client::ClientBuilder::try_from`: rustls, the
 //! connect, read and write timeouts, the base URI, authentication, the configured headers, the
 //! retry of 429, 503 and 504), over a hyper client whose HTTP/1 read buffer is bounded by
-//! [`READ_BUFFER_BYTES`].
+//! [`READ_BUFFER_BYTES`] and which keeps at most [`MAX_IDLE_CONNECTIONS`] idle connections.
 //!
 //! Why: hyper grows each connection's read buffer while a read fills it, up to about 400 KiB,
 //! and a buffer keeps its capacity for as long as its connection lives. Every watch is a
 //! connection of its own, open for minutes; the initial lists (500 objects a page, or the
 //! watch's own initial events) grow the buffers of the connections they pass through, which
-//! then serve the watches. At 10,000 Users and 10,000 Shares the heap profile held 4.2 MB of such
-//! buffers once steady (docs/performance.md, "hyper's read buffers").
+//! then serve the watches. At 10,000 Users, 10,000 Shares and 1,000 Workspaces the operator's
+//! heap held 4.2 MB of such buffers once steady after a restart (docs/performance.md, "The
+//! client's connections").
 
 use anyhow::Context as _;
 use axum::http::{Request, Response};
@@ -22,15 +23,23 @@ use kube::client::{Body, ClientBuilder, ConfigExt as _};
 use tower::retry::RetryLayer;
 use tower::{BoxError, ServiceBuilder};
 
+/// The most idle connections the client keeps open for reuse (a count), as client-go's
+/// transport keeps (`MaxIdleConnsPerHost`, 25). hyper keeps every one by default, each holding
+/// its buffers, TLS state and channel (about 37 KB): after a burst of 64 reconciles and the
+/// watches' lists, 80 idle connections held 3 MB until hyper's 90-second idle timeout closed
+/// them.
+pub const MAX_IDLE_CONNECTIONS: usize = 25;
+
 /// The most a connection's read buffer holds (bytes): two TLS records of plaintext. A list's
 /// page or a large object streams through it in pieces; only a response's head must fit
 /// (kube-apiserver's are under 1 KiB). hyper's minimum is 8 KiB, its default about 400 KiB.
 pub const READ_BUFFER_BYTES: usize = 32 * 1024;
 
 /// A [`ClientBuilder`] for `config`, as kube builds it (see the module docs) but with each
-/// connection's read buffer bounded by [`READ_BUFFER_BYTES`] and without kube's tracing layer
-/// (its spans are at debug level, and every error it would log reaches the caller). Add layers
-/// with [`ClientBuilder::with_layer`], then `build()`.
+/// connection's read buffer bounded by [`READ_BUFFER_BYTES`], at most [`MAX_IDLE_CONNECTIONS`]
+/// kept idle, and without kube's tracing layer (its spans are at debug level, and every error
+/// it would log reaches the caller). Add layers with [`ClientBuilder::with_layer`], then
+/// `build()`.
 ///
 /// # Errors
 /// When the configuration's TLS settings (certificates, keys) or its authentication cannot be
@@ -61,6 +70,7 @@ pub fn builder(
     let hyper: hyper_util::client::legacy::Client<_, Body> =
         hyper_util::client::legacy::Builder::new(TokioExecutor::new())
             .http1_max_buf_size(READ_BUFFER_BYTES)
+            .pool_max_idle_per_host(MAX_IDLE_CONNECTIONS)
             .build(connector);
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
