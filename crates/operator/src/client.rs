@@ -9,14 +9,14 @@
 //! connection of its own, open for minutes; the initial lists (500 objects a page, or the
 //! watch's own initial events) grow the buffers of the connections they pass through, which
 //! then serve the watches. At 10,000 Users, 10,000 Shares and 1,000 Workspaces the operator's
-//! heap held 4.2 MB of such buffers once steady after a restart (docs/performance.md, "The
+//! heap held 4.2 MiB of such buffers once steady after a restart (docs/performance.md, "The
 //! client's connections").
 
 use anyhow::Context as _;
 use axum::http::{Request, Response};
 use hyper_timeout::TimeoutConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use kube::Config;
 use kube::client::retry::RetryPolicy;
 use kube::client::{Body, ClientBuilder, ConfigExt as _};
@@ -26,24 +26,29 @@ use tower::{BoxError, ServiceBuilder};
 /// The most idle connections the client keeps open for reuse (a count), as client-go's
 /// transport keeps (`MaxIdleConnsPerHost`, 25). hyper keeps every one by default, each holding
 /// its buffers, TLS state and channel (about 37 KB): after a burst of 64 reconciles and the
-/// watches' lists, 80 idle connections held 3 MB until hyper's 90-second idle timeout closed
-/// them.
+/// watches' lists, about 80 idle connections held 3 MB. With the pool's timer set, hyper also
+/// closes a connection idle for 90 seconds (kube-apiserver closes them at 90 seconds too).
 pub const MAX_IDLE_CONNECTIONS: usize = 25;
 
-/// The most a connection's read buffer holds (bytes): two TLS records of plaintext. A list's
-/// page or a large object streams through it in pieces; only a response's head must fit
-/// (kube-apiserver's are under 1 KiB). hyper's minimum is 8 KiB, its default about 400 KiB.
+/// The most a connection's read buffer holds (bytes): two TLS records of plaintext; hyper
+/// bounds its write buffer by it too. A list's page or a large object streams through it in
+/// pieces; only a response's head must fit (kube-apiserver's are about 1 KiB, a few more with
+/// `Warning` headers). hyper's minimum is 8 KiB, its default about 400 KiB.
 pub const READ_BUFFER_BYTES: usize = 32 * 1024;
 
 /// A [`ClientBuilder`] for `config`, as kube builds it (see the module docs) but with each
 /// connection's read buffer bounded by [`READ_BUFFER_BYTES`], at most [`MAX_IDLE_CONNECTIONS`]
-/// kept idle, and without kube's tracing layer (its spans are at debug level, and every error
-/// it would log reaches the caller). Add layers with [`ClientBuilder::with_layer`], then
-/// `build()`.
+/// kept idle (closed after 90 seconds idle), and without two things of kube's: its tracing
+/// layer (debug spans, and an error-level log line for each 5xx answer or transport error,
+/// below the retry: an attempt the retry repeats is no longer logged; what reaches the caller
+/// is logged and counted there), and `Client::valid_until` for an exec plugin's client
+/// certificate (read by nothing here; kube keeps how to find it to itself). Add layers with
+/// [`ClientBuilder::with_layer`], then `build()`.
 ///
 /// # Errors
-/// When the configuration's TLS settings (certificates, keys) or its authentication cannot be
-/// loaded, or a configured header is not valid.
+/// When the configuration names a proxy (kube refuses one without its proxy features); when
+/// its TLS settings (certificates, keys) or its authentication cannot be loaded; or when a
+/// configured or impersonation header is not valid.
 pub fn builder(
     config: &Config,
 ) -> anyhow::Result<
@@ -57,6 +62,10 @@ pub fn builder(
         + 'static,
     >,
 > {
+    // kube builds this crate's features without proxy support, and refuses a proxy then.
+    if let Some(proxy) = &config.proxy_url {
+        anyhow::bail!("the configuration names the proxy {proxy}, which Homestead cannot use");
+    }
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     let https = config
@@ -71,6 +80,7 @@ pub fn builder(
         hyper_util::client::legacy::Builder::new(TokioExecutor::new())
             .http1_max_buf_size(READ_BUFFER_BYTES)
             .pool_max_idle_per_host(MAX_IDLE_CONNECTIONS)
+            .pool_timer(TokioTimer::new())
             .build(connector);
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
@@ -139,6 +149,16 @@ mod tests {
             write!(stream, "\r\n").unwrap();
         }
         write!(stream, "0\r\n\r\n").unwrap();
+    }
+
+    /// A proxy in the configuration is refused, as kube refuses it without its proxy
+    /// features, rather than ignored.
+    #[test]
+    fn a_proxy_is_refused() {
+        let mut config = Config::new("https://127.0.0.1:6443".parse().unwrap());
+        config.proxy_url = Some("http://127.0.0.1:3128".parse().unwrap());
+        let error = builder(&config).err().expect("refused").to_string();
+        assert!(error.contains("proxy"), "{error}");
     }
 
     /// A response many times the read buffer (a 2 MB list in 100 KB chunks) still arrives
