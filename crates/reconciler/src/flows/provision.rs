@@ -418,7 +418,7 @@ fn tell_holder(user: &User, ctx: &Context, holder: &IdentityHolder) {
         api_version: Some(User::api_version(&()).into_owned()),
         kind: Some(User::kind(&()).into_owned()),
         name: Some(holder.name.clone()),
-        uid: holder.uid.clone(),
+        uid: ctx.caches().user(&holder.name).and_then(|held| held.uid()),
         ..ObjectReference::default()
     };
     let note = format!(
