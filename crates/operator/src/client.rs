@@ -9,7 +9,7 @@
 //! connection of its own, open for minutes; the initial lists (500 objects a page, or the
 //! watch's own initial events) grow the buffers of the connections they pass through, which
 //! then serve the watches. At 10,000 Users, 10,000 Shares and 1,000 Workspaces the operator's
-//! heap held 4.2 MiB of such buffers once steady after a restart (docs/performance.md, "The
+//! heap held 4.0 MiB of such buffers once steady after a restart (docs/performance.md, "The
 //! client's connections").
 
 use anyhow::Context as _;
