@@ -325,10 +325,15 @@ async fn close(workspace: &Workspace, ctx: &Context) -> Result<Requeue> {
         .and_then(|s| s.namespace.clone())
         .unwrap_or_else(|| namespace_of(workspace, ctx.config()));
     // Read afresh, not from the cache: a handover may have moved the namespace to another
-    // Workspace a moment ago, and then it is not this one's to revoke, retain or delete.
+    // Workspace a moment ago, and then it is not this one's to revoke, retain or delete. Not
+    // through `namespace()` either: its memory of a namespace the managed watch saw go (also
+    // one retained, or one deleted before a namespace of that name came back) would skip the
+    // read, and the namespace would keep this Workspace's label with no Workspace (soak seed
+    // 4221189279).
     let Some(namespace) = cluster
-        .namespace(&name, None)
+        .get(&ObjectRef::<Namespace>::new(&name))
         .await?
+        .map(|ns| Arc::new(crate::state::cache::CachedNamespace::from(ns)))
         .filter(|ns| is_owned_by(&ns.facts, workspace))
     else {
         return Ok(Requeue::on_change());
