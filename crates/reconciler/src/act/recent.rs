@@ -80,6 +80,25 @@ impl Gone {
         lock(&self.0).insert(name, (), GONE_FOR);
     }
 
+    /// What the Namespace watch's `event` says of names: a deletion is remembered
+    /// ([`Gone::remember`]); a Namespace it delivers (created, relabelled as Homestead's again,
+    /// re-listed) is no longer gone, and its name is forgotten. Without that, a name that left
+    /// the watch (deleted, or retained and so unlabelled) and came back within [`GONE_FOR`]
+    /// would still read as gone, and a reconcile would skip the read that finds it.
+    pub fn note<K: Resource>(&self, event: &watcher::Event<K>) {
+        match event {
+            watcher::Event::Delete(gone) => {
+                self.remember(gone.meta().name.clone().unwrap_or_default())
+            }
+            watcher::Event::Apply(seen) | watcher::Event::InitApply(seen) => {
+                if let Some(name) = seen.meta().name.as_deref() {
+                    lock(&self.0).remove(name);
+                }
+            }
+            watcher::Event::Init | watcher::Event::InitDone => {}
+        }
+    }
+
     /// Whether the watch delivered the deletion of `name` less than [`GONE_FOR`] ago; forgets
     /// it either way.
     pub fn take(&self, name: &str) -> bool {
@@ -546,5 +565,29 @@ mod tests {
         created.remember(namespace("user-a", "a"));
         created.forget(&delivered);
         assert_eq!(created.unconfirmed(None, "user-a", any), None, "deleted");
+    }
+
+    #[test]
+    fn a_name_seen_gone_is_forgotten_once_the_watch_delivers_it_again() {
+        use crate::state::cache::CachedNamespace;
+        let seen = |name| CachedNamespace::from(namespace(name, "a"));
+        let gone = Gone::default();
+        gone.note(&watcher::Event::Delete(seen("user-a")));
+        gone.note(&watcher::Event::Delete(seen("user-b")));
+        assert!(gone.take("user-a"), "the watch saw it go");
+        assert!(!gone.take("user-a"), "taken once");
+
+        // user-b left the watch (retained, say), then a namespace of that name is Homestead's
+        // again: a reconcile must read it, not take it as gone.
+        gone.note(&watcher::Event::Apply(seen("user-b")));
+        assert!(!gone.take("user-b"), "it came back");
+
+        // A re-list delivers it too; then it goes again.
+        gone.note(&watcher::Event::Delete(seen("user-c")));
+        gone.note(&watcher::Event::InitApply(seen("user-c")));
+        assert!(!gone.take("user-c"), "re-listed");
+        gone.note(&watcher::Event::Delete(seen("user-c")));
+        gone.note(&watcher::Event::<CachedNamespace>::InitDone);
+        assert!(gone.take("user-c"), "gone again");
     }
 }

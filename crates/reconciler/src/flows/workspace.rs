@@ -324,12 +324,11 @@ async fn close(workspace: &Workspace, ctx: &Context) -> Result<Requeue> {
         .as_ref()
         .and_then(|s| s.namespace.clone())
         .unwrap_or_else(|| namespace_of(workspace, ctx.config()));
-    // Read afresh, not from the cache: a handover may have moved the namespace to another
-    // Workspace a moment ago, and then it is not this one's to revoke, retain or delete. Not
-    // through `namespace()` either: its memory of a namespace the managed watch saw go (also
-    // one retained, or one deleted before a namespace of that name came back) would skip the
-    // read, and the namespace would keep this Workspace's label with no Workspace (soak seed
-    // 4221189279).
+    // Read afresh, not from the cache nor through `namespace()`: a handover may have moved
+    // the namespace to another Workspace a moment ago, and then it is not this one's to
+    // revoke, retain or delete; and a name the managed watch saw go (retained, say) may be
+    // back before its watch event is, where a skipped read left the namespace with this
+    // Workspace's label and no Workspace (soak seed 4221189279).
     let Some(namespace) = cluster
         .get(&ObjectRef::<Namespace>::new(&name))
         .await?
@@ -338,7 +337,6 @@ async fn close(workspace: &Workspace, ctx: &Context) -> Result<Requeue> {
     else {
         return Ok(Requeue::on_change());
     };
-    let _ = caches;
     let mut changes = Changes::new();
     changes.extend(access::revoke_all(cluster, &name, "the workspace is deleted").await?);
     if namespace.metadata.deletion_timestamp.is_some() || cluster.deleted_moments_ago(&namespace) {
@@ -357,15 +355,19 @@ async fn close(workspace: &Workspace, ctx: &Context) -> Result<Requeue> {
     let retained = retained_namespace(workspace, &name, &guards);
     let why = "the namespace is retained";
     changes.extend(release_slice(ctx, workspace, &name, why).await?);
-    cluster
+    let released = cluster
         .apply_over_if(&retained, namespace.metadata.uid.as_deref(), |live| {
             is_owned_by(&Facts::of(&live.metadata), workspace)
         })
         .await?;
-    changes.push((
-        Change::NamespaceRetained,
-        format!("the workspace is deleted (deletionPolicy Retain): access revoked, namespace {name:?} and its data kept"),
-    ));
+    // Read a moment ago as this Workspace's, so the apply changes its labels unless the
+    // namespace went or another Workspace took it in between: then there is nothing to retain.
+    if released {
+        changes.push((
+            Change::NamespaceRetained,
+            format!("the workspace is deleted (deletionPolicy Retain): access revoked, namespace {name:?} and its data kept"),
+        ));
+    }
     publish(ctx, workspace, changes);
     Ok(Requeue::on_change())
 }

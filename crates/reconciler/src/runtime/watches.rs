@@ -738,8 +738,9 @@ fn trim_and_keep(user: &mut User) {
 }
 
 /// The watch of Homestead's Namespaces (`managed`) into its compact cache, with the deletions
-/// it reports remembered in `recent` (an offboarding then trusts the cache's word that a
-/// Namespace is gone) and the echoes of this replica's own creates left out.
+/// it reports remembered in `recent` until the name comes back (an offboarding then trusts the
+/// cache's word that a Namespace is gone, [`Gone::note`](crate::act::recent::Gone::note)) and
+/// the echoes of this replica's own creates left out.
 fn namespace_watch(
     client: &Client,
     recent: &Recent,
@@ -749,11 +750,7 @@ fn namespace_watch(
 ) {
     let (namespaces, events) = compact_watch::<CachedNamespace>(client, &declared::NAMESPACES);
     let gone = recent.namespaces_gone.clone();
-    let events = after_first_list(events).inspect_ok(move |event| {
-        if let watcher::Event::Delete(ns) = event {
-            gone.remember(ns.name_any());
-        }
-    });
+    let events = after_first_list(events).inspect_ok(move |event| gone.note(event));
     (
         namespaces,
         recent.namespaces.clone().touched_except_echoes(events),
