@@ -43,7 +43,12 @@ pub fn bind_bounded(
     let mut server = axum_server::bind(address)
         .acceptor(acceptor)
         .handle(handle)
-        .first_request_timeout(bounds.header_read_timeout);
+        .first_request_timeout(bounds.header_read_timeout)
+        // HTTP/1.1 alone: these bounds are HTTP/1.1's (hyper's HTTP/2 has no header read
+        // timeout, so a client that made one request could keep an idle connection), and
+        // hyper-util's builder would otherwise serve HTTP/2 to any client that opens with its
+        // preface, ALPN or not.
+        .http1_only();
     server
         .http_builder()
         .http1()

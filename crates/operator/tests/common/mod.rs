@@ -950,6 +950,26 @@ pub fn closed_within(stream: &mut impl std::io::Read, secs: u64) -> bool {
     false
 }
 
+/// What `stream` sends until it is closed or `secs` seconds pass (reads that time out are
+/// retried), and whether it was closed.
+pub fn read_until_closed(stream: &mut impl std::io::Read, secs: u64) -> (Vec<u8>, bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    let (mut answer, mut buf) = (Vec::new(), [0u8; 1024]);
+    while std::time::Instant::now() < deadline {
+        match stream.read(&mut buf) {
+            Ok(0) => return (answer, true),
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return (answer, true),
+        }
+    }
+    (answer, false)
+}
+
 /// Waits until the Share's `Ready` reason is `want` (its status describing its generation);
 /// returns the Share.
 pub async fn wait_share(client: &Client, ns: &str, name: &str, want: &str) -> homestead_api::Share {
@@ -1026,6 +1046,22 @@ pub fn assert_bounded(
         closed_within(&mut idle, 10),
         "an idle connection stayed open"
     );
+    // HTTP/2 by prior knowledge (its preface, then an empty SETTINGS frame): the bounds above
+    // are HTTP/1.1's, so the server must not speak HTTP/2, where hyper would hold a connection
+    // with none of them. An answer, if any, is HTTP/1.1's, and the connection is closed.
+    let mut h2 = tls_connect(address, ca).unwrap();
+    h2.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .unwrap();
+    h2.sock
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    let (answer, closed) = read_until_closed(&mut h2, 10);
+    assert!(
+        answer.is_empty() || answer.starts_with(b"HTTP/1.1 "),
+        "HTTP/2 was spoken: {answer:?}"
+    );
+    assert!(closed, "an HTTP/2 connection stayed open");
+    wait_quiet(&quiet);
     // Oversized headers get 431. Up to three tries, a second apart: the answer is lost when the
     // connection is closed before TLS because the idle one's place is not yet free (the server
     // drops it just after the client sees it closed), or when the server's close with the
