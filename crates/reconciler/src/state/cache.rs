@@ -180,14 +180,46 @@ impl CachedRoleBinding {
 }
 
 /// What [`homestead_model::store::CompactStore`] keeps of a Namespace: no `ObjectMeta`, the name is the
-/// store's key.
+/// store's key. Kept small, one of these a home: the uid in 16 bytes where it is a UUID (as
+/// the API server makes them), and what only a terminating Namespace has behind one pointer.
 pub struct NamespaceRecord {
-    uid: Option<Box<str>>,
-    deletion_timestamp: Option<Time>,
+    uid: Uid,
     facts: Facts,
     user: Option<Box<str>>,
     workspace: Option<Box<str>>,
-    status: Option<Box<NamespaceStatus>>,
+    terminating: Option<Box<Terminating>>,
+}
+
+/// A uid as a record keeps it: a UUID as its 16 bytes (two `u64`s, not a `u128`, whose
+/// 16-byte alignment would pad the record), anything else as written.
+enum Uid {
+    None,
+    Uuid([u64; 2]),
+    Other(Box<str>),
+}
+
+impl Uid {
+    fn of(uid: Option<&str>) -> Self {
+        let Some(uid) = uid else { return Self::None };
+        match compact_uid(uid).filter(|compact| uid_string(*compact) == uid) {
+            Some(compact) => Self::Uuid([(compact >> 64) as u64, compact as u64]),
+            None => Self::Other(uid.into()),
+        }
+    }
+
+    fn to_string(&self) -> Option<String> {
+        match self {
+            Self::None => None,
+            Self::Uuid([high, low]) => Some(uid_string(u128::from(*high) << 64 | u128::from(*low))),
+            Self::Other(uid) => Some(uid.to_string()),
+        }
+    }
+}
+
+/// What a terminating Namespace's record has besides.
+struct Terminating {
+    deletion_timestamp: Option<Time>,
+    status: Option<NamespaceStatus>,
 }
 
 impl Compact for CachedNamespace {
@@ -198,28 +230,35 @@ impl Compact for CachedNamespace {
     }
 
     fn record(&self) -> NamespaceRecord {
+        let deletion_timestamp = self.metadata.deletion_timestamp.clone();
+        let terminating = (deletion_timestamp.is_some() || self.status.is_some()).then(|| {
+            Box::new(Terminating {
+                deletion_timestamp,
+                status: self.status.clone(),
+            })
+        });
         NamespaceRecord {
-            uid: self.metadata.uid.as_deref().map(Into::into),
-            deletion_timestamp: self.metadata.deletion_timestamp.clone(),
+            uid: Uid::of(self.metadata.uid.as_deref()),
             facts: self.facts.clone(),
             user: self.user.as_deref().map(Into::into),
             workspace: self.workspace.as_deref().map(Into::into),
-            status: self.status.clone().map(Box::new),
+            terminating,
         }
     }
 
     fn from_record(_: Option<&str>, name: &str, record: &NamespaceRecord) -> Self {
+        let terminating = record.terminating.as_deref();
         Self {
             metadata: ObjectMeta {
                 name: Some(name.to_owned()),
-                uid: record.uid.as_deref().map(str::to_owned),
-                deletion_timestamp: record.deletion_timestamp.clone(),
+                uid: record.uid.to_string(),
+                deletion_timestamp: terminating.and_then(|t| t.deletion_timestamp.clone()),
                 ..ObjectMeta::default()
             },
             facts: record.facts.clone(),
             user: record.user.as_deref().map(str::to_owned),
             workspace: record.workspace.as_deref().map(str::to_owned),
-            status: record.status.as_deref().cloned(),
+            status: terminating.and_then(|t| t.status.clone()),
         }
     }
 }
@@ -670,6 +709,47 @@ mod tests {
     use homestead_api::User;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use serde_json::json;
+
+    #[test]
+    fn a_namespace_comes_back_from_its_record_as_cached() {
+        let namespace = |uid: Option<&str>, terminating: bool| {
+            CachedNamespace::from(
+                serde_json::from_value::<Namespace>(json!({
+                    "metadata": {
+                        "name": "user-alice", "uid": uid,
+                        "labels": { "homestead.dev/user": "alice", "team": "a" },
+                        "deletionTimestamp": terminating.then_some("2026-12-03T10:00:00Z"),
+                    },
+                    "status": {
+                        "phase": if terminating { "Terminating" } else { "Active" },
+                        "conditions": [{ "type": "NamespaceContentRemaining", "status": "True" }],
+                    },
+                }))
+                .unwrap(),
+            )
+        };
+        let uuid = "0f8fad5b-d9cb-469f-a165-70867728950e";
+        for cached in [
+            namespace(Some(uuid), false),
+            namespace(Some(uuid), true),
+            // Not a UUID, a UUID in upper case, none: kept as written.
+            namespace(Some("not-a-uuid"), false),
+            namespace(Some(&uuid.to_uppercase()), true),
+            namespace(None, false),
+        ] {
+            let back = CachedNamespace::from_record(None, "user-alice", &cached.record());
+            assert_eq!(back, cached);
+        }
+        assert!(
+            namespace(Some(uuid), false).status.is_none(),
+            "kept only while terminating"
+        );
+        assert_eq!(
+            std::mem::size_of::<NamespaceRecord>(),
+            88,
+            "one of these a home: a field more is a choice"
+        );
+    }
 
     #[test]
     fn drift_is_seen_and_others_keys_are_left_alone() {
