@@ -7,6 +7,7 @@
 //! and first-request timeouts, hyper's header read timeout and its header size limit, this
 //! bounds what clients that never authenticate can hold: connections, time and memory.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -26,7 +27,10 @@ use crate::cli::ConnectionBounds;
 /// closed before TLS); `bounds.header_read_timeout` for the TLS handshake, for the first
 /// request, and for each request's headers (so also the keep-alive idle time);
 /// `bounds.max_header_bytes` for a request line and headers (431 past it; also what a
-/// connection buffers at once). Serve it with `.serve(app.into_make_service())`.
+/// connection buffers at once). HTTP/1.1 alone: these bounds are HTTP/1.1's (hyper's HTTP/2
+/// has no header read timeout, so a client that made one request could keep an idle
+/// connection), and hyper-util's builder would otherwise serve HTTP/2 to any client that opens
+/// with its preface, ALPN or not. Serve it with `.serve(app.into_make_service())`.
 pub fn bind_bounded(
     address: std::net::SocketAddr,
     tls: RustlsConfig,
@@ -34,21 +38,91 @@ pub fn bind_bounded(
     metrics: Connections,
     handle: axum_server::Handle<std::net::SocketAddr>,
 ) -> axum_server::Server<std::net::SocketAddr, RustlsAcceptor<ConnectionLimit>> {
-    let acceptor = RustlsAcceptor::new(tls)
+    let mut server = axum_server::bind(address)
+        .acceptor(bounded_tls(tls, bounds, metrics))
+        .handle(handle)
+        .first_request_timeout(bounds.header_read_timeout)
+        .http1_only();
+    http1_bounds(&mut server, bounds);
+    server
+}
+
+/// [`bind_bounded`], speaking HTTP/2 as well (`tls` should offer `h2` by ALPN): for the homes
+/// API, whose front proxy, kube-apiserver, keeps at most 25 idle HTTP/1.1 connections and so
+/// opened and closed hundreds, each with a TLS handshake, under 50 people at once
+/// (docs/homes.md, "Load"); over HTTP/2 it sends every request on one connection. HTTP/2 has
+/// no header read timeout, so a connection whose client presented no certificate `tls`'s
+/// verifier accepted (all it can be answered is 401) lives at most
+/// `bounds.header_read_timeout` from its handshake, whichever protocol it speaks
+/// ([`Uncertified`]). HTTP/2's other bounds: at most [`HTTP2_STREAMS`] requests at once on a
+/// connection, `bounds.max_header_bytes` of headers, [`HTTP2_WINDOW`] bytes of request bodies
+/// buffered for a connection, [`HTTP2_SEND_BUFFER`] for each response, and a ping every
+/// [`HTTP2_PING`] answered within `bounds.header_read_timeout`.
+pub fn bind_bounded_http2(
+    address: std::net::SocketAddr,
+    tls: RustlsConfig,
+    bounds: &ConnectionBounds,
+    metrics: Connections,
+    handle: axum_server::Handle<std::net::SocketAddr>,
+) -> axum_server::Server<std::net::SocketAddr, Uncertified<RustlsAcceptor<ConnectionLimit>>> {
+    let uncertified = Uncertified {
+        inner: bounded_tls(tls, bounds, metrics),
+        lifetime: bounds.header_read_timeout,
+    };
+    let mut server = axum_server::bind(address)
+        .acceptor(uncertified)
+        .handle(handle)
+        .first_request_timeout(bounds.header_read_timeout);
+    http1_bounds(&mut server, bounds);
+    server
+        .http_builder()
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(HTTP2_STREAMS)
+        .max_header_list_size(bounds.max_header_bytes)
+        .initial_stream_window_size(HTTP2_WINDOW)
+        .initial_connection_window_size(HTTP2_WINDOW)
+        .max_send_buf_size(HTTP2_SEND_BUFFER)
+        .keep_alive_interval(HTTP2_PING)
+        .keep_alive_timeout(bounds.header_read_timeout);
+    server
+}
+
+/// The flow-control window of an HTTP/2 connection and of each of its streams, in bytes: what
+/// a client may send of request bodies before the server reads them (hyper's default is 1 MiB
+/// each; the homes API reads no body).
+pub const HTTP2_WINDOW: u32 = 64 * 1024;
+
+/// The most requests at once on one HTTP/2 connection (a count): Go's HTTP/2 server's default.
+pub const HTTP2_STREAMS: u32 = 250;
+
+/// The most bytes an HTTP/2 response buffers before its handler waits (hyper's default is
+/// about 400 KiB).
+pub const HTTP2_SEND_BUFFER: usize = 64 * 1024;
+
+/// How often an HTTP/2 connection is pinged, so one whose peer is gone is closed.
+pub const HTTP2_PING: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The TLS acceptor over the connection limit: `bounds.max_connections` at once, each counted
+/// in `metrics`, and `bounds.header_read_timeout` for the handshake.
+fn bounded_tls(
+    tls: RustlsConfig,
+    bounds: &ConnectionBounds,
+    metrics: Connections,
+) -> RustlsAcceptor<ConnectionLimit> {
+    RustlsAcceptor::new(tls)
         .handshake_timeout(bounds.header_read_timeout)
         .acceptor(ConnectionLimit::new(
             usize::from(bounds.max_connections),
             metrics,
-        ));
-    let mut server = axum_server::bind(address)
-        .acceptor(acceptor)
-        .handle(handle)
-        .first_request_timeout(bounds.header_read_timeout)
-        // HTTP/1.1 alone: these bounds are HTTP/1.1's (hyper's HTTP/2 has no header read
-        // timeout, so a client that made one request could keep an idle connection), and
-        // hyper-util's builder would otherwise serve HTTP/2 to any client that opens with its
-        // preface, ALPN or not.
-        .http1_only();
+        ))
+}
+
+/// HTTP/1.1's bounds (see [`bind_bounded`]) on `server`.
+fn http1_bounds<A>(
+    server: &mut axum_server::Server<std::net::SocketAddr, A>,
+    bounds: &ConnectionBounds,
+) {
     server
         .http_builder()
         .http1()
@@ -58,7 +132,120 @@ pub fn bind_bounded(
         // what a connection holds at once (hyper's default is about 400 KiB); bodies stream
         // through it, bounded by each handler as it reads them.
         .max_buf_size(bounds.max_header_bytes as usize);
-    server
+}
+
+/// An [`Accept`] over a TLS acceptor that limits how long a connection whose client presented
+/// no certificate (none the TLS configuration's verifier accepted) lives: `lifetime` from its
+/// handshake ([`Lifetime`]). A connection with one is not limited.
+#[derive(Clone)]
+pub struct Uncertified<A> {
+    inner: A,
+    lifetime: std::time::Duration,
+}
+
+impl<I, S, A, T> Accept<I, S> for Uncertified<A>
+where
+    A: Accept<I, S, Stream = tokio_rustls::server::TlsStream<T>>,
+    A::Future: Send + 'static,
+    A::Service: Send + 'static,
+    T: Send + 'static,
+{
+    type Stream = Lifetime<tokio_rustls::server::TlsStream<T>>;
+    type Service = A::Service;
+    type Future = Pin<Box<dyn Future<Output = io::Result<(Self::Stream, Self::Service)>> + Send>>;
+
+    fn accept(&self, stream: I, service: S) -> Self::Future {
+        let accepted = self.inner.accept(stream, service);
+        let lifetime = self.lifetime;
+        Box::pin(async move {
+            let (stream, service) = accepted.await?;
+            let certified = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .is_some_and(|chain| !chain.is_empty());
+            let lifetime = (!certified).then_some(lifetime);
+            Ok((Lifetime::new(stream, lifetime), service))
+        })
+    }
+}
+
+/// A connection's stream that fails every read and write once its lifetime is over (and wakes
+/// a connection waiting on it then), so the server closes it.
+pub struct Lifetime<I> {
+    inner: I,
+    /// When the connection ends; `None` when it lives as long as it likes.
+    end: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<I> Lifetime<I> {
+    /// `inner`, ending `lifetime` from now (`None`: never).
+    pub fn new(inner: I, lifetime: Option<std::time::Duration>) -> Self {
+        Self {
+            inner,
+            end: lifetime.map(|l| Box::pin(tokio::time::sleep(l))),
+        }
+    }
+
+    /// An error once the lifetime is over; registers `cx` to be woken then.
+    fn over(&mut self, cx: &mut Context<'_>) -> Option<io::Error> {
+        let end = self.end.as_mut()?;
+        end.as_mut().poll(cx).is_ready().then(|| {
+            io::Error::new(
+                io::ErrorKind::TimedOut,
+                "a connection without a client certificate lives at most --header-read-timeout",
+            )
+        })
+    }
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for Lifetime<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if let Some(over) = self.over(cx) {
+            return Poll::Ready(Err(over));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for Lifetime<I> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if let Some(over) = self.over(cx) {
+            return Poll::Ready(Err(over));
+        }
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        if let Some(over) = self.over(cx) {
+            return Poll::Ready(Err(over));
+        }
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
 }
 
 /// An [`Accept`] that admits at most a fixed number of open connections (see the module docs).
@@ -163,6 +350,37 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Counted<I> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test(start_paused = true)]
+    async fn a_limited_connection_fails_once_its_lifetime_is_over_and_wakes_its_reader() {
+        let (mut client, server) = tokio::io::duplex(64);
+        let mut limited = Lifetime::new(server, Some(std::time::Duration::from_secs(2)));
+        client.write_all(b"GET").await.unwrap();
+        let mut buf = [0u8; 8];
+        assert_eq!(
+            limited.read(&mut buf).await.unwrap(),
+            3,
+            "read while it lives"
+        );
+        // Nothing more is sent: the pending read is woken and fails at the end.
+        let started = tokio::time::Instant::now();
+        let error = limited.read(&mut buf).await.unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(
+            started.elapsed(),
+            std::time::Duration::from_secs(2),
+            "at the end, not before"
+        );
+        assert!(limited.write_all(b"x").await.is_err(), "writes fail too");
+
+        // Without a lifetime: it reads what comes, however late.
+        let (mut client, server) = tokio::io::duplex(64);
+        let mut unlimited = Lifetime::new(server, None);
+        tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+        client.write_all(b"GET").await.unwrap();
+        assert_eq!(unlimited.read(&mut buf).await.unwrap(), 3);
+    }
 
     #[tokio::test]
     async fn one_connection_over_the_limit_is_refused_and_a_closed_one_frees_its_place() {

@@ -73,7 +73,7 @@ pub async fn run(args: HomesApiArgs) -> anyhow::Result<()> {
     });
     let app = homestead_homes_api::app(homes, &registry)?;
     let tls = RustlsConfig::from_config(Arc::new(config));
-    crate::connections::bind_bounded(args.address, tls, &args.bounds, connections, handle)
+    crate::connections::bind_bounded_http2(args.address, tls, &args.bounds, connections, handle)
         .serve(app.into_make_service())
         .await
         .context("serving the homes API")?;

@@ -35,8 +35,8 @@ pub async fn run(args: ScimArgs) -> anyhow::Result<()> {
         .set_from(&token_text)
         .with_context(|| format!("{} holds no token", args.token_file.display()))?;
     let pem = (read_bytes(&args.tls_cert)?, read_bytes(&args.tls_key)?);
-    let tls = RustlsConfig::from_pem(pem.0.clone(), pem.1.clone())
-        .await
+    let tls = server_config(&pem)
+        .map(|config| RustlsConfig::from_config(Arc::new(config)))
         .with_context(|| {
             format!(
                 "loading the TLS certificate {} and key {}",
@@ -188,17 +188,40 @@ async fn reload(
                 continue;
             }
         };
-        match tls.reload_from_pem(pem.0.clone(), pem.1.clone()).await {
-            Ok(()) => {
+        match server_config(&pem) {
+            Ok(config) => {
+                tls.reload_from_config(Arc::new(config));
                 expiry.set(valid_until);
                 tracing::info!(cert = %files.cert.display(), "the TLS certificate or key changed; serving the new one");
                 loaded.pem = pem;
             }
             Err(error) => {
-                tracing::warn!(%error, cert = %files.cert.display(), "the new TLS certificate or key does not load; keeping the previous one")
+                tracing::warn!(error = format!("{error:#}"), cert = %files.cert.display(), "the new TLS certificate or key does not load; keeping the previous one")
             }
         }
     }
+}
+
+/// The TLS settings of the SCIM service for the certificate chain and key `pem` (PEM): no
+/// client certificate, and ALPN's `http/1.1` alone (RFC 7301), the one protocol the service
+/// speaks ([`bind_bounded`]); offered `h2`, a client such as the kubelet's prober would open
+/// with HTTP/2 and be closed.
+///
+/// # Errors
+/// A chain or key that does not parse, or that do not go together.
+fn server_config(pem: &(Vec<u8>, Vec<u8>)) -> anyhow::Result<rustls::ServerConfig> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_slice_iter(&pem.0)
+        .collect::<Result<Vec<_>, _>>()
+        .context("reading the certificate chain")?;
+    let key = PrivateKeyDer::from_pem_slice(&pem.1).context("reading the private key")?;
+    let mut config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .context("the certificate and key")?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
 }
 
 async fn shutdown_signal() {

@@ -97,32 +97,7 @@ fn get(
     client: Option<(&Path, &Path)>,
     user: &str,
 ) -> Result<(u16, Value), String> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(&api.ca).unwrap() {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
-    let config = match client {
-        Some((cert, key)) => builder
-            .with_client_auth_cert(
-                CertificateDer::pem_file_iter(cert)
-                    .unwrap()
-                    .collect::<Result<Vec<_>, _>>()
-                    .unwrap(),
-                PrivateKeyDer::from_pem_file(key).unwrap(),
-            )
-            .unwrap(),
-        None => builder.with_no_client_auth(),
-    };
-    let connection =
-        rustls::ClientConnection::new(Arc::new(config), ServerName::try_from("127.0.0.1").unwrap())
-            .unwrap();
-    let socket = TcpStream::connect(&api.address).map_err(|e| e.to_string())?;
-    socket
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let mut tls = rustls::StreamOwned::new(connection, socket);
+    let mut tls = connect(api, client, &[])?;
     write!(
         tls,
         "GET {path} HTTP/1.0\r\nHost: {}\r\nX-Remote-User: {user}\r\nX-Remote-Group: system:authenticated\r\n\r\n",
@@ -134,6 +109,131 @@ fn get(
         .map_err(|e| e.to_string())?;
     let (code, body) = status_and_body(&response)?;
     Ok((code, serde_json::from_str(&body).unwrap_or(Value::Null)))
+}
+
+/// A TLS connection to the homes API trusting its CA, with `client`'s certificate and key if
+/// any, offering `alpn` (none when empty).
+fn connect(
+    api: &HomesApi,
+    client: Option<(&Path, &Path)>,
+    alpn: &[&[u8]],
+) -> Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>, String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(&api.ca).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
+    let mut config = match client {
+        Some((cert, key)) => builder
+            .with_client_auth_cert(
+                CertificateDer::pem_file_iter(cert)
+                    .unwrap()
+                    .collect::<Result<Vec<_>, _>>()
+                    .unwrap(),
+                PrivateKeyDer::from_pem_file(key).unwrap(),
+            )
+            .unwrap(),
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    let connection =
+        rustls::ClientConnection::new(Arc::new(config), ServerName::try_from("127.0.0.1").unwrap())
+            .unwrap();
+    let socket = TcpStream::connect(&api.address).map_err(|e| e.to_string())?;
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    Ok(rustls::StreamOwned::new(connection, socket))
+}
+
+/// Connects offering ALPN `h2` then `http/1.1` (with `client`'s certificate, if any) and sends
+/// one HTTP/2 request for the list of homes ([`common::http2_request`]): the protocol ALPN
+/// chose, what the server sent until it closed the connection or `secs` seconds passed, and
+/// whether it closed it.
+fn http2_list(
+    api: &HomesApi,
+    client: Option<(&Path, &Path)>,
+    secs: u64,
+) -> (Option<Vec<u8>>, Vec<u8>, bool) {
+    let mut tls = connect(api, client, &[b"h2", b"http/1.1"]).unwrap();
+    tls.write_all(&common::http2_request(HOMES)).unwrap();
+    tls.sock
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let alpn = tls.conn.alpn_protocol().map(<[u8]>::to_vec);
+    let (answer, closed) = common::read_until_closed(&mut tls, secs);
+    (alpn, answer, closed)
+}
+
+/// The first byte of the first HTTP/2 HEADERS frame (type 1) in `frames`: for a `:status` in
+/// HPACK's static table (200 is index 8, so `0x88`) the whole status, else the start of a
+/// literal.
+fn http2_status(frames: &[u8]) -> Option<u8> {
+    let mut at = 0;
+    while at + 9 <= frames.len() {
+        let length = usize::from(frames[at]) << 16
+            | usize::from(frames[at + 1]) << 8
+            | usize::from(frames[at + 2]);
+        if frames[at + 3] == 1 {
+            return frames.get(at + 9).copied();
+        }
+        at += 9 + length;
+    }
+    None
+}
+
+/// kube-apiserver keeps at most 25 idle HTTP/1.1 connections to an aggregated API, so under
+/// 50 people at once it opened and closed hundreds, each with a TLS handshake (docs/homes.md,
+/// "Load"). The homes API offers HTTP/2 by ALPN. HTTP/2 has no header read timeout, so a
+/// connection without a client certificate its front-proxy CA signed lives at most
+/// `--header-read-timeout` (the_homes_api_bounds_what_unauthenticated_clients_hold sends an
+/// HTTP/2 request without one); one with it stays open while its client keeps it.
+#[tokio::test]
+async fn the_front_proxy_speaks_http2_on_a_connection_that_stays() {
+    let api = spawn_homes_api_with("homes-api-http2", &["--header-read-timeout=2s"]);
+    let dir = env().plane.dir();
+    let proxy = (
+        dir.join("front-proxy-client.crt"),
+        dir.join("front-proxy-client.key"),
+    );
+    let (alpn, answer, closed) = http2_list(&api, Some((&proxy.0, &proxy.1)), 5);
+    assert_eq!(alpn.as_deref(), Some(&b"h2"[..]), "ALPN chose HTTP/2");
+    // No X-Remote-User header: the front proxy names nobody, and gets 401 as a literal.
+    assert!(
+        http2_status(&answer).is_some(),
+        "no answer in HTTP/2: {answer:?}"
+    );
+    assert!(
+        !closed,
+        "the front proxy's connection was closed within 5 s"
+    );
+
+    let (alpn, answer, closed) = http2_list(&api, None, 5);
+    assert_eq!(
+        alpn.as_deref(),
+        Some(&b"h2"[..]),
+        "ALPN's choice is the server's alone"
+    );
+    assert!(
+        http2_status(&answer).is_some(),
+        "no answer in HTTP/2: {answer:?}"
+    );
+    assert!(
+        closed,
+        "a connection without a certificate outlived its 2 s"
+    );
+    // HTTP/1.1 still serves both.
+    let (code, _) = get(
+        &api,
+        HOMES,
+        Some((&proxy.0, &proxy.1)),
+        "nobody@example.com",
+    )
+    .unwrap();
+    assert_eq!(code, 200);
+    let (code, _) = get(&api, HOMES, None, "nobody@example.com").unwrap();
+    assert_eq!(code, 401);
 }
 
 /// Creates the User `name` (identity `<name>@example.com`), replacing one left by an earlier
