@@ -155,12 +155,7 @@ impl RequestHeaderAuth {
     /// username header has a value.
     pub fn caller(&self, peer: &[Vec<u8>], headers: &HeaderMap) -> Result<Caller, Unauthenticated> {
         let leaf = peer.first().ok_or(Unauthenticated::NoCertificate)?;
-        if !self.allowed_names.is_empty() {
-            let name = common_name(leaf).ok_or(Unauthenticated::NameNotAllowed)?;
-            if !self.allowed_names.contains(&name) {
-                return Err(Unauthenticated::NameNotAllowed);
-            }
-        }
+        self.front_proxy(leaf)?;
         let username = self
             .username_headers
             .iter()
@@ -177,6 +172,26 @@ impl RequestHeaderAuth {
             .map(str::to_owned)
             .collect();
         Ok(Caller { username, groups })
+    }
+}
+
+impl RequestHeaderAuth {
+    /// Whether the verified client certificate `leaf` (DER) is the front proxy's: its common
+    /// name is in `requestheader-allowed-names`, or that list is empty (any certificate the CA
+    /// signed, as kube-apiserver decides itself). The TLS handshake verified its chain.
+    ///
+    /// # Errors
+    /// [`Unauthenticated::NameNotAllowed`] when it is not.
+    pub fn front_proxy(&self, leaf: &[u8]) -> Result<(), Unauthenticated> {
+        if self.allowed_names.is_empty() {
+            return Ok(());
+        }
+        let name = common_name(leaf).ok_or(Unauthenticated::NameNotAllowed)?;
+        if self.allowed_names.contains(&name) {
+            Ok(())
+        } else {
+            Err(Unauthenticated::NameNotAllowed)
+        }
     }
 }
 

@@ -34,6 +34,13 @@ use homestead_model::identity::Identities;
 use homestead_model::names::NameIndex;
 use homestead_model::store::CompactStore;
 
+/// The most watches open at once in one homes API process (a count). Each holds a task, the
+/// homes it told its client, and wakes at every change to any cache; kube-apiserver carries up
+/// to 250 of them on each HTTP/2 connection and opens more, so without a bound people could
+/// hold as many as they liked. One more gets 429 with `Retry-After`, as kube-apiserver
+/// answers past its own limits, and the client watches again later.
+pub const MAX_WATCHES: usize = 1024;
+
 /// How long a watch runs when the client names no `timeoutSeconds` (kube-apiserver's default
 /// `--min-request-timeout`), and the longest it may ask for.
 const WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -61,6 +68,8 @@ pub struct Homes {
     groups_by_member: NameIndex<DirectoryGroup>,
     /// Workspaces by owner (a User or a DirectoryGroup) and by admin.
     workspaces_by_name: NameIndex<Workspace>,
+    /// A permit for each watch open ([`MAX_WATCHES`]).
+    watches: Arc<tokio::sync::Semaphore>,
 }
 
 /// A JSON response of `value` with `code`.
@@ -111,6 +120,7 @@ impl Homes {
             shares_by_grantee: NameIndex::default(),
             groups_by_member: NameIndex::default(),
             workspaces_by_name: NameIndex::default(),
+            watches: Arc::new(tokio::sync::Semaphore::new(MAX_WATCHES)),
         }
     }
 
@@ -375,6 +385,8 @@ struct Watching {
     changes: watch::Receiver<u64>,
     told: BTreeMap<String, Merged>,
     deadline: tokio::time::Instant,
+    /// This watch's place among [`MAX_WATCHES`], given back when it ends.
+    _place: tokio::sync::OwnedSemaphorePermit,
 }
 
 impl Watching {
@@ -444,6 +456,17 @@ fn watch_homes(
     name: Option<String>,
     table: bool,
 ) -> Response {
+    let Ok(place) = homes.watches.clone().try_acquire_owned() else {
+        let mut refused = status(
+            StatusCode::TOO_MANY_REQUESTS,
+            "TooManyRequests",
+            &format!("the homes API has {MAX_WATCHES} watches open; watch again later"),
+        );
+        refused
+            .headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("10"));
+        return refused;
+    };
     let changes = homes.changes.subscribe();
     let timeout = options
         .timeout_seconds
@@ -457,6 +480,7 @@ fn watch_homes(
         changes,
         told: BTreeMap::new(),
         deadline: tokio::time::Instant::now() + timeout,
+        _place: place,
     };
     let from_start = matches!(options.resource_version.as_deref(), None | Some("" | "0"));
     let first = watching.catch_up(Timestamp::now());
@@ -798,6 +822,33 @@ mod tests {
         let (code, shouting) = ask(&app, HOMES, Some(&proxy), "Bob@Example.com", false).await;
         assert_eq!(code, StatusCode::OK);
         assert_eq!(shouting["items"], serde_json::json!([]));
+    }
+
+    #[tokio::test]
+    async fn watches_past_the_bound_get_429_until_one_ends() {
+        let (app, proxy) = serve("front-proxy-client");
+        let watch = || {
+            let mut request = Request::get(format!("{HOMES}?watch=true"))
+                .header("X-Remote-User", "bob@example.com")
+                .body(Body::empty())
+                .unwrap();
+            let mut info = TlsInfo::default();
+            info.peer_certificates = vec![proxy.clone()];
+            request.extensions_mut().insert(Arc::new(info));
+            app.clone().oneshot(request)
+        };
+        let mut open = Vec::new();
+        for _ in 0..MAX_WATCHES {
+            let response = watch().await.unwrap();
+            assert_eq!(response.status(), StatusCode::OK);
+            open.push(response);
+        }
+        let refused = watch().await.unwrap();
+        assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(refused.headers()[header::RETRY_AFTER], "10");
+        // A watch that ends (its client gone: the response dropped) gives its place back.
+        drop(open.pop());
+        assert_eq!(watch().await.unwrap().status(), StatusCode::OK);
     }
 
     #[tokio::test]

@@ -44,7 +44,8 @@ struct Index {
 /// alike. Two different identities that did (less than one chance in 10^11 among 10,000 Users)
 /// would read as one: the younger User refused as a duplicate, never a second User let in
 /// for one identity. A holder found by identity is the caller's to compare exactly
-/// ([`Identities::holder`]).
+/// ([`Identities::holder`]). The key is drawn again by each process, so such a collision would
+/// not outlive a restart, and two processes (the operator, the homes API) would not share it.
 type Print = u64;
 
 /// A User naming an identity, ordered oldest first.

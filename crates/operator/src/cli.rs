@@ -412,7 +412,9 @@ pub struct ConnectionBounds {
 
     /// How long a connection may take for its TLS handshake, and then for each request's
     /// headers, including the wait for the next request on a kept-alive connection (so also
-    /// the idle timeout): a number with a unit, `s`, `m`, `h` or `d`; more than 0.
+    /// the idle timeout): a number with a unit, `s`, `m`, `h` or `d`; more than 0. For the
+    /// homes API also how long a connection without the front proxy's certificate lives,
+    /// from its handshake (the front proxy's HTTP/2 connection has no idle timeout).
     #[arg(long, default_value = "10s", value_parser = parse_positive_duration)]
     pub header_read_timeout: std::time::Duration,
 

@@ -5,7 +5,10 @@
 //! more is closed at once and counted. Each open connection holds a permit of a [`Semaphore`]
 //! until its stream is dropped, and the `*_connections_open` gauge follows. With the handshake
 //! and first-request timeouts, hyper's header read timeout and its header size limit, this
-//! bounds what clients that never authenticate can hold: connections, time and memory.
+//! bounds what clients that never authenticate can hold: connections, time and memory. Those
+//! are HTTP/1.1's bounds: the SCIM service speaks HTTP/1.1 alone; the homes API
+//! ([`bind_bounded_http2`]) speaks HTTP/2 only to its front proxy, with bounds of its own, and
+//! gives every other connection a lifetime and HTTP/1.1 alone ([`Uncertified`]).
 
 use std::future::Future;
 use std::io;
@@ -47,26 +50,28 @@ pub fn bind_bounded(
     server
 }
 
-/// [`bind_bounded`], speaking HTTP/2 as well (`tls` should offer `h2` by ALPN): for the homes
-/// API, whose front proxy, kube-apiserver, keeps at most 25 idle HTTP/1.1 connections and so
-/// opened and closed hundreds, each with a TLS handshake, under 50 people at once
-/// (docs/homes.md, "Load"); over HTTP/2 it sends every request on one connection. HTTP/2 has
-/// no header read timeout, so a connection whose client presented no certificate `tls`'s
-/// verifier accepted (all it can be answered is 401) lives at most
-/// `bounds.header_read_timeout` from its handshake, whichever protocol it speaks
-/// ([`Uncertified`]). HTTP/2's other bounds: at most [`HTTP2_STREAMS`] requests at once on a
+/// [`bind_bounded`], speaking HTTP/2 as well to the front proxy (`tls` should offer `h2` by
+/// ALPN): for the homes API, whose front proxy, kube-apiserver, keeps at most 25 idle HTTP/1.1
+/// connections and so opened and closed hundreds, each with a TLS handshake, under 50 people
+/// at once (docs/homes.md, "Load"); over HTTP/2 it sends up to [`HTTP2_STREAMS`] requests at
+/// once on each connection. The front proxy is a connection whose verified client certificate
+/// `front_proxy` accepts (its leaf, DER). Any other connection ([`Uncertified`]; all it can be
+/// answered is 401) speaks HTTP/1.1 alone, within [`bind_bounded`]'s bounds, is closed if it
+/// opens with HTTP/2's preface, and lives at most `bounds.header_read_timeout` from its
+/// handshake. HTTP/2's bounds for the front proxy: [`HTTP2_STREAMS`] requests at once on a
 /// connection, `bounds.max_header_bytes` of headers, [`HTTP2_WINDOW`] bytes of request bodies
-/// buffered for a connection, [`HTTP2_SEND_BUFFER`] for each response, and a ping every
-/// [`HTTP2_PING`] answered within `bounds.header_read_timeout`.
+/// buffered for a connection, [`HTTP2_SEND_BUFFER`] for each response, and a ping after
+/// [`HTTP2_PING`] without a frame from it, answered within [`HTTP2_PING_TIMEOUT`].
 pub fn bind_bounded_http2(
     address: std::net::SocketAddr,
-    tls: RustlsConfig,
+    (tls, front_proxy): (RustlsConfig, FrontProxy),
     bounds: &ConnectionBounds,
     metrics: Connections,
     handle: axum_server::Handle<std::net::SocketAddr>,
 ) -> axum_server::Server<std::net::SocketAddr, Uncertified<RustlsAcceptor<ConnectionLimit>>> {
     let uncertified = Uncertified {
         inner: bounded_tls(tls, bounds, metrics),
+        front_proxy,
         lifetime: bounds.header_read_timeout,
     };
     let mut server = axum_server::bind(address)
@@ -84,9 +89,16 @@ pub fn bind_bounded_http2(
         .initial_connection_window_size(HTTP2_WINDOW)
         .max_send_buf_size(HTTP2_SEND_BUFFER)
         .keep_alive_interval(HTTP2_PING)
-        .keep_alive_timeout(bounds.header_read_timeout);
+        .keep_alive_timeout(HTTP2_PING_TIMEOUT);
     server
 }
+
+/// Whether a verified client certificate (its leaf, DER) is the front proxy's.
+pub type FrontProxy = Arc<dyn Fn(&[u8]) -> bool + Send + Sync>;
+
+/// How long the front proxy has to answer a ping before its HTTP/2 connection is closed:
+/// fixed, not `--header-read-timeout`, as that one connection carries every person's requests.
+pub const HTTP2_PING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// The flow-control window of an HTTP/2 connection and of each of its streams, in bytes: what
 /// a client may send of request bodies before the server reads them (hyper's default is 1 MiB
@@ -100,7 +112,8 @@ pub const HTTP2_STREAMS: u32 = 250;
 /// about 400 KiB).
 pub const HTTP2_SEND_BUFFER: usize = 64 * 1024;
 
-/// How often an HTTP/2 connection is pinged, so one whose peer is gone is closed.
+/// How long an HTTP/2 connection may be without a frame from its client before it is pinged,
+/// so one whose peer is gone is closed.
 pub const HTTP2_PING: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The TLS acceptor over the connection limit: `bounds.max_connections` at once, each counted
@@ -134,12 +147,13 @@ fn http1_bounds<A>(
         .max_buf_size(bounds.max_header_bytes as usize);
 }
 
-/// An [`Accept`] over a TLS acceptor that limits how long a connection whose client presented
-/// no certificate (none the TLS configuration's verifier accepted) lives: `lifetime` from its
-/// handshake ([`Lifetime`]). A connection with one is not limited.
+/// An [`Accept`] over a TLS acceptor that tells the front proxy's connections from the others
+/// (see [`bind_bounded_http2`]): any other one lives at most `lifetime` from its handshake and
+/// may not speak HTTP/2 ([`Lifetime`]).
 #[derive(Clone)]
 pub struct Uncertified<A> {
     inner: A,
+    front_proxy: FrontProxy,
     lifetime: std::time::Duration,
 }
 
@@ -156,35 +170,72 @@ where
 
     fn accept(&self, stream: I, service: S) -> Self::Future {
         let accepted = self.inner.accept(stream, service);
-        let lifetime = self.lifetime;
+        let (front_proxy, lifetime) = (self.front_proxy.clone(), self.lifetime);
         Box::pin(async move {
             let (stream, service) = accepted.await?;
-            let certified = stream
+            let proxy = stream
                 .get_ref()
                 .1
                 .peer_certificates()
-                .is_some_and(|chain| !chain.is_empty());
-            let lifetime = (!certified).then_some(lifetime);
+                .and_then(<[_]>::first)
+                .is_some_and(|leaf| front_proxy(leaf));
+            let lifetime = (!proxy).then_some(lifetime);
             Ok((Lifetime::new(stream, lifetime), service))
         })
     }
 }
 
-/// A connection's stream that fails every read and write once its lifetime is over (and wakes
-/// a connection waiting on it then), so the server closes it.
+/// A connection's stream that, when limited, fails every read and write once its lifetime is
+/// over (and wakes a connection waiting on it then), and fails as soon as it has delivered the
+/// first four bytes of HTTP/2's preface (`PRI `, which no HTTP/1.1 request starts with), so
+/// hyper-util's server never sees the preface it would switch to HTTP/2 on: the server closes
+/// it either way.
 pub struct Lifetime<I> {
     inner: I,
-    /// When the connection ends; `None` when it lives as long as it likes.
+    /// When the connection ends; `None` when it is not limited.
     end: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// How many bytes of `PRI ` the connection has opened with so far; [`PREFACE_START`]'s
+    /// length once it is known not to, or when it is not limited.
+    matched: usize,
 }
 
+/// The start of HTTP/2's preface (RFC 9113, section 3.4).
+const PREFACE_START: &[u8] = b"PRI ";
+
 impl<I> Lifetime<I> {
-    /// `inner`, ending `lifetime` from now (`None`: never).
+    /// `inner`, ending `lifetime` from now and speaking no HTTP/2; `None`: not limited.
     pub fn new(inner: I, lifetime: Option<std::time::Duration>) -> Self {
+        let matched = if lifetime.is_some() {
+            0
+        } else {
+            PREFACE_START.len()
+        };
         Self {
             inner,
             end: lifetime.map(|l| Box::pin(tokio::time::sleep(l))),
+            matched,
         }
+    }
+
+    /// An error once what was read so far, from `filled`'s index `from` on, completes the
+    /// start of HTTP/2's preface.
+    fn http2(&mut self, filled: &[u8], from: usize) -> Option<io::Error> {
+        for &byte in filled.get(from..).unwrap_or_default() {
+            if self.matched >= PREFACE_START.len() {
+                return None;
+            }
+            if byte != PREFACE_START[self.matched] {
+                self.matched = PREFACE_START.len();
+                return None;
+            }
+            self.matched += 1;
+            if self.matched == PREFACE_START.len() {
+                return Some(io::Error::other(
+                    "HTTP/2 is spoken only with the front proxy's client certificate",
+                ));
+            }
+        }
+        None
     }
 
     /// An error once the lifetime is over; registers `cx` to be woken then.
@@ -208,7 +259,14 @@ impl<I: AsyncRead + Unpin> AsyncRead for Lifetime<I> {
         if let Some(over) = self.over(cx) {
             return Poll::Ready(Err(over));
         }
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(read, Poll::Ready(Ok(())))
+            && let Some(http2) = self.http2(buf.filled(), before)
+        {
+            return Poll::Ready(Err(http2));
+        }
+        read
     }
 }
 
@@ -225,6 +283,9 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Lifetime<I> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if let Some(over) = self.over(cx) {
+            return Poll::Ready(Err(over));
+        }
         Pin::new(&mut self.inner).poll_flush(cx)
     }
 
@@ -380,6 +441,42 @@ mod tests {
         tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
         client.write_all(b"GET").await.unwrap();
         assert_eq!(unlimited.read(&mut buf).await.unwrap(), 3);
+    }
+
+    /// What a server reads through a limited [`Lifetime`] from a client that sent `pieces`
+    /// (three bytes a read at most): the bytes, or the error.
+    async fn read_through(pieces: &[&[u8]], limited: bool) -> io::Result<Vec<u8>> {
+        let (mut client, server) = tokio::io::duplex(1024);
+        for piece in pieces {
+            client.write_all(piece).await.unwrap();
+        }
+        drop(client);
+        let lifetime = limited.then_some(std::time::Duration::from_secs(60));
+        let mut stream = Lifetime::new(server, lifetime);
+        let (mut read, mut buf) = (Vec::new(), [0u8; 3]);
+        loop {
+            match stream.read(&mut buf).await? {
+                0 => return Ok(read),
+                n => read.extend_from_slice(&buf[..n]),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_limited_connection_may_not_open_with_the_http2_preface() {
+        let preface: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+        assert!(read_through(&[preface], true).await.is_err());
+        let bytewise: Vec<&[u8]> = preface.chunks(1).collect();
+        assert!(read_through(&bytewise, true).await.is_err());
+        assert_eq!(read_through(&[preface], false).await.unwrap(), preface);
+        // HTTP/1.1, even what starts as the preface does, passes whole.
+        for request in [
+            &b"GET /apis HTTP/1.1\r\n\r\n"[..],
+            b"PRIX / HTTP/1.1\r\n\r\n",
+            b"PR",
+        ] {
+            assert_eq!(read_through(&[request], true).await.unwrap(), request);
+        }
     }
 
     #[tokio::test]

@@ -60,6 +60,7 @@ pub async fn run(args: HomesApiArgs) -> anyhow::Result<()> {
     // Before any watch starts: how they receive their initial state (docs/performance.md).
     let workspaces = kube::Api::<homestead_api::Workspace>::all(client.clone());
     lists::log(lists::probe(workspaces).await);
+    let proxy = auth.clone();
     let homes = homestead_homes_api::start((&client, lists::config()), auth).await?;
     health.set_ready(true);
     tracing::info!(address = %args.address, "serving homes.homestead.dev/v1alpha1");
@@ -73,10 +74,18 @@ pub async fn run(args: HomesApiArgs) -> anyhow::Result<()> {
     });
     let app = homestead_homes_api::app(homes, &registry)?;
     let tls = RustlsConfig::from_config(Arc::new(config));
-    crate::connections::bind_bounded_http2(args.address, tls, &args.bounds, connections, handle)
-        .serve(app.into_make_service())
-        .await
-        .context("serving the homes API")?;
+    let front_proxy: crate::connections::FrontProxy =
+        Arc::new(move |leaf: &[u8]| proxy.front_proxy(leaf).is_ok());
+    crate::connections::bind_bounded_http2(
+        args.address,
+        (tls, front_proxy),
+        &args.bounds,
+        connections,
+        handle,
+    )
+    .serve(app.into_make_service())
+    .await
+    .context("serving the homes API")?;
     shutdown.cancel();
     server.await?.context("serving /metrics")
 }

@@ -207,7 +207,7 @@ impl Uid {
         }
     }
 
-    fn to_string(&self) -> Option<String> {
+    fn text(&self) -> Option<String> {
         match self {
             Self::None => None,
             Self::Uuid([high, low]) => Some(uid_string(u128::from(*high) << 64 | u128::from(*low))),
@@ -251,7 +251,7 @@ impl Compact for CachedNamespace {
         Self {
             metadata: ObjectMeta {
                 name: Some(name.to_owned()),
-                uid: record.uid.to_string(),
+                uid: record.uid.text(),
                 deletion_timestamp: terminating.and_then(|t| t.deletion_timestamp.clone()),
                 ..ObjectMeta::default()
             },
@@ -744,6 +744,7 @@ mod tests {
             namespace(Some(uuid), false).status.is_none(),
             "kept only while terminating"
         );
+        #[cfg(target_pointer_width = "64")]
         assert_eq!(
             std::mem::size_of::<NamespaceRecord>(),
             88,
