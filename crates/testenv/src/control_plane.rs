@@ -26,6 +26,9 @@ use crate::process::Supervised;
 /// How long the control plane may take to become ready once the binaries exist.
 pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// What Go's `net.Listen` says when the port is taken, in etcd's and kube-apiserver's logs.
+const PORT_TAKEN: &str = "address already in use";
+
 /// What to start: extra identities, the CRDs to install once the API server is ready, and
 /// whether the cluster gets a node.
 #[derive(Clone, Debug)]
@@ -222,7 +225,26 @@ impl ControlPlane {
     /// [`Error::Build`] if the binaries cannot be built, [`Error::Startup`] (with the process
     /// logs) if a process exits or readiness times out, [`Error::CrdNotEstablished`] if a CRD is
     /// not established within 30 seconds, and I/O or TLS errors while preparing the directory.
+    /// Without a node, a start whose etcd or kube-apiserver found its port taken ("address
+    /// already in use": another process bound it after [`free_port`](crate::free_port) chose it)
+    /// is tried again on new ports, three times in all.
     pub async fn start(options: Options) -> Result<Self> {
+        const TRIES: u32 = 3;
+        let mut tried = 1;
+        loop {
+            match Self::start_once(options.clone(), Ports::free()?).await {
+                Err(Error::Startup { reason, logs })
+                    if !options.node && tried < TRIES && logs.contains(PORT_TAKEN) =>
+                {
+                    tracing::warn!(%reason, tried, "a control-plane port was taken; starting on new ports");
+                    tried += 1;
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
+    async fn start_once(options: Options, ports: Ports) -> Result<Self> {
         let started = Instant::now();
         let bin = binaries()?;
         let dir = std::env::temp_dir().join(format!("homestead-testenv-{}", random_hex()));
@@ -232,7 +254,6 @@ impl ControlPlane {
             None
         };
         std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
-        let ports = Ports::free()?;
         let mut identities = options.identities.clone();
         if node.is_some() {
             identities.extend(node::identities());
@@ -743,5 +764,27 @@ impl ControlPlane {
 impl Drop for ControlPlane {
     fn drop(&mut self) {
         self.stop_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The retry in [`ControlPlane::start`] rests on kube-apiserver's words for a taken port.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_taken_port_fails_the_start_with_the_words_start_retries_on() {
+        let ports = Ports::free().unwrap();
+        // Bound and not listening, as the local end of an outgoing connection is.
+        let squatter = tokio::net::TcpSocket::new_v4().unwrap();
+        squatter
+            .bind(([127, 0, 0, 1], ports.apiserver).into())
+            .unwrap();
+        let options = Options::default();
+        match ControlPlane::start_once(options, ports).await {
+            Err(Error::Startup { logs, .. }) => assert!(logs.contains(PORT_TAKEN), "{logs}"),
+            Err(error) => panic!("not a start-up error: {error}"),
+            Ok(_) => panic!("kube-apiserver started on a taken port"),
+        }
     }
 }

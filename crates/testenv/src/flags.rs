@@ -8,16 +8,58 @@ use crate::certificates::{ApiServerFiles, FRONT_PROXY_CLIENT};
 use crate::error::{Result, io};
 use crate::network;
 
-/// Returns a free TCP port on 127.0.0.1 (the OS picks it; it is released before use).
+/// Where [`free_port`] looks: above the well-known and registered ports most daemons take,
+/// below Kubernetes' default NodePort range (30000-32767), and so below Linux's default
+/// ephemeral range (`net.ipv4.ip_local_port_range`, 32768-60999).
+const LISTENING_PORTS: std::ops::Range<u16> = 20_000..30_000;
+
+/// Tries of random ports in [`LISTENING_PORTS`] before [`free_port`] lets the OS pick.
+const PORT_TRIES: u32 = 64;
+
+/// Returns a TCP port free on every local address, for a server started afterwards.
+///
+/// The port is released before the caller's server binds it. It is drawn at random from
+/// 20000-29999, outside the kernel's ephemeral range, so the local end of an outgoing
+/// connection (any process's client, at any moment) can never take it in between: a port the
+/// OS picked by binding port 0 comes from that range, and a busy test run once lost one that
+/// way ("bind: address already in use" from kube-apiserver). Where the ephemeral range reaches
+/// below 30000, or 64 draws find nothing free, the OS picks instead.
 ///
 /// # Errors
-/// [`Error::Io`] if no port can be bound.
+/// [`Error::Io`](crate::Error::Io) if no port can be bound.
 pub fn free_port() -> Result<u16> {
+    use std::hash::{BuildHasher, RandomState};
+    if ephemeral_ports_start() >= LISTENING_PORTS.end {
+        let span = u64::from(LISTENING_PORTS.end - LISTENING_PORTS.start);
+        let draws = RandomState::new();
+        for attempt in 0..PORT_TRIES {
+            let offset = draws.hash_one(attempt) % span;
+            let port = LISTENING_PORTS.start + u16::try_from(offset).expect("below the span");
+            if is_free(port) {
+                return Ok(port);
+            }
+        }
+    }
     let listener = TcpListener::bind("127.0.0.1:0").map_err(io("binding a free port"))?;
     Ok(listener
         .local_addr()
         .map_err(io("reading the bound port"))?
         .port())
+}
+
+/// Whether nothing listens on `port` on any local address: binding the unspecified address
+/// conflicts with a listener on any one of them.
+fn is_free(port: u16) -> bool {
+    TcpListener::bind(("0.0.0.0", port)).is_ok()
+}
+
+/// The first port of Linux's ephemeral range (`/proc/sys/net/ipv4/ip_local_port_range`), or 0
+/// where it cannot be read, so that [`free_port`] then leaves the choice to the OS.
+fn ephemeral_ports_start() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
 }
 
 /// The loopback ports of one control plane.
@@ -200,6 +242,21 @@ mod tests {
                 "{want} missing from {args:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_free_port_is_outside_the_ephemeral_range_and_can_be_bound() {
+        let ports: Vec<u16> = (0..8).map(|_| free_port().unwrap()).collect();
+        for &port in &ports {
+            if ephemeral_ports_start() >= LISTENING_PORTS.end {
+                assert!(LISTENING_PORTS.contains(&port), "{port} from the OS");
+            }
+            TcpListener::bind(("127.0.0.1", port)).unwrap();
+        }
+        let held = TcpListener::bind(("127.0.0.1", ports[0])).unwrap();
+        assert!(!is_free(ports[0]), "a listener on 127.0.0.1 went unseen");
+        drop(held);
+        assert!(is_free(ports[0]));
     }
 
     fn ports() -> Ports {
