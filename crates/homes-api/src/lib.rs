@@ -11,6 +11,7 @@
 pub mod auth;
 pub mod metrics;
 pub mod openapi;
+pub mod places;
 pub mod resource;
 pub mod routes;
 pub mod trim;

@@ -29,17 +29,11 @@ use tokio::sync::watch;
 
 use crate::auth::{Caller, RequestHeaderAuth, Unauthenticated};
 use crate::openapi;
+use crate::places::{WatchLimits, WatchPlace, WatchPlaces};
 use crate::resource::{self, Merged, Person};
 use homestead_model::identity::Identities;
 use homestead_model::names::NameIndex;
 use homestead_model::store::CompactStore;
-
-/// The most watches open at once in one homes API process (a count). Each holds a task, the
-/// homes it told its client, and wakes at every change to any cache; kube-apiserver carries up
-/// to 250 of them on each HTTP/2 connection and opens more, so without a bound people could
-/// hold as many as they liked. One more gets 429 with `Retry-After`, as kube-apiserver
-/// answers past its own limits, and the client watches again later.
-pub const MAX_WATCHES: usize = 1024;
 
 /// How long a watch runs when the client names no `timeoutSeconds` (kube-apiserver's default
 /// `--min-request-timeout`), and the longest it may ask for.
@@ -68,8 +62,8 @@ pub struct Homes {
     groups_by_member: NameIndex<DirectoryGroup>,
     /// Workspaces by owner (a User or a DirectoryGroup) and by admin.
     workspaces_by_name: NameIndex<Workspace>,
-    /// A permit for each watch open ([`MAX_WATCHES`]).
-    watches: Arc<tokio::sync::Semaphore>,
+    /// The watches open, by holder, within their bounds.
+    watches: Arc<WatchPlaces>,
 }
 
 /// A JSON response of `value` with `code`.
@@ -120,8 +114,15 @@ impl Homes {
             shares_by_grantee: NameIndex::default(),
             groups_by_member: NameIndex::default(),
             workspaces_by_name: NameIndex::default(),
-            watches: Arc::new(tokio::sync::Semaphore::new(MAX_WATCHES)),
+            watches: WatchPlaces::new(WatchLimits::default()),
         }
+    }
+
+    /// The same, with watches held within `limits` in place of [`WatchLimits::default`].
+    #[must_use]
+    pub fn with_watch_limits(mut self, limits: WatchLimits) -> Self {
+        self.watches = WatchPlaces::new(limits);
+        self
     }
 
     /// Takes a watch event of the Users' cache into the index of Users (after the cache took
@@ -158,6 +159,16 @@ impl Homes {
         self.auth.caller(peer, headers)
     }
 
+    /// The User that holds the caller's identity (the oldest of those that name it without
+    /// regard to case, as the operator decides who holds it), only when its username is exactly
+    /// the caller's, as RBAC compares subjects; `None` for anyone else.
+    fn user_of(&self, caller: &Caller) -> Option<User> {
+        self.identities
+            .holder(&caller.username)
+            .and_then(|holder| self.users.get(None, &holder.name))
+            .filter(|holder| holder.spec.identity.username == caller.username)
+    }
+
     /// The caller's homes at `now`, merged by namespace, and who they are: through the User
     /// that holds their identity (the oldest of those that name it without regard to case, as
     /// the operator decides who holds it), and only when that User's username is exactly the
@@ -166,12 +177,7 @@ impl Homes {
     /// either owns or the User administers, each found by the indexes (no scan of every User,
     /// Share, group or Workspace, nor of a group's members). Nobody's: an empty list.
     fn homes_of(&self, caller: &Caller, now: Timestamp) -> (Person, Vec<Merged>) {
-        let Some(user) = self
-            .identities
-            .holder(&caller.username)
-            .and_then(|holder| self.users.get(None, &holder.name))
-            .filter(|holder| holder.spec.identity.username == caller.username)
-        else {
+        let Some(user) = self.user_of(caller) else {
             return (Person::default(), Vec::new());
         };
         let name = user.name_any();
@@ -385,8 +391,8 @@ struct Watching {
     changes: watch::Receiver<u64>,
     told: BTreeMap<String, Merged>,
     deadline: tokio::time::Instant,
-    /// This watch's place among [`MAX_WATCHES`], given back when it ends.
-    _place: tokio::sync::OwnedSemaphorePermit,
+    /// This watch's place within [`WatchLimits`], given back when it ends.
+    _place: WatchPlace,
 }
 
 impl Watching {
@@ -456,16 +462,23 @@ fn watch_homes(
     name: Option<String>,
     table: bool,
 ) -> Response {
-    let Ok(place) = homes.watches.clone().try_acquire_owned() else {
-        let mut refused = status(
-            StatusCode::TOO_MANY_REQUESTS,
-            "TooManyRequests",
-            &format!("the homes API has {MAX_WATCHES} watches open; watch again later"),
-        );
-        refused
-            .headers_mut()
-            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("10"));
-        return refused;
+    let person = homes.user_of(&caller).is_some();
+    let place = match homes
+        .watches
+        .take(person.then_some(caller.username.as_str()))
+    {
+        Ok(place) => place,
+        Err(full) => {
+            let mut refused = status(
+                StatusCode::TOO_MANY_REQUESTS,
+                "TooManyRequests",
+                &full.to_string(),
+            );
+            refused
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("10"));
+            return refused;
+        }
     };
     let changes = homes.changes.subscribe();
     let timeout = options
@@ -825,11 +838,11 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn watches_past_the_bound_get_429_until_one_ends() {
+    async fn a_person_past_their_watches_gets_429_and_others_still_watch() {
         let (app, proxy) = serve("front-proxy-client");
-        let watch = || {
+        let watch = |user: &str| {
             let mut request = Request::get(format!("{HOMES}?watch=true"))
-                .header("X-Remote-User", "bob@example.com")
+                .header("X-Remote-User", user)
                 .body(Body::empty())
                 .unwrap();
             let mut info = TlsInfo::default();
@@ -837,18 +850,46 @@ mod tests {
             request.extensions_mut().insert(Arc::new(info));
             app.clone().oneshot(request)
         };
+        let limits = WatchLimits::default();
         let mut open = Vec::new();
-        for _ in 0..MAX_WATCHES {
-            let response = watch().await.unwrap();
+        for _ in 0..limits.per_person {
+            let response = watch("bob@example.com").await.unwrap();
             assert_eq!(response.status(), StatusCode::OK);
             open.push(response);
         }
-        let refused = watch().await.unwrap();
+        let refused = watch("bob@example.com").await.unwrap();
         assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(refused.headers()[header::RETRY_AFTER], "10");
+        // Bob's watches take nobody else's places.
+        assert_eq!(
+            watch("alice@example.com").await.unwrap().status(),
+            StatusCode::OK
+        );
+        // Callers no User holds (carol, a ServiceAccount) share one bound, apart from people's.
+        for i in 0..limits.nobody {
+            let who = if i % 2 == 0 {
+                "carol@example.com".to_owned()
+            } else {
+                format!("system:serviceaccount:user-bob:minted-{i}")
+            };
+            let response = watch(&who).await.unwrap();
+            assert_eq!(response.status(), StatusCode::OK);
+            open.push(response);
+        }
+        let refused = watch("system:serviceaccount:user-bob:one-more")
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(
+            watch("dan@example.com").await.unwrap().status(),
+            StatusCode::OK
+        );
         // A watch that ends (its client gone: the response dropped) gives its place back.
-        drop(open.pop());
-        assert_eq!(watch().await.unwrap().status(), StatusCode::OK);
+        drop(open.swap_remove(0));
+        assert_eq!(
+            watch("bob@example.com").await.unwrap().status(),
+            StatusCode::OK
+        );
     }
 
     #[tokio::test]
