@@ -105,30 +105,69 @@ fn metadata(home: &Merged) -> Value {
     json!({ "name": home.namespace, "creationTimestamp": home.since })
 }
 
-/// One `Home` object of `person`; `until` and `profile` only when there is one.
-pub fn object(home: &Merged, person: &Person) -> Value {
-    let mut object = json!({
-        "apiVersion": GROUP_VERSION,
-        "kind": "Home",
-        "metadata": metadata(home),
-        "role": home.role,
-        "via": home.via,
-        "state": state(home.state),
-        "user": person.user,
-    });
-    if let Some(until) = &home.until {
-        object["until"] = json!(until);
+/// One `Home` object as served: written straight to JSON (no `serde_json::Value` tree on the
+/// way), field by field as [`object`] documents.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HomeObject<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: HomeMetadata<'a>,
+    role: &'a str,
+    via: &'a str,
+    state: &'static str,
+    user: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    until: Option<&'a Time>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    profile: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    total: Option<Usage<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slice: Option<Usage<'a>>,
+}
+
+/// A `Home`'s metadata: its name, and its creation as the earliest way in (`null` if unknown).
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct HomeMetadata<'a> {
+    name: &'a str,
+    creation_timestamp: Option<&'a Time>,
+}
+
+/// Quantities by resource name: what is allowed and what is used.
+#[derive(Debug, serde::Serialize)]
+struct Usage<'a> {
+    hard: &'a BTreeMap<String, Quantity>,
+    used: &'a BTreeMap<String, Quantity>,
+}
+
+/// One `Home` object of `person`: `apiVersion`, `kind`, `metadata` (name, creationTimestamp),
+/// `role`, `via`, `state`, `user`; `until`, `profile`, and `total` and `slice` (each `hard` and
+/// `used`) only when there is one.
+pub fn object<'a>(home: &'a Merged, person: &'a Person) -> HomeObject<'a> {
+    HomeObject {
+        api_version: GROUP_VERSION,
+        kind: "Home",
+        metadata: HomeMetadata {
+            name: &home.namespace,
+            creation_timestamp: home.since.as_ref(),
+        },
+        role: &home.role,
+        via: &home.via,
+        state: state(home.state),
+        user: &person.user,
+        until: home.until.as_ref(),
+        profile: person.profile.as_deref(),
+        total: home.total.as_ref().map(|total| Usage {
+            hard: &total.hard,
+            used: &total.used,
+        }),
+        slice: slice_of(home).map(|slice| Usage {
+            hard: &slice.hard,
+            used: &slice.used,
+        }),
     }
-    if let Some(profile) = &person.profile {
-        object["profile"] = json!(profile);
-    }
-    if let Some(total) = &home.total {
-        object["total"] = json!({ "hard": total.hard, "used": total.used });
-        if let Some(slice) = slice_of(home) {
-            object["slice"] = json!({ "hard": slice.hard, "used": slice.used });
-        }
-    }
-    object
 }
 
 /// The home's own slice of its owner's total, if the total lists one for it.
@@ -150,14 +189,31 @@ fn usage(hard: &BTreeMap<String, Quantity>, used: &BTreeMap<String, Quantity>) -
     pairs.join(", ")
 }
 
-/// A `HomeList` of `person`'s homes.
-pub fn list(homes: &[Merged], person: &Person) -> Value {
-    json!({
-        "apiVersion": GROUP_VERSION,
-        "kind": "HomeList",
-        "metadata": { "resourceVersion": "" },
-        "items": homes.iter().map(|home| object(home, person)).collect::<Vec<_>>(),
-    })
+/// A `HomeList` as served (see [`list`]).
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HomeList<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: ListMetadata,
+    items: Vec<HomeObject<'a>>,
+}
+
+/// A list's metadata: the `resourceVersion` a watch may start from.
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListMetadata {
+    resource_version: String,
+}
+
+/// A `HomeList` of `person`'s homes at `resource_version`, each as [`object`].
+pub fn list<'a>(homes: &'a [Merged], person: &'a Person, resource_version: String) -> HomeList<'a> {
+    HomeList {
+        api_version: GROUP_VERSION,
+        kind: "HomeList",
+        metadata: ListMetadata { resource_version },
+        items: homes.iter().map(|home| object(home, person)).collect(),
+    }
 }
 
 /// A duration as kubectl prints an age (`45s`, `12m`, `5h`, `40d`, `2y`; apimachinery's
@@ -323,7 +379,18 @@ mod tests {
             user: "bob".into(),
             profile: Some("engineer".into()),
         };
-        let list = list(&merged, &person);
+        let list = serde_json::to_value(list(&merged, &person, "7".into())).unwrap();
+        assert_eq!(
+            (&list["apiVersion"], &list["kind"]),
+            (&json!(GROUP_VERSION), &json!("HomeList"))
+        );
+        assert_eq!(list["metadata"], json!({ "resourceVersion": "7" }));
+        assert_eq!(list["items"][0]["apiVersion"], GROUP_VERSION);
+        assert_eq!(list["items"][0]["kind"], "Home");
+        assert_eq!(
+            (&list["items"][0]["role"], &list["items"][0]["state"]),
+            (&json!("edit"), &json!("Active"))
+        );
         assert_eq!(list["items"][0]["user"], "bob");
         assert_eq!(list["items"][0]["profile"], "engineer");
         assert_eq!(
@@ -339,8 +406,9 @@ mod tests {
             list["items"][1].get("until").is_none(),
             "an own home does not end"
         );
-        let nobody = object(&merged[1], &Person::default());
+        let nobody = serde_json::to_value(object(&merged[1], &Person::default())).unwrap();
         assert!(nobody.get("profile").is_none(), "no Profile: no field");
+        assert_eq!(nobody["metadata"]["creationTimestamp"], Value::Null);
     }
 
     #[test]
@@ -393,7 +461,7 @@ mod tests {
         let table = table(std::slice::from_ref(&home), now);
         assert_eq!(table["rows"][0]["cells"][6], "pods 9/12");
         assert_eq!(table["rows"][0]["cells"][7], "pods 21/30, requests.cpu 0/2");
-        let object = object(&home, &Person::default());
+        let object = serde_json::to_value(object(&home, &Person::default())).unwrap();
         assert_eq!(object["slice"]["hard"]["pods"], "12");
         assert_eq!(object["total"]["used"]["pods"], "21");
     }
