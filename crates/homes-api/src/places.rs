@@ -1,13 +1,15 @@
-//! How many watches the homes API holds open, and for whom (docs/security.md, "The homes API's
-//! bounds"). A watch holds a task, the homes it told its client, and wakes at every change to
-//! any cache; kube-apiserver carries up to 250 of them on each HTTP/2 connection and opens more,
-//! so without bounds people could hold as many as they liked. Three bounds, each a count:
+//! How many watches the homes API holds open, and for whom (docs/security.md, the homes API's
+//! connection bounds). A watch holds a task, the homes it told its client, and wakes at every
+//! change to any cache; kube-apiserver carries up to 250 of them on each HTTP/2 connection and
+//! opens more, so without bounds people could hold as many as they liked. Three bounds, each a
+//! count:
 //!
 //! - [`WatchLimits::total`] in the process;
-//! - [`WatchLimits::per_person`] for each person (a caller a User holds the identity of), so
-//!   one person cannot take everyone's places;
-//! - [`WatchLimits::nobody`] for every other caller together (ServiceAccounts, people without
-//!   a User), whom a tenant can mint by the dozen in their own namespace, and who see no homes.
+//! - [`WatchLimits::per_person`] for each caller (a username), so one person cannot take
+//!   everyone's places;
+//! - [`WatchLimits::nobody`] for every caller who is not a person (a User holds no identity of
+//!   theirs: ServiceAccounts, which a tenant can mint by the dozen in their own namespace,
+//!   people without a User) together; they see no homes.
 //!
 //! One more watch gets 429 with `Retry-After`, as kube-apiserver answers past its own limits,
 //! and the client watches again later.
@@ -41,12 +43,20 @@ impl Default for WatchLimits {
     }
 }
 
-/// The watches open now, by holder: a person's username, or `None` for every caller who is not
-/// a person.
+/// The watches open now: by caller, and how many of them callers who are not people hold.
 pub struct WatchPlaces {
     limits: WatchLimits,
     total: Arc<Semaphore>,
-    held: Mutex<HashMap<Option<String>, usize>>,
+    held: Mutex<Held>,
+}
+
+/// What [`WatchPlaces`] counts.
+#[derive(Debug, Default)]
+struct Held {
+    /// Watches open by each caller (a username) that has one.
+    by_caller: HashMap<String, usize>,
+    /// Watches open by callers who are not people, together.
+    nobody: usize,
 }
 
 /// Why a watch was refused: the bound it would have passed.
@@ -57,7 +67,7 @@ pub enum Full {
     Total(usize),
     /// [`WatchLimits::per_person`].
     #[error("you have {0} watches of homes open; end one or watch again later")]
-    Person(usize),
+    Caller(usize),
     /// [`WatchLimits::nobody`].
     #[error("callers who hold no User have {0} watches of homes open; watch again later")]
     Nobody(usize),
@@ -67,7 +77,8 @@ pub enum Full {
 /// goes).
 pub struct WatchPlace {
     places: Arc<WatchPlaces>,
-    holder: Option<String>,
+    caller: String,
+    person: bool,
     _total: OwnedSemaphorePermit,
 }
 
@@ -81,28 +92,30 @@ impl WatchPlaces {
         })
     }
 
-    /// A place for one more watch of `holder` (a person's username, or `None`).
+    /// A place for one more watch of `caller` (a username), who is a `person` or not.
     ///
     /// # Errors
-    /// [`Full`] when the holder's bound or the process's is reached.
-    pub fn take(self: &Arc<Self>, holder: Option<&str>) -> Result<WatchPlace, Full> {
-        let holder = holder.map(str::to_owned);
+    /// [`Full`] when the caller's bound, that of callers who are not people, or the process's
+    /// is reached.
+    pub fn take(self: &Arc<Self>, caller: &str, person: bool) -> Result<WatchPlace, Full> {
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        let count = held.get(&holder).copied().unwrap_or(0);
-        match holder {
-            Some(_) if count >= self.limits.per_person => {
-                return Err(Full::Person(self.limits.per_person));
-            }
-            None if count >= self.limits.nobody => return Err(Full::Nobody(self.limits.nobody)),
-            _ => {}
+        if held.by_caller.get(caller).copied().unwrap_or(0) >= self.limits.per_person {
+            return Err(Full::Caller(self.limits.per_person));
+        }
+        if !person && held.nobody >= self.limits.nobody {
+            return Err(Full::Nobody(self.limits.nobody));
         }
         let total = Arc::clone(&self.total)
             .try_acquire_owned()
             .map_err(|_| Full::Total(self.limits.total))?;
-        *held.entry(holder.clone()).or_default() += 1;
+        *held.by_caller.entry(caller.to_owned()).or_default() += 1;
+        if !person {
+            held.nobody += 1;
+        }
         Ok(WatchPlace {
             places: Arc::clone(self),
-            holder,
+            caller: caller.to_owned(),
+            person,
             _total: total,
         })
     }
@@ -115,7 +128,10 @@ impl Drop for WatchPlace {
             .held
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Entry::Occupied(mut count) = held.entry(self.holder.take()) {
+        if !self.person {
+            held.nobody = held.nobody.saturating_sub(1);
+        }
+        if let Entry::Occupied(mut count) = held.by_caller.entry(std::mem::take(&mut self.caller)) {
             *count.get_mut() -= 1;
             if *count.get() == 0 {
                 count.remove();
@@ -131,33 +147,41 @@ mod tests {
     #[test]
     fn each_bound_refuses_one_more_and_a_dropped_place_is_given_back() {
         let places = WatchPlaces::new(WatchLimits {
-            total: 5,
+            total: 8,
             per_person: 2,
-            nobody: 1,
+            nobody: 3,
         });
-        let bob: Vec<WatchPlace> = (0..2).map(|_| places.take(Some("bob")).unwrap()).collect();
-        assert_eq!(places.take(Some("bob")).err(), Some(Full::Person(2)));
-        let nobody = places.take(None).unwrap();
-        assert_eq!(places.take(None).err(), Some(Full::Nobody(1)));
-        // Alice is not held back by bob's or nobody's watches, only by the total.
-        let alice: Vec<WatchPlace> = (0..2)
-            .map(|_| places.take(Some("alice")).unwrap())
+        let bob: Vec<WatchPlace> = (0..2).map(|_| places.take("bob", true).unwrap()).collect();
+        assert_eq!(places.take("bob", true).err(), Some(Full::Caller(2)));
+        // One ServiceAccount cannot take all of the places of those who are not people.
+        let minted: Vec<WatchPlace> = (0..2)
+            .map(|_| places.take("sa-1", false).unwrap())
             .collect();
-        assert_eq!(places.take(Some("carol")).err(), Some(Full::Total(5)));
-        drop(nobody);
+        assert_eq!(places.take("sa-1", false).err(), Some(Full::Caller(2)));
+        let other = places.take("sa-2", false).unwrap();
+        assert_eq!(places.take("sa-3", false).err(), Some(Full::Nobody(3)));
+        // Alice is held back by none of theirs, only by the total.
+        let alice = [
+            places.take("alice", true).unwrap(),
+            places.take("alice", true).unwrap(),
+        ];
+        let alice_too = places.take("alice", true);
+        assert_eq!(alice_too.as_ref().err(), Some(&Full::Caller(2)));
+        drop(alice_too);
+        let carol = places.take("carol", true).unwrap();
+        assert_eq!(places.take("dan", true).err(), Some(Full::Total(8)));
+        drop(other);
         assert!(
-            places.take(None).is_ok(),
+            places.take("sa-3", false).is_ok(),
             "nobody's place was not given back"
         );
         let mut bob = bob;
         drop(bob.pop());
-        let again = places.take(Some("bob")).unwrap();
-        assert_eq!(
-            places.held.lock().unwrap().get(&Some("bob".into())),
-            Some(&2)
-        );
-        drop((again, bob, alice));
-        assert!(places.held.lock().unwrap().is_empty(), "counts left behind");
-        assert_eq!(places.total.available_permits(), 5);
+        let again = places.take("bob", true).unwrap();
+        assert_eq!(places.held.lock().unwrap().by_caller.get("bob"), Some(&2));
+        drop((again, bob, minted, alice, carol));
+        let held = places.held.lock().unwrap();
+        assert!(held.by_caller.is_empty() && held.nobody == 0, "{held:?}");
+        assert_eq!(places.total.available_permits(), 8);
     }
 }

@@ -128,13 +128,6 @@ impl Homes {
         }
     }
 
-    /// The same, with watches held within `limits` in place of [`WatchLimits::default`].
-    #[must_use]
-    pub fn with_watch_limits(mut self, limits: WatchLimits) -> Self {
-        self.watches = WatchPlaces::new(limits);
-        self
-    }
-
     /// Takes a watch event of the Users' cache into the index of Users (after the cache took
     /// it in).
     pub fn observe_user(&self, event: &watcher::Event<User>) {
@@ -478,10 +471,7 @@ fn watch_homes(
     table: bool,
 ) -> Response {
     let person = homes.user_of(&caller).is_some();
-    let place = match homes
-        .watches
-        .take(person.then_some(caller.username.as_str()))
-    {
+    let place = match homes.watches.take(&caller.username, person) {
         Ok(place) => place,
         Err(full) => {
             let mut refused = status(

@@ -225,8 +225,9 @@ impl ControlPlane {
     /// [`Error::Build`] if the binaries cannot be built, [`Error::Startup`] (with the process
     /// logs) if a process exits or readiness times out, [`Error::CrdNotEstablished`] if a CRD is
     /// not established within 30 seconds, and I/O or TLS errors while preparing the directory.
-    /// Without a node, a start whose etcd or kube-apiserver found its port taken ("address
-    /// already in use": another process bound it after [`free_port`](crate::free_port) chose it)
+    /// Without a node, a start whose kube-apiserver found its port taken ("address already in
+    /// use": another process bound it after [`free_port`](crate::free_port) chose it), or whose
+    /// etcd exited (its watchdog removes the directory, its log with it, so why is not known),
     /// is tried again on new ports, three times in all.
     pub async fn start(options: Options) -> Result<Self> {
         const TRIES: u32 = 3;
@@ -234,7 +235,9 @@ impl ControlPlane {
         loop {
             match Self::start_once(options.clone(), Ports::free()?).await {
                 Err(Error::Startup { reason, logs })
-                    if !options.node && tried < TRIES && logs.contains(PORT_TAKEN) =>
+                    if !options.node
+                        && tried < TRIES
+                        && (logs.contains(PORT_TAKEN) || reason.contains("etcd")) =>
                 {
                     tracing::warn!(%reason, tried, "a control-plane port was taken; starting on new ports");
                     tried += 1;
@@ -771,7 +774,8 @@ impl Drop for ControlPlane {
 mod tests {
     use super::*;
 
-    /// The retry in [`ControlPlane::start`] rests on kube-apiserver's words for a taken port.
+    /// The retry in [`ControlPlane::start`] rests on kube-apiserver's words for a taken port,
+    /// and on etcd's exit being named for its own.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_taken_port_fails_the_start_with_the_words_start_retries_on() {
         let ports = Ports::free().unwrap();
@@ -785,6 +789,14 @@ mod tests {
             Err(Error::Startup { logs, .. }) => assert!(logs.contains(PORT_TAKEN), "{logs}"),
             Err(error) => panic!("not a start-up error: {error}"),
             Ok(_) => panic!("kube-apiserver started on a taken port"),
+        }
+        let ports = Ports::free().unwrap();
+        let squatter = tokio::net::TcpSocket::new_v4().unwrap();
+        squatter.bind(([127, 0, 0, 1], ports.etcd).into()).unwrap();
+        match ControlPlane::start_once(Options::default(), ports).await {
+            Err(Error::Startup { reason, .. }) => assert!(reason.contains("etcd"), "{reason}"),
+            Err(error) => panic!("not a start-up error: {error}"),
+            Ok(_) => panic!("etcd started on a taken port"),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The command lines of the three control-plane processes (etcd, kube-apiserver,
 //! kube-controller-manager) and the free loopback ports they listen on.
 
+use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::path::Path;
 
@@ -8,15 +9,16 @@ use crate::certificates::{ApiServerFiles, FRONT_PROXY_CLIENT};
 use crate::error::{Result, io};
 use crate::network;
 
-/// Where [`free_port`] looks: above the well-known and registered ports most daemons take,
-/// below Kubernetes' default NodePort range (30000-32767), and so below Linux's default
-/// ephemeral range (`net.ipv4.ip_local_port_range`, 32768-60999).
+/// Where [`free_port`] looks: above the ports most daemons listen on, below Kubernetes' default
+/// NodePort range (30000-32767), and so below Linux's default ephemeral range
+/// (`net.ipv4.ip_local_port_range`, 32768-60999).
 const LISTENING_PORTS: std::ops::Range<u16> = 20_000..30_000;
 
 /// Tries of random ports in [`LISTENING_PORTS`] before [`free_port`] lets the OS pick.
 const PORT_TRIES: u32 = 64;
 
-/// Returns a TCP port free on every local address, for a server started afterwards.
+/// Returns a TCP port free on every local address, for a server started afterwards, and
+/// never one this process was handed before.
 ///
 /// The port is released before the caller's server binds it. It is drawn at random from
 /// 20000-29999, outside the kernel's ephemeral range, so the local end of an outgoing
@@ -29,22 +31,32 @@ const PORT_TRIES: u32 = 64;
 /// [`Error::Io`](crate::Error::Io) if no port can be bound.
 pub fn free_port() -> Result<u16> {
     use std::hash::{BuildHasher, RandomState};
+    static HANDED: std::sync::Mutex<BTreeSet<u16>> = std::sync::Mutex::new(BTreeSet::new());
+    let mut handed = HANDED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if ephemeral_ports_start() >= LISTENING_PORTS.end {
         let span = u64::from(LISTENING_PORTS.end - LISTENING_PORTS.start);
         let draws = RandomState::new();
         for attempt in 0..PORT_TRIES {
             let offset = draws.hash_one(attempt) % span;
             let port = LISTENING_PORTS.start + u16::try_from(offset).expect("below the span");
-            if is_free(port) {
+            if !handed.contains(&port) && is_free(port) {
+                handed.insert(port);
                 return Ok(port);
             }
         }
     }
-    let listener = TcpListener::bind("127.0.0.1:0").map_err(io("binding a free port"))?;
-    Ok(listener
-        .local_addr()
-        .map_err(io("reading the bound port"))?
-        .port())
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0").map_err(io("binding a free port"))?;
+        let port = listener
+            .local_addr()
+            .map_err(io("reading the bound port"))?
+            .port();
+        if handed.insert(port) {
+            return Ok(port);
+        }
+    }
 }
 
 /// Whether nothing listens on `port` on any local address: binding the unspecified address
@@ -246,7 +258,9 @@ mod tests {
 
     #[test]
     fn a_free_port_is_outside_the_ephemeral_range_and_can_be_bound() {
-        let ports: Vec<u16> = (0..8).map(|_| free_port().unwrap()).collect();
+        let ports: Vec<u16> = (0..64).map(|_| free_port().unwrap()).collect();
+        let distinct: BTreeSet<u16> = ports.iter().copied().collect();
+        assert_eq!(distinct.len(), ports.len(), "a port handed out twice");
         for &port in &ports {
             if ephemeral_ports_start() >= LISTENING_PORTS.end {
                 assert!(LISTENING_PORTS.contains(&port), "{port} from the OS");

@@ -23,9 +23,10 @@
 //! own identity and is registered with kube-apiserver as `just up` does it
 //! (`tools/homes-api/up-local.sh`); then [`PEOPLE`] people at once, each with their own token,
 //! ask kube-apiserver alternately for their homes (`GET /apis/homes.homestead.dev/v1alpha1/homes`,
-//! proxied to the homes API) and for their own Namespace (`GET /api/v1/namespaces/<own>`, which
-//! kube-apiserver answers from its own cache), [`ASKS`] times each: p50 and p99 of each, side by
-//! side, and the homes API's resident set.
+//! proxied to the homes API; each of them is in `bench-team`, so about 100 homes) and for their
+//! own Namespace (`GET /api/v1/namespaces/<own>`, which kube-apiserver reads from etcd: a GET
+//! without a `resourceVersion` is a quorum read), [`ASKS`] times each: p50 and p99 of each, side
+//! by side, and the homes API's resident set.
 //!
 //! Figures, not assertions; `tools/bench/share-rounds.sh` runs rounds and prints each ratio.
 
