@@ -117,7 +117,10 @@ pub struct HomeObject<'a> {
     via: &'a str,
     state: &'static str,
     user: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "optional_time"
+    )]
     until: Option<&'a Time>,
     #[serde(skip_serializing_if = "Option::is_none")]
     profile: Option<&'a str>,
@@ -132,7 +135,46 @@ pub struct HomeObject<'a> {
 #[serde(rename_all = "camelCase")]
 struct HomeMetadata<'a> {
     name: &'a str,
+    #[serde(serialize_with = "optional_time")]
     creation_timestamp: Option<&'a Time>,
+}
+
+/// `time` as `Time` serializes it (RFC 3339 in UTC, whole seconds: `2026-12-04T18:00:00Z`),
+/// written digit by digit: jiff's `strtime`, which `Time` uses, interprets its format string
+/// on every call, and was a quarter of a list's CPU once Shares were decoded once
+/// (docs/performance.md). A year outside 0-9999 goes through `Time` itself.
+fn optional_time<S: serde::Serializer>(
+    time: &Option<&Time>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    let Some(time) = time else {
+        return serializer.serialize_none();
+    };
+    let utc = k8s_openapi::jiff::tz::Offset::UTC.to_datetime(time.0);
+    let Ok(year) = u16::try_from(utc.year()) else {
+        return serializer.serialize_some(time);
+    };
+    if year > 9999 {
+        return serializer.serialize_some(time);
+    }
+    let mut text = *b"0000-00-00T00:00:00Z";
+    let mut put = |at: usize, digits: usize, value: u16| {
+        let mut value = value;
+        for i in (at..at + digits).rev() {
+            text[i] = b'0' + (value % 10) as u8;
+            value /= 10;
+        }
+    };
+    put(0, 4, year);
+    // Each of these is below 100 and not negative in a civil date and time.
+    let two = |v: i8| v.unsigned_abs().into();
+    put(5, 2, two(utc.month()));
+    put(8, 2, two(utc.day()));
+    put(11, 2, two(utc.hour()));
+    put(14, 2, two(utc.minute()));
+    put(17, 2, two(utc.second()));
+    // ASCII digits and punctuation only.
+    serializer.serialize_some(std::str::from_utf8(&text).unwrap_or_default())
 }
 
 /// Quantities by resource name: what is allowed and what is used.
@@ -329,6 +371,32 @@ pub fn group_list() -> APIGroupList {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The times of a `Home` are written as `Time` writes them: whole seconds in UTC, the
+    /// fraction dropped, years padded to four digits; beyond year 9999 (jiff's range) by
+    /// `Time` itself.
+    #[test]
+    fn times_are_written_as_time_writes_them() {
+        #[derive(serde::Serialize)]
+        struct Fast<'a>(#[serde(serialize_with = "optional_time")] Option<&'a Time>);
+        for text in [
+            "2026-12-04T18:00:00Z",
+            "2026-12-04T18:07:09.999999999Z",
+            "2026-12-04T23:59:59+05:30",
+            "1970-01-01T00:00:00Z",
+            "0042-02-28T01:02:03Z",
+            "9999-12-30T21:59:59Z",
+            "-000001-01-01T00:00:00Z",
+        ] {
+            let time = Time(text.parse().unwrap());
+            assert_eq!(
+                serde_json::to_string(&Fast(Some(&time))).unwrap(),
+                serde_json::to_string(&time).unwrap(),
+                "{text}"
+            );
+        }
+        assert_eq!(serde_json::to_string(&Fast(None)).unwrap(), "null");
+    }
 
     fn homes() -> Vec<Home> {
         let until = Time("2026-12-03T00:00:00Z".parse().unwrap());

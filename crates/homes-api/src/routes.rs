@@ -3,9 +3,9 @@
 //! authenticates the front proxy ([`crate::auth`]); a request that is not the API server's gets
 //! 401 with a `Status`.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -64,6 +64,25 @@ pub struct Homes {
     workspaces_by_name: NameIndex<Workspace>,
     /// The watches open, by holder, within their bounds.
     watches: Arc<WatchPlaces>,
+    /// Shares decoded from `shares` since the caches last changed ([`Decoded`]).
+    decoded: Mutex<Decoded>,
+}
+
+/// At most how many decoded Shares [`Decoded`] holds (about 0.6 KB each).
+const DECODED_SHARES: usize = 4096;
+
+/// Shares decoded from the packed cache, shared by every request while the caches stay as they
+/// were: a Share that a group's Shares name is read by each of its members, and decoding one
+/// (LZ4, then JSON) was half of a list's CPU. The entries are those decoded since `changes` was
+/// `at`; a request that sees a later count drops them all first. A request adds what it
+/// decoded only while `at` is the count it read before reading the cache, so every entry is at
+/// least as new as `at` (the watch tasks bump the count after the cache takes an event in).
+#[derive(Default)]
+struct Decoded {
+    /// The count of changes ([`Homes::changes`]) the entries belong to.
+    at: u64,
+    /// The Shares decoded since, at most [`DECODED_SHARES`].
+    shares: HashMap<ObjectRef<Share>, Arc<Share>>,
 }
 
 /// A JSON response of `value` with `code`.
@@ -125,7 +144,48 @@ impl Homes {
             groups_by_member: NameIndex::default(),
             workspaces_by_name: NameIndex::default(),
             watches: WatchPlaces::new(WatchLimits::default()),
+            decoded: Mutex::default(),
         }
+    }
+
+    /// The Shares of `refs` still cached, decoded once for every request while the caches
+    /// stay as they were at the count of changes `at`, which the caller read before reading
+    /// any cache ([`Decoded`]).
+    fn shares(&self, refs: &HashSet<ObjectRef<Share>>, at: u64) -> Vec<Arc<Share>> {
+        let mut found = Vec::with_capacity(refs.len());
+        let mut missing = Vec::new();
+        {
+            let mut decoded = self.decoded.lock().unwrap_or_else(PoisonError::into_inner);
+            if decoded.at < at {
+                decoded.shares.clear();
+                decoded.at = at;
+            }
+            for share in refs {
+                match decoded.shares.get(share) {
+                    Some(cached) => found.push(cached.clone()),
+                    None => missing.push(share),
+                }
+            }
+        }
+        if missing.is_empty() {
+            return found;
+        }
+        let read: Vec<(ObjectRef<Share>, Arc<Share>)> = missing
+            .into_iter()
+            .filter_map(|r| {
+                let share = self.shares.get(r.namespace.as_deref(), &r.name)?;
+                Some((r.clone(), Arc::new(share)))
+            })
+            .collect();
+        let mut decoded = self.decoded.lock().unwrap_or_else(PoisonError::into_inner);
+        let keep = decoded.at == at;
+        for (r, share) in read {
+            if keep && decoded.shares.len() < DECODED_SHARES {
+                decoded.shares.insert(r, share.clone());
+            }
+            found.push(share);
+        }
+        found
     }
 
     /// Takes a watch event of the Users' cache into the index of Users (after the cache took
@@ -180,6 +240,8 @@ impl Homes {
     /// either owns or the User administers, each found by the indexes (no scan of every User,
     /// Share, group or Workspace, nor of a group's members). Nobody's: an empty list.
     fn homes_of(&self, caller: &Caller, now: Timestamp) -> (Person, Vec<Merged>) {
+        // The count before reading any cache ([`Decoded`]).
+        let at = *self.changes.borrow();
         let Some(user) = self.user_of(caller) else {
             return (Person::default(), Vec::new());
         };
@@ -202,10 +264,7 @@ impl Homes {
             .into_iter()
             .chain(groups.iter().flat_map(|g| index.of_group(&g.name_any())))
             .collect();
-        let shares: Vec<Share> = refs
-            .iter()
-            .filter_map(|r| self.shares.get(r.namespace.as_deref(), &r.name))
-            .collect();
+        let shares = self.shares(&refs, at);
         // The workspaces the caller owns or administers, and those their groups own.
         let index = &self.workspaces_by_name;
         let refs: HashSet<ObjectRef<Workspace>> = index
@@ -216,7 +275,7 @@ impl Homes {
         let workspaces: Vec<Arc<Workspace>> =
             refs.iter().filter_map(|r| self.workspaces.get(r)).collect();
         let groups: Vec<&DirectoryGroup> = groups.iter().map(AsRef::as_ref).collect();
-        let shares: Vec<&Share> = shares.iter().collect();
+        let shares: Vec<&Share> = shares.iter().map(AsRef::as_ref).collect();
         let workspaces: Vec<&Workspace> = workspaces.iter().map(AsRef::as_ref).collect();
         let person = Person {
             profile: user
@@ -701,6 +760,42 @@ mod tests {
 
     /// [`serve`] with `cached` as the cache of groups (the index still sees [`teams`]).
     fn serve_with(name: &str, cached: Vec<DirectoryGroup>) -> (Router, Vec<u8>) {
+        let (auth, cert) = front_proxy(name);
+        let (users, shares) = (
+            vec![user("alice"), user("bob"), user("dan")],
+            vec![share_to_bob()],
+        );
+        let (groups, workspaces) = teams();
+        let trimmed = cached.into_iter().map(|mut group| {
+            crate::trim::group(&mut group);
+            group
+        });
+        let homes = Homes::new(
+            auth,
+            packed(users.clone()),
+            packed(shares.clone()),
+            store(trimmed.collect()),
+            store(workspaces.clone()),
+            Arc::new(watch::Sender::new(1)),
+        );
+        for user in users {
+            homes.observe_user(&watcher::Event::Apply(user));
+        }
+        for share in shares {
+            homes.observe_share(&watcher::Event::Apply(share));
+        }
+        for group in groups {
+            homes.observe_group(&watcher::Event::Apply(group));
+        }
+        for workspace in workspaces {
+            homes.observe_workspace(&watcher::Event::Apply(workspace));
+        }
+        (router(Arc::new(homes)), cert)
+    }
+
+    /// The front-proxy settings of a new CA that allow `front-proxy-client`, and a client
+    /// certificate (DER) the CA signed for `name`.
+    fn front_proxy(name: &str) -> (RequestHeaderAuth, Vec<u8>) {
         let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         let ca = rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().unwrap())
@@ -730,36 +825,10 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
-        let (users, shares) = (
-            vec![user("alice"), user("bob"), user("dan")],
-            vec![share_to_bob()],
-        );
-        let (groups, workspaces) = teams();
-        let trimmed = cached.into_iter().map(|mut group| {
-            crate::trim::group(&mut group);
-            group
-        });
-        let homes = Homes::new(
+        (
             RequestHeaderAuth::from_config_map(&data).unwrap(),
-            packed(users.clone()),
-            packed(shares.clone()),
-            store(trimmed.collect()),
-            store(workspaces.clone()),
-            Arc::new(watch::Sender::new(1)),
-        );
-        for user in users {
-            homes.observe_user(&watcher::Event::Apply(user));
-        }
-        for share in shares {
-            homes.observe_share(&watcher::Event::Apply(share));
-        }
-        for group in groups {
-            homes.observe_group(&watcher::Event::Apply(group));
-        }
-        for workspace in workspaces {
-            homes.observe_workspace(&watcher::Event::Apply(workspace));
-        }
-        (router(Arc::new(homes)), cert.der().to_vec())
+            cert.der().to_vec(),
+        )
     }
 
     async fn ask(
@@ -800,6 +869,56 @@ mod tests {
             .iter()
             .map(|h| h["metadata"]["name"].as_str().unwrap())
             .collect()
+    }
+
+    /// A Share decoded once serves every request until the caches change: after a change the
+    /// next request decodes it again, and a request that read the count before the change
+    /// adds nothing to what the later count holds.
+    #[test]
+    fn a_decoded_share_lasts_until_the_caches_change() {
+        let (users, mut user_writer) = homestead_model::store::compact_store::<User>();
+        let (shares, mut share_writer) = homestead_model::store::compact_store::<Share>();
+        let (bob, review) = (user("bob"), share_to_bob());
+        user_writer.insert(bob.clone());
+        share_writer.insert(review.clone());
+        let changes = Arc::new(watch::Sender::new(1));
+        let homes = Homes::new(
+            front_proxy("front-proxy-client").0,
+            users,
+            shares,
+            store(Vec::new()),
+            store(Vec::new()),
+            changes.clone(),
+        );
+        homes.observe_user(&watcher::Event::Apply(bob));
+        homes.observe_share(&watcher::Event::Apply(review.clone()));
+        let caller = Caller {
+            username: "bob@example.com".into(),
+            groups: Vec::new(),
+        };
+        let via = |homes: &Homes| -> Vec<String> {
+            let (_, mine) = homes.homes_of(&caller, Timestamp::now());
+            mine.into_iter()
+                .map(|h| format!("{} {}", h.namespace, h.role))
+                .collect()
+        };
+        assert_eq!(via(&homes), ["user-alice view", "user-bob admin"]);
+        assert_eq!(homes.decoded.lock().unwrap().shares.len(), 1);
+        // The owner raises the role: the cache takes it in, then the count moves.
+        let mut raised = review;
+        raised.spec.role = "edit".into();
+        share_writer.insert(raised.clone());
+        homes.observe_share(&watcher::Event::Apply(raised.clone()));
+        changes.send_modify(|count| *count += 1);
+        assert_eq!(via(&homes), ["user-alice edit", "user-bob admin"]);
+        // A request that read the count before the change finds the new Share, and adds no
+        // Share of its own to the later count's.
+        let refs: HashSet<ObjectRef<Share>> = [ObjectRef::from_obj(&raised)].into();
+        homes.decoded.lock().unwrap().shares.clear();
+        assert_eq!(homes.shares(&refs, 1)[0].spec.role, "edit");
+        assert!(homes.decoded.lock().unwrap().shares.is_empty());
+        assert_eq!(homes.shares(&refs, 2)[0].spec.role, "edit");
+        assert_eq!(homes.decoded.lock().unwrap().shares.len(), 1);
     }
 
     #[tokio::test]

@@ -180,7 +180,12 @@ pub fn homes_of(
             }
         }
     }
-    homes.sort_by(|a, b| (&a.namespace, a.via.describe()).cmp(&(&b.namespace, b.via.describe())));
+    // By namespace; the ways in are spelled out only to order the few in one namespace.
+    homes.sort_by(|a, b| {
+        a.namespace
+            .cmp(&b.namespace)
+            .then_with(|| a.via.describe().cmp(&b.via.describe()))
+    });
     homes
 }
 
