@@ -68,8 +68,9 @@ pub struct Homes {
     decoded: Mutex<Decoded>,
 }
 
-/// At most how many decoded Shares [`Decoded`] holds (about 0.6 KB each).
-const DECODED_SHARES: usize = 4096;
+/// At most how many decoded Shares [`Decoded`] holds: about 1 KB each with its key (a `Share`
+/// is 608 bytes before its strings), so 2 MiB at most.
+const DECODED_SHARES: usize = 2048;
 
 /// Shares decoded from the packed cache, shared by every request while the caches stay as they
 /// were: a Share that a group's Shares name is read by each of its members, and decoding one
