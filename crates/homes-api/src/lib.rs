@@ -141,10 +141,13 @@ pub async fn start(
         },
     );
     let observer = homes.clone();
+    let writer = homes.clone();
     keep(
         watches,
         move |e| {
-            shares_writer.apply(e);
+            writer.writing_shares(|| {
+                shares_writer.apply(e);
+            });
         },
         trim::share,
         changes.clone(),

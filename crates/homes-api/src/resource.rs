@@ -140,26 +140,30 @@ struct HomeMetadata<'a> {
 }
 
 /// `time` as `Time` serializes it (RFC 3339 in UTC, whole seconds: `2026-12-04T18:00:00Z`),
-/// written digit by digit: jiff's `strtime`, which `Time` uses, interprets its format string
-/// on every call, and was a quarter of a list's CPU once Shares were decoded once
-/// (docs/performance.md). A year outside 0-9999 goes through `Time` itself.
+/// through [`rfc3339`]; a time before year 0 through `Time` itself.
 fn optional_time<S: serde::Serializer>(
     time: &Option<&Time>,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
-    let Some(time) = time else {
-        return serializer.serialize_none();
-    };
-    let utc = k8s_openapi::jiff::tz::Offset::UTC.to_datetime(time.0);
-    let Ok(year) = u16::try_from(utc.year()) else {
-        return serializer.serialize_some(time);
-    };
-    if year > 9999 {
-        return serializer.serialize_some(time);
+    match time {
+        None => serializer.serialize_none(),
+        Some(time) => match rfc3339(time) {
+            // ASCII digits and punctuation only.
+            Some(text) => serializer.serialize_some(std::str::from_utf8(&text).unwrap_or_default()),
+            None => serializer.serialize_some(time),
+        },
     }
+}
+
+/// `time` as `Time` writes it, `%Y-%m-%dT%H:%M:%SZ` in UTC with the fraction dropped, written
+/// digit by digit: jiff's `strtime`, which `Time` uses, reads its format string on every call,
+/// and was a quarter of a list's CPU once Shares were decoded once (docs/performance.md, "The
+/// homes API's CPU per list"). `None` before year 0 (jiff's times end in year 9999).
+fn rfc3339(time: &Time) -> Option<[u8; 20]> {
+    let utc = k8s_openapi::jiff::tz::Offset::UTC.to_datetime(time.0);
+    let year = u16::try_from(utc.year()).ok()?;
     let mut text = *b"0000-00-00T00:00:00Z";
-    let mut put = |at: usize, digits: usize, value: u16| {
-        let mut value = value;
+    let mut put = |at: usize, digits: usize, mut value: u16| {
         for i in (at..at + digits).rev() {
             text[i] = b'0' + (value % 10) as u8;
             value /= 10;
@@ -173,8 +177,7 @@ fn optional_time<S: serde::Serializer>(
     put(11, 2, two(utc.hour()));
     put(14, 2, two(utc.minute()));
     put(17, 2, two(utc.second()));
-    // ASCII digits and punctuation only.
-    serializer.serialize_some(std::str::from_utf8(&text).unwrap_or_default())
+    Some(text)
 }
 
 /// Quantities by resource name: what is allowed and what is used.
@@ -373,22 +376,34 @@ mod tests {
     use super::*;
 
     /// The times of a `Home` are written as `Time` writes them: whole seconds in UTC, the
-    /// fraction dropped, years padded to four digits; beyond year 9999 (jiff's range) by
-    /// `Time` itself.
+    /// fraction dropped (not rounded), years padded to four digits; digit by digit from year 0
+    /// on, by `Time` itself before.
     #[test]
     fn times_are_written_as_time_writes_them() {
         #[derive(serde::Serialize)]
         struct Fast<'a>(#[serde(serialize_with = "optional_time")] Option<&'a Time>);
-        for text in [
-            "2026-12-04T18:00:00Z",
-            "2026-12-04T18:07:09.999999999Z",
-            "2026-12-04T23:59:59+05:30",
-            "1970-01-01T00:00:00Z",
-            "0042-02-28T01:02:03Z",
-            "9999-12-30T21:59:59Z",
-            "-000001-01-01T00:00:00Z",
+        for (text, written) in [
+            ("2026-12-04T18:00:00Z", Some("2026-12-04T18:00:00Z")),
+            (
+                "2026-12-04T18:07:09.999999999Z",
+                Some("2026-12-04T18:07:09Z"),
+            ),
+            ("2026-12-31T23:59:59-05:30", Some("2027-01-01T05:29:59Z")),
+            ("2027-01-01T01:00:00+05:30", Some("2026-12-31T19:30:00Z")),
+            ("1970-01-01T00:00:00Z", Some("1970-01-01T00:00:00Z")),
+            ("1969-12-31T23:59:59.5Z", Some("1969-12-31T23:59:59Z")),
+            ("0042-02-28T01:02:03Z", Some("0042-02-28T01:02:03Z")),
+            ("0000-01-01T00:00:00Z", Some("0000-01-01T00:00:00Z")),
+            ("9999-12-30T21:59:59Z", Some("9999-12-30T21:59:59Z")),
+            ("-000001-01-01T00:00:00Z", None),
         ] {
             let time = Time(text.parse().unwrap());
+            let fast = rfc3339(&time);
+            assert_eq!(
+                fast.as_ref().map(|t| std::str::from_utf8(t).unwrap()),
+                written,
+                "{text}"
+            );
             assert_eq!(
                 serde_json::to_string(&Fast(Some(&time))).unwrap(),
                 serde_json::to_string(&time).unwrap(),

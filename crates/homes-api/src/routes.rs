@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -64,23 +65,26 @@ pub struct Homes {
     workspaces_by_name: NameIndex<Workspace>,
     /// The watches open, by holder, within their bounds.
     watches: Arc<WatchPlaces>,
-    /// Shares decoded from `shares` since the caches last changed ([`Decoded`]).
+    /// Shares decoded from `shares`, while no Share changed ([`Decoded`]).
     decoded: Mutex<Decoded>,
+    /// Writes to `shares` begun and ended ([`Homes::writing_shares`]).
+    share_writes: (AtomicU64, AtomicU64),
 }
 
 /// At most how many decoded Shares [`Decoded`] holds: about 1 KB each with its key (a `Share`
-/// is 608 bytes before its strings), so 2 MiB at most.
+/// is 608 bytes before its strings), so about 2 MiB.
 const DECODED_SHARES: usize = 2048;
 
-/// Shares decoded from the packed cache, shared by every request while the caches stay as they
-/// were: a Share that a group's Shares name is read by each of its members, and decoding one
-/// (LZ4, then JSON) was half of a list's CPU. The entries are those decoded since `changes` was
-/// `at`; a request that sees a later count drops them all first. A request adds what it
-/// decoded only while `at` is the count it read before reading the cache, so every entry is at
-/// least as new as `at` (the watch tasks bump the count after the cache takes an event in).
+/// Shares decoded from the packed cache, shared by every request while no Share changes: a
+/// Share that names a group is read by each of its members, and decoding one (LZ4, then JSON)
+/// was half of a list's CPU (docs/performance.md, "The homes API's CPU per list"). The entries
+/// are the Shares as they were after `at` writes to the cache ([`Homes::writing_shares`]); a
+/// request reads them only when as many writes have ended as begun and that count is `at`, and
+/// adds what it decoded only if no write began meanwhile. So what a request gets from here is
+/// what the cache holds when it asks, never an older Share.
 #[derive(Default)]
 struct Decoded {
-    /// The count of changes ([`Homes::changes`]) the entries belong to.
+    /// How many writes to the Shares' cache had ended when these Shares were decoded.
     at: u64,
     /// The Shares decoded since, at most [`DECODED_SHARES`].
     shares: HashMap<ObjectRef<Share>, Arc<Share>>,
@@ -146,28 +150,50 @@ impl Homes {
             workspaces_by_name: NameIndex::default(),
             watches: WatchPlaces::new(WatchLimits::default()),
             decoded: Mutex::default(),
+            share_writes: (AtomicU64::new(0), AtomicU64::new(0)),
         }
     }
 
-    /// The Shares of `refs` still cached, decoded once for every request while the caches
-    /// stay as they were at the count of changes `at`, which the caller read before reading
-    /// any cache ([`Decoded`]).
-    fn shares(&self, refs: &HashSet<ObjectRef<Share>>, at: u64) -> Vec<Arc<Share>> {
+    /// Runs `write`, a change to the Shares' cache (`shares`), as the one write the decoded
+    /// Shares know of ([`Decoded`]): counted as begun before it, and as ended after it.
+    pub fn writing_shares(&self, write: impl FnOnce()) {
+        self.share_writes.0.fetch_add(1, Ordering::SeqCst);
+        write();
+        self.share_writes.1.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// How many writes to the Shares' cache have ended, if no other has begun since: the
+    /// cache then holds what it held after that many.
+    fn shares_settled(&self) -> Option<u64> {
+        let ended = self.share_writes.1.load(Ordering::SeqCst);
+        (self.share_writes.0.load(Ordering::SeqCst) == ended).then_some(ended)
+    }
+
+    /// The Shares of `refs` still in the cache, as it holds them now, each decoded once for
+    /// every request while no Share changes ([`Decoded`]).
+    fn shares(&self, refs: &HashSet<ObjectRef<Share>>) -> Vec<Arc<Share>> {
         let mut found = Vec::with_capacity(refs.len());
         let mut missing = Vec::new();
-        {
+        let settled = self.shares_settled();
+        let stale = {
             let mut decoded = self.decoded.lock().unwrap_or_else(PoisonError::into_inner);
-            if decoded.at < at {
-                decoded.shares.clear();
-                decoded.at = at;
-            }
+            let stale = match settled {
+                Some(at) if decoded.at < at => {
+                    decoded.at = at;
+                    std::mem::take(&mut decoded.shares)
+                }
+                _ => HashMap::new(),
+            };
             for share in refs {
                 match decoded.shares.get(share) {
-                    Some(cached) => found.push(cached.clone()),
-                    None => missing.push(share),
+                    Some(cached) if settled == Some(decoded.at) => found.push(cached.clone()),
+                    _ => missing.push(share),
                 }
             }
-        }
+            stale
+        };
+        // Freed outside the lock.
+        drop(stale);
         if missing.is_empty() {
             return found;
         }
@@ -179,7 +205,8 @@ impl Homes {
             })
             .collect();
         let mut decoded = self.decoded.lock().unwrap_or_else(PoisonError::into_inner);
-        let keep = decoded.at == at;
+        // Only what was read with no write begun since the count: the cache as of `at`.
+        let keep = settled.is_some_and(|at| decoded.at == at && self.shares_settled() == settled);
         for (r, share) in read {
             if keep && decoded.shares.len() < DECODED_SHARES {
                 decoded.shares.insert(r, share.clone());
@@ -241,8 +268,6 @@ impl Homes {
     /// either owns or the User administers, each found by the indexes (no scan of every User,
     /// Share, group or Workspace, nor of a group's members). Nobody's: an empty list.
     fn homes_of(&self, caller: &Caller, now: Timestamp) -> (Person, Vec<Merged>) {
-        // The count before reading any cache ([`Decoded`]).
-        let at = *self.changes.borrow();
         let Some(user) = self.user_of(caller) else {
             return (Person::default(), Vec::new());
         };
@@ -265,7 +290,7 @@ impl Homes {
             .into_iter()
             .chain(groups.iter().flat_map(|g| index.of_group(&g.name_any())))
             .collect();
-        let shares = self.shares(&refs, at);
+        let shares = self.shares(&refs);
         // The workspaces the caller owns or administers, and those their groups own.
         let index = &self.workspaces_by_name;
         let refs: HashSet<ObjectRef<Workspace>> = index
@@ -872,24 +897,23 @@ mod tests {
             .collect()
     }
 
-    /// A Share decoded once serves every request until the caches change: after a change the
-    /// next request decodes it again, and a request that read the count before the change
-    /// adds nothing to what the later count holds.
+    /// A Share decoded once serves every request while no Share changes; while a write to the
+    /// Shares' cache is under way a request reads the cache itself and keeps nothing; after it,
+    /// the new Share.
     #[test]
-    fn a_decoded_share_lasts_until_the_caches_change() {
+    fn a_decoded_share_serves_until_a_share_changes() {
         let (users, mut user_writer) = homestead_model::store::compact_store::<User>();
         let (shares, mut share_writer) = homestead_model::store::compact_store::<Share>();
         let (bob, review) = (user("bob"), share_to_bob());
         user_writer.insert(bob.clone());
         share_writer.insert(review.clone());
-        let changes = Arc::new(watch::Sender::new(1));
         let homes = Homes::new(
             front_proxy("front-proxy-client").0,
             users,
             shares,
             store(Vec::new()),
             store(Vec::new()),
-            changes.clone(),
+            Arc::new(watch::Sender::new(1)),
         );
         homes.observe_user(&watcher::Event::Apply(bob));
         homes.observe_share(&watcher::Event::Apply(review.clone()));
@@ -897,29 +921,37 @@ mod tests {
             username: "bob@example.com".into(),
             groups: Vec::new(),
         };
-        let via = |homes: &Homes| -> Vec<String> {
+        let roles = |homes: &Homes| -> Vec<String> {
             let (_, mine) = homes.homes_of(&caller, Timestamp::now());
             mine.into_iter()
                 .map(|h| format!("{} {}", h.namespace, h.role))
                 .collect()
         };
-        assert_eq!(via(&homes), ["user-alice view", "user-bob admin"]);
-        assert_eq!(homes.decoded.lock().unwrap().shares.len(), 1);
-        // The owner raises the role: the cache takes it in, then the count moves.
+        let decoded_role = |homes: &Homes| -> Vec<String> {
+            let decoded = homes.decoded.lock().unwrap();
+            decoded
+                .shares
+                .values()
+                .map(|s| s.spec.role.clone())
+                .collect()
+        };
+        assert_eq!(roles(&homes), ["user-alice view", "user-bob admin"]);
+        assert_eq!(decoded_role(&homes), ["view"]);
         let mut raised = review;
         raised.spec.role = "edit".into();
+        // Written behind the decoded Shares' back (the watch task never does): still the
+        // decoded Share, so it is what requests read.
         share_writer.insert(raised.clone());
-        homes.observe_share(&watcher::Event::Apply(raised.clone()));
-        changes.send_modify(|count| *count += 1);
-        assert_eq!(via(&homes), ["user-alice edit", "user-bob admin"]);
-        // A request that read the count before the change finds the new Share, and adds no
-        // Share of its own to the later count's.
-        let refs: HashSet<ObjectRef<Share>> = [ObjectRef::from_obj(&raised)].into();
-        homes.decoded.lock().unwrap().shares.clear();
-        assert_eq!(homes.shares(&refs, 1)[0].spec.role, "edit");
-        assert!(homes.decoded.lock().unwrap().shares.is_empty());
-        assert_eq!(homes.shares(&refs, 2)[0].spec.role, "edit");
-        assert_eq!(homes.decoded.lock().unwrap().shares.len(), 1);
+        assert_eq!(roles(&homes), ["user-alice view", "user-bob admin"]);
+        // Written as the watch task writes: during the write a request reads the cache and
+        // keeps nothing of it; after it, the new Share, decoded once again.
+        homes.writing_shares(|| {
+            share_writer.insert(raised.clone());
+            assert_eq!(roles(&homes), ["user-alice edit", "user-bob admin"]);
+            assert_eq!(decoded_role(&homes), ["view"]);
+        });
+        assert_eq!(roles(&homes), ["user-alice edit", "user-bob admin"]);
+        assert_eq!(decoded_role(&homes), ["edit"]);
     }
 
     #[tokio::test]
